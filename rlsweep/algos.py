@@ -1,0 +1,156 @@
+"""The only module that touches RLlib's config builders and its result keys.
+
+`build_algorithm(cfg)` turns a flat `TrialConfig` into an RLlib PPO `Algorithm` on the new API
+stack; `read_result(result)` maps RLlib's (renamed-between-releases) result keys to ours.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import torch
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.algorithms.ppo import PPO, PPOConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.tune.registry import register_env
+
+from rlsweep.config import TrialConfig
+from rlsweep.envs import EnvConfig, ProcgenVectorEnv
+from rlsweep.rl_module import ImpalaPPOModule
+
+# Our custom metric, logged by the episode callback into RLlib's env-runner metrics.
+RAW_RETURN = "rlsweep_raw_episode_return"
+RAW_LENGTH = "rlsweep_raw_episode_length"
+SMOOTHING_EPISODES = 100
+ENV_ID = "rlsweep-procgen"
+
+
+def make_procgen_env(env_config: dict[str, Any]) -> ProcgenVectorEnv:
+    """RLlib's vector entry point: `env_config` carries EnvConfig fields and `num_envs`."""
+    cfg = dict(env_config)
+    num_envs = cfg.pop("num_envs")
+    threads = cfg.pop("envpool_threads", 0)
+    return ProcgenVectorEnv(EnvConfig(**cfg), num_envs=num_envs, split="train", num_threads=threads)
+
+
+register_env(ENV_ID, make_procgen_env)
+
+
+def _log_raw_episode(*, env, env_index: int, metrics_logger, **_: Any) -> None:
+    # `env` is our ProcgenVectorEnv: it keeps the raw return even when training on shaped rewards.
+    metrics_logger.log_value(
+        RAW_RETURN, float(env.last_return[env_index]), reduce="mean", window=SMOOTHING_EPISODES
+    )
+    metrics_logger.log_value(
+        RAW_LENGTH, float(env.last_length[env_index]), reduce="mean", window=SMOOTHING_EPISODES
+    )
+
+
+class RlsweepPPOLearner(PPOTorchLearner):
+    """PPO's torch Learner with two fixes that cost nothing in learning terms.
+
+    - The learner connector (GAE) runs under `no_grad`: RLlib computes value estimates for
+      advantages with autograd on, building a graph it never uses.
+    - Exactly `num_epochs * (train_batch / minibatch)` minibatches per update: RLlib appends one
+      artificial timestep per episode chunk for bootstrapping, so its "cover every row
+      num_epochs times" loop runs an extra, mostly-repeated minibatch per epoch.
+    """
+
+    def _make_batch_if_necessary(self, training_data):
+        with torch.no_grad():
+            return super()._make_batch_if_necessary(training_data)
+
+    def update(self, *args, num_total_minibatches: int = 0, **kwargs):
+        minibatch = kwargs.get("minibatch_size")
+        if not num_total_minibatches and minibatch:
+            per_epoch = max(1, round(self.config.train_batch_size_per_learner / minibatch))
+            num_total_minibatches = kwargs.get("num_epochs", 1) * per_epoch
+        return super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
+
+
+def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
+    """The RLlib PPOConfig for one trial."""
+    lr: Any = cfg.lr if cfg.lr_schedule is None else [list(p) for p in cfg.lr_schedule]
+    env_config = {**cfg.env_config().__dict__, "envpool_threads": envpool_threads}
+    return (
+        PPOConfig()
+        .environment(env=ENV_ID, env_config=env_config)
+        .env_runners(
+            num_env_runners=cfg.num_env_runners,
+            num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+            rollout_fragment_length=cfg.rollout_length,
+            gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT,
+            num_cpus_per_env_runner=1,
+        )
+        .resources(num_cpus_for_main_process=cfg.num_cpus)
+        .learners(
+            num_learners=0, num_gpus_per_learner=cfg.num_gpus, learner_class=RlsweepPPOLearner
+        )
+        .training(
+            gamma=cfg.gamma,
+            lambda_=cfg.lambda_,
+            lr=lr,
+            clip_param=cfg.clip_param,
+            vf_clip_param=cfg.vf_clip_param,
+            vf_loss_coeff=cfg.vf_loss_coeff,
+            entropy_coeff=cfg.entropy_coeff,
+            use_kl_loss=cfg.kl_coeff > 0,
+            kl_coeff=cfg.kl_coeff,
+            kl_target=cfg.kl_target,
+            grad_clip=cfg.grad_clip,
+            grad_clip_by="global_norm",
+            train_batch_size_per_learner=cfg.effective_train_batch_size,
+            minibatch_size=cfg.minibatch_size,
+            num_epochs=cfg.num_epochs,
+        )
+        .rl_module(
+            rl_module_spec=RLModuleSpec(
+                module_class=ImpalaPPOModule, model_config=cfg.model_config().to_dict()
+            )
+        )
+        .callbacks(on_episode_end=_log_raw_episode)
+        .reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)
+        .debugging(seed=cfg.seed)
+    )
+
+
+def build_algorithm(cfg: TrialConfig, envpool_threads: int = 0) -> Algorithm:
+    return ppo_config(cfg, envpool_threads).build_algo()
+
+
+def trial_resources(cfg: TrialConfig):
+    """Tune placement group for one trial: the trial process (driver, local learner and, with 0
+    env runners, sampling) plus one bundle per remote EnvRunner."""
+    return PPO.default_resource_request(ppo_config(cfg))
+
+
+def _get(d: dict[str, Any], *path: str, default: float = math.nan) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return default
+        d = d[key]
+    return d
+
+
+def read_result(result: dict[str, Any]) -> dict[str, float]:
+    """RLlib's result dict -> our stable metric names (raw, un-normalized)."""
+    env_runners = result.get("env_runners", {})
+    learner = _get(result, "learners", "default_policy", default={})
+    return {
+        "env_steps": float(
+            _get(result, "num_env_steps_sampled_lifetime", default=math.nan)
+            if "num_env_steps_sampled_lifetime" in result
+            else _get(env_runners, "num_env_steps_sampled_lifetime")
+        ),
+        "train/return": float(_get(env_runners, RAW_RETURN)),
+        "train/episode_length": float(_get(env_runners, RAW_LENGTH)),
+        "train/episodes": float(_get(env_runners, "num_episodes_lifetime", default=0.0)),
+        "loss/total": float(_get(learner, "total_loss")),
+        "loss/policy": float(_get(learner, "policy_loss")),
+        "loss/value": float(_get(learner, "vf_loss")),
+        "loss/entropy": float(_get(learner, "entropy")),
+        "loss/kl": float(_get(learner, "mean_kl_loss")),
+    }

@@ -1,0 +1,251 @@
+"""One trial's complete, flat configuration: what it plays, the model, PPO, budget and evaluation.
+
+A Tune trial receives this as a plain dict (`TrialConfig.to_dict()`); `TrialConfig.from_dict`
+rebuilds and validates it. Defaults follow openai/train-procgen (Cobbe et al., 2019), except
+the rollout shape, which is sized for a small machine (see the baselines for the papers').
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from rlsweep.envs import EnvConfig
+from rlsweep.errors import ConfigError
+from rlsweep.models import ModelConfig
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    # --- what the trial plays -----------------------------------------------------------
+    game: str = "coinrun"
+    """Procgen game."""
+    distribution_mode: str = "easy"
+    """easy, hard, or the game's extreme/memory/exploration mode."""
+    num_levels: int | None = None
+    """Training levels [start_level, start_level + num_levels); None = 200 easy, 500 otherwise."""
+    start_level: int = 0
+    """First training level."""
+    framestack: str = "none"
+    """none | stack (last k frames) | gap (frames t and t-(k-1))."""
+    framestack_k: int = 4
+    """k for stack and gap."""
+    reward_shaping: bool = False
+    """Train on sign(r)(sqrt(|r|+1)-1) + 0.001 r; reported returns are always raw."""
+    seed: int = 0
+    """Seeds torch, RLlib and every env of the trial."""
+
+    # --- budget and evaluation ------------------------------------------------------------
+    total_env_steps: int = 25_000_000
+    """Training budget in env steps; the trial stops at the first iteration reaching it."""
+    eval_interval: int = 10
+    """Evaluate on unseen levels every this many iterations (and always at the end)."""
+    eval_episodes: int = 32
+    """Unseen-level episodes per evaluation (one per env, so no bias to short episodes)."""
+    checkpoint_interval: int = 0
+    """Checkpoint every this many iterations; 0 = only at the end."""
+
+    # --- PPO --------------------------------------------------------------------------------
+    gamma: float = 0.999
+    """Discount."""
+    lambda_: float = 0.95
+    """GAE lambda."""
+    lr: float = 5e-4
+    """Adam learning rate (ignored when lr_schedule is set)."""
+    lr_schedule: tuple[tuple[int, float], ...] | None = None
+    """Piecewise-linear [[env_step, lr], ...] starting at step 0 (RLlib's schedule semantics)."""
+    clip_param: float = 0.2
+    """PPO ratio clip."""
+    vf_clip_param: float = 10.0
+    """RLlib clamps the squared value error at this (not PPO2's value clipping)."""
+    vf_loss_coeff: float = 0.5
+    """Value loss weight."""
+    entropy_coeff: float = 0.01
+    """Entropy bonus weight."""
+    kl_coeff: float = 0.0
+    """Initial KL penalty coefficient; 0 disables the KL term."""
+    kl_target: float = 0.01
+    """KL target for the adaptive coefficient."""
+    grad_clip: float | None = 0.5
+    """Global gradient-norm clip; None disables."""
+    rollout_length: int = 64
+    """Env steps per env per rollout (train-procgen: 256)."""
+    num_envs_per_env_runner: int = 64
+    """Envs batched in one envpool per EnvRunner."""
+    num_env_runners: int = 0
+    """Remote EnvRunner actors; 0 samples in the trial's own process."""
+    train_batch_size: int | None = None
+    """Env steps per iteration; None = rollout_length * envs * max(1, env runners)."""
+    minibatch_size: int = 2048
+    """SGD minibatch size."""
+    num_epochs: int = 3
+    """SGD passes over each train batch."""
+    num_gpus: float = 0
+    """GPUs for the learner (0 = CPU)."""
+    num_cpus: int = 1
+    """CPUs of the trial's own process (learner, and sampling when num_env_runners=0); torch
+    uses this many threads."""
+
+    # --- model -----------------------------------------------------------------------------
+    widths: tuple[int, ...] = (16, 32, 32)
+    """IMPALA-CNN stage widths; (32, 64, 64) is the wide variant."""
+    downsample: str = "maxpool"
+    """maxpool | conv (stride 2)."""
+    global_pool: bool = False
+    """Global average pooling before the dense layer."""
+    dense: int = 256
+    """Dense layer width."""
+    channels_last: bool = True
+    """NHWC convolutions (faster on CPU)."""
+    bf16: bool = False
+    """bfloat16 autocast in the trunk."""
+
+    def __post_init__(self) -> None:
+        for name in ("widths", "lr_schedule"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+                object.__setattr__(self, name, value)
+        self._validate()
+
+    # ------------------------------------------------------------------------------------------
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], path: str = "") -> TrialConfig:
+        """Build from a plain dict, rejecting unknown keys with a did-you-mean."""
+        known = cls.field_names()
+        for key in d:
+            if key not in known:
+                hint = difflib.get_close_matches(key, known, n=1)
+                raise ConfigError(
+                    _join(path, key),
+                    f"unknown key{f' (did you mean {hint[0]!r}?)' if hint else ''}; "
+                    f"allowed: {', '.join(known)}",
+                )
+        try:
+            return cls(**d)
+        except ConfigError as e:
+            raise e.under(path) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["widths"] = list(self.widths)
+        if self.lr_schedule is not None:
+            d["lr_schedule"] = [list(p) for p in self.lr_schedule]
+        return d
+
+    def env_config(self) -> EnvConfig:
+        return EnvConfig(
+            game=self.game,
+            distribution_mode=self.distribution_mode,
+            num_levels=self.num_levels,
+            start_level=self.start_level,
+            framestack=self.framestack,
+            framestack_k=self.framestack_k,
+            reward_shaping=self.reward_shaping,
+        )
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            widths=self.widths,
+            downsample=self.downsample,
+            global_pool=self.global_pool,
+            dense=self.dense,
+            channels_last=self.channels_last,
+            bf16=self.bf16,
+        )
+
+    @property
+    def effective_train_batch_size(self) -> int:
+        if self.train_batch_size is not None:
+            return self.train_batch_size
+        return self.rollout_length * self.num_envs_per_env_runner * max(1, self.num_env_runners)
+
+    # ------------------------------------------------------------------------------------------
+    def _validate(self) -> None:
+        def check(name: str, ok: bool, allowed: str) -> None:
+            if not ok:
+                raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
+
+        def number(name: str) -> bool:
+            v = getattr(self, name)
+            return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+        def integer(name: str) -> bool:
+            v = getattr(self, name)
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        # Env and model fields are validated by their own dataclasses (raising ConfigError).
+        self.env_config()
+        self.model_config()
+        check("seed", integer("seed") and self.seed >= 0, "an integer >= 0")
+        for name in ("total_env_steps", "eval_interval", "eval_episodes"):
+            check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
+        check(
+            "checkpoint_interval",
+            integer("checkpoint_interval") and self.checkpoint_interval >= 0,
+            "an integer >= 0",
+        )
+        check("gamma", number("gamma") and 0 < self.gamma <= 1, "0 < gamma <= 1")
+        check("lambda_", number("lambda_") and 0 <= self.lambda_ <= 1, "0 <= lambda_ <= 1")
+        check("lr", number("lr") and self.lr > 0, "a number > 0")
+        if self.lr_schedule is not None:
+            pts = self.lr_schedule
+            ok = (
+                len(pts) >= 1
+                and all(len(p) == 2 for p in pts)
+                and all(isinstance(s, int) and s >= 0 for s, _ in pts)
+                and all(isinstance(v, int | float) and v > 0 for _, v in pts)
+                and pts[0][0] == 0
+                and all(a[0] < b[0] for a, b in zip(pts, pts[1:], strict=False))
+            )
+            check(
+                "lr_schedule",
+                ok,
+                "[[env_step, lr], ...] with steps increasing from 0 and every lr > 0",
+            )
+        for name in ("clip_param", "vf_clip_param"):
+            check(name, number(name) and getattr(self, name) > 0, "a number > 0")
+        for name in ("vf_loss_coeff", "entropy_coeff", "kl_coeff"):
+            check(name, number(name) and getattr(self, name) >= 0, "a number >= 0")
+        check("kl_target", number("kl_target") and self.kl_target > 0, "a number > 0")
+        check(
+            "grad_clip",
+            self.grad_clip is None or (number("grad_clip") and self.grad_clip > 0),
+            "a number > 0, or null to disable",
+        )
+        for name in ("rollout_length", "num_envs_per_env_runner", "minibatch_size", "num_epochs"):
+            check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
+        check(
+            "num_env_runners",
+            integer("num_env_runners") and self.num_env_runners >= 0,
+            "an integer >= 0",
+        )
+        check("num_gpus", number("num_gpus") and self.num_gpus >= 0, "a number >= 0")
+        check("num_cpus", integer("num_cpus") and self.num_cpus >= 1, "an integer >= 1")
+        batch = self.effective_train_batch_size
+        if self.train_batch_size is not None:
+            check("train_batch_size", integer("train_batch_size") and batch > 0, "an integer > 0")
+            per_round = self.rollout_length * self.num_envs_per_env_runner
+            per_round *= max(1, self.num_env_runners)
+            check(
+                "train_batch_size",
+                batch % per_round == 0,
+                f"a multiple of rollout_length * num_envs_per_env_runner * max(1, "
+                f"num_env_runners) = {per_round}",
+            )
+        check(
+            "minibatch_size",
+            self.minibatch_size <= batch,
+            f"<= the train batch ({batch} env steps)",
+        )
+
+
+def _join(path: str, key: str) -> str:
+    return ".".join(p for p in (path, key) if p)

@@ -1,0 +1,243 @@
+"""Procgen as a native batched gymnasium VectorEnv over envpool.
+
+One `ProcgenVectorEnv` steps `num_envs` games in C++ (envpool) and adds, on the batched arrays:
+framestack variants, optional reward shaping, and per-episode bookkeeping (raw return, length,
+level seed) that RLlib's callbacks and our evaluator read. RLlib receives it through
+`gym_env_vectorize_mode=VECTOR_ENTRY_POINT`, so no per-env Python wrappers sit in the hot loop.
+
+Train/test protocol (Cobbe et al., 2019): training plays levels
+`[start_level, start_level + num_levels)`; testing plays `num_levels=0`, the full level
+distribution (seeds drawn from [0, 2^31)), so unseen levels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from rlsweep import procgen
+from rlsweep.errors import ConfigError
+
+FRAMESTACKS = ("none", "stack", "gap")
+Split = Literal["train", "test"]
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """What a trial plays. Validated at construction."""
+
+    game: str = "coinrun"
+    """One of the 16 Procgen games."""
+    distribution_mode: str = "easy"
+    """easy, hard, or a game's extra modes (extreme, memory, exploration)."""
+    num_levels: int | None = None
+    """Training levels; None = the mode's default (easy 200, others 500). 0 = all levels."""
+    start_level: int = 0
+    """First training level seed."""
+    framestack: str = "none"
+    """'none'; 'stack' = the last k frames; 'gap' = frames t and t-(k-1) only."""
+    framestack_k: int = 4
+    """k for 'stack' and 'gap'."""
+    reward_shaping: bool = False
+    """Train on sign(r)*(sqrt(|r|+1)-1) + 0.001*r; reported returns stay raw."""
+
+    def __post_init__(self) -> None:
+        if self.game not in procgen.GAMES:
+            raise ConfigError("game", f"got {self.game!r}; allowed: {', '.join(procgen.GAMES)}")
+        modes = procgen.modes_for(self.game)
+        if self.distribution_mode not in modes:
+            raise ConfigError(
+                "distribution_mode",
+                f"got {self.distribution_mode!r}; allowed for {self.game}: {', '.join(modes)}",
+            )
+        if self.num_levels is not None and not _is_int(self.num_levels, minimum=0):
+            raise ConfigError(
+                "num_levels", f"got {self.num_levels!r}; allowed: an integer >= 0, or null"
+            )
+        if not _is_int(self.start_level, minimum=0):
+            raise ConfigError("start_level", f"got {self.start_level!r}; allowed: an integer >= 0")
+        if self.framestack not in FRAMESTACKS:
+            raise ConfigError(
+                "framestack", f"got {self.framestack!r}; allowed: {', '.join(FRAMESTACKS)}"
+            )
+        if not _is_int(self.framestack_k, minimum=2):
+            raise ConfigError(
+                "framestack_k", f"got {self.framestack_k!r}; allowed: an integer >= 2"
+            )
+        if not isinstance(self.reward_shaping, bool):
+            raise ConfigError(
+                "reward_shaping", f"got {self.reward_shaping!r}; allowed: true, false"
+            )
+
+    @property
+    def train_levels(self) -> int:
+        """Number of training levels after applying the mode's default."""
+        if self.num_levels is None:
+            return procgen.DEFAULT_NUM_LEVELS[self.distribution_mode]
+        return self.num_levels
+
+    @property
+    def frames_per_obs(self) -> int:
+        return {"none": 1, "stack": self.framestack_k, "gap": 2}[self.framestack]
+
+
+def _is_int(v: object, minimum: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+
+
+def shape_reward(r: np.ndarray) -> np.ndarray:
+    """sign(r) * (sqrt(|r| + 1) - 1) + 0.001 * r  (the LARS12llt competition entry)."""
+    r = np.asarray(r, dtype=np.float32)
+    return np.sign(r) * (np.sqrt(np.abs(r) + 1.0) - 1.0) + 0.001 * r
+
+
+class FrameStacker:
+    """Framestack over a batch of envs, on a ring buffer of the last k frames.
+
+    `push(frames, reset_mask)` takes this step's (N, C, H, W) frames; rows in `reset_mask`
+    started a new episode, so their history is refilled with the new first frame. Returns a
+    fresh (N, C * frames_per_obs, H, W) array, oldest frame first (RLlib keeps references to
+    returned observations, so the output never aliases the buffer).
+    """
+
+    def __init__(self, mode: str, k: int) -> None:
+        self.mode, self.k = mode, k
+        self._buf: np.ndarray | None = None  # (k, N, C, H, W)
+        self._newest = 0
+
+    def push(self, frames: np.ndarray, reset_mask: np.ndarray | None = None) -> np.ndarray:
+        if self.mode == "none":
+            return frames
+        if self._buf is None or reset_mask is None:
+            self._buf = np.repeat(frames[None], self.k, axis=0)
+            self._newest = 0
+        else:
+            self._newest = (self._newest + 1) % self.k
+            self._buf[self._newest] = frames
+            if reset_mask.any():
+                self._buf[:, reset_mask] = frames[reset_mask]
+        oldest = (self._newest + 1) % self.k
+        if self.mode == "gap":
+            order = [oldest, self._newest]
+        else:
+            order = [(oldest + i) % self.k for i in range(self.k)]
+        return np.concatenate([self._buf[i] for i in order], axis=1)
+
+
+def env_seed(trial_seed: int, *stream: int) -> int:
+    """A 31-bit envpool seed derived from the trial seed and a stream id (runner, split)."""
+    return int(np.random.SeedSequence([trial_seed, *stream]).generate_state(1)[0] % (2**31 - 1))
+
+
+def _import_envpool():
+    from rlsweep.qt import load_qt5
+
+    load_qt5()  # must precede envpool.procgen's import
+    import envpool
+
+    return envpool
+
+
+class ProcgenVectorEnv(gym.vector.VectorEnv):
+    """`num_envs` Procgen games stepped by envpool, with next-step autoreset.
+
+    After an env reports terminated/truncated, its next `step` ignores the action and returns
+    the first observation of a new episode with reward 0 (gymnasium's NEXT_STEP mode, which is
+    also envpool's and what RLlib's EnvRunner expects).
+
+    When env i finishes an episode, `last_return[i]`, `last_length[i]` and `last_level_seed[i]`
+    hold that episode's raw (unshaped) return, length and level seed until its next episode
+    ends; RLlib's episode callback and the evaluator read them at that step.
+
+    `reset(seed=s)` with a new seed rebuilds the pool (envpool seeds only at construction), so
+    RLlib's per-EnvRunner seeds (trial seed + runner index) reach the level sampler.
+    """
+
+    metadata = {"autoreset_mode": gym.vector.AutoresetMode.NEXT_STEP}
+
+    def __init__(
+        self,
+        config: EnvConfig,
+        num_envs: int,
+        seed: int = 0,
+        split: Split = "train",
+        num_threads: int = 0,
+    ) -> None:
+        self.config = config
+        self.split = split
+        self.num_envs = num_envs
+        if split == "train":
+            num_levels, start_level = config.train_levels, config.start_level
+        elif split == "test":
+            num_levels, start_level = 0, 0  # full distribution: unseen levels
+        else:
+            raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        self.level_range = (start_level, start_level + num_levels) if num_levels else None
+        self._pool_kwargs = dict(
+            task_id=procgen.task_id(config.game, config.distribution_mode),
+            env_type="gymnasium",
+            num_envs=num_envs,
+            num_levels=num_levels,
+            start_level=start_level,
+            num_threads=num_threads,
+        )
+        self.seed = seed
+        self._pool = _import_envpool().make(seed=seed, **self._pool_kwargs)
+        frame_space = self._pool.observation_space  # (3, 64, 64) uint8
+        c, h, w = frame_space.shape
+        self.single_observation_space = gym.spaces.Box(
+            0, 255, (c * config.frames_per_obs, h, w), np.uint8
+        )
+        self.single_action_space = self._pool.action_space
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, num_envs
+        )
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        self._stacker = FrameStacker(config.framestack, config.framestack_k)
+        self._ep_return = np.zeros(num_envs, np.float64)
+        self._ep_length = np.zeros(num_envs, np.int64)
+        self._done = np.zeros(num_envs, bool)
+        self.level_seeds = np.zeros(num_envs, np.int64)
+        self.last_return = np.full(num_envs, np.nan)
+        self.last_length = np.zeros(num_envs, np.int64)
+        self.last_level_seed = np.full(num_envs, -1, np.int64)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if seed is not None and seed != self.seed:
+            self._pool.close()
+            self.seed = seed
+            self._pool = _import_envpool().make(seed=seed, **self._pool_kwargs)
+        frames, info = self._pool.reset()
+        self.level_seeds = np.asarray(info["level_seed"], np.int64)
+        self._ep_return[:] = 0
+        self._ep_length[:] = 0
+        self._done[:] = False
+        return self._stacker.push(frames), {}
+
+    def step(self, actions: Any):
+        frames, reward, terminated, truncated, info = self._pool.step(
+            np.asarray(actions, dtype=np.int32)
+        )
+        started = self._done  # these rows just returned the first frame of a new episode
+        self.level_seeds = np.asarray(info["level_seed"], np.int64)
+        self._ep_return[started] = 0
+        self._ep_length[started] = 0
+        self._ep_return += reward
+        self._ep_length += ~started
+        self._done = terminated | truncated
+        if self._done.any():
+            done = self._done
+            self.last_return[done] = self._ep_return[done]
+            self.last_length[done] = self._ep_length[done]
+            self.last_level_seed[done] = self.level_seeds[done]
+        obs = self._stacker.push(frames, started)
+        if self.config.reward_shaping:
+            reward = shape_reward(reward)
+        # Infos stay empty: RLlib stores one dict per env step, and nothing downstream reads it.
+        return obs, reward.astype(np.float32), terminated, truncated, {}
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._pool.close()

@@ -1,0 +1,22 @@
+"""Stable metric names every trial reports; tests, tables and reports use only these."""
+
+ENV_STEPS = "env_steps"
+TRAIN_RETURN = "train/return"
+TRAIN_RETURN_NORM = "train/return_norm"
+TEST_RETURN = "test/return"
+TEST_RETURN_NORM = "test/return_norm"
+GAP_NORM = "gap/return_norm"
+"""train/return_norm - test/return_norm: the generalization gap."""
+WALL_S = "time/wall_s"
+TEST_FRESH = "test/fresh"
+"""True on iterations that evaluated; others carry the last evaluation forward."""
+
+METRICS = (
+    ENV_STEPS,
+    TRAIN_RETURN,
+    TRAIN_RETURN_NORM,
+    TEST_RETURN,
+    TEST_RETURN_NORM,
+    GAP_NORM,
+    WALL_S,
+)

@@ -1,0 +1,146 @@
+"""IMPALA-CNN (Espeholt et al., 2018), the Procgen baseline network, in plain PyTorch.
+
+Policy and value heads share the trunk, as in openai/train-procgen. `rlsweep.rl_module` wraps
+`ImpalaActorCritic` for RLlib; the benchmark's reference PPO loop uses it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlsweep.errors import ConfigError
+
+DOWNSAMPLES = ("maxpool", "conv")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """IMPALA-CNN shape and execution options."""
+
+    widths: tuple[int, ...] = (16, 32, 32)
+    """Channels per stage; (32, 64, 64) is the 'wide' variant."""
+    downsample: str = "maxpool"
+    """'maxpool' (3x3, stride 2, as in IMPALA) or 'conv' (a stride-2 3x3 conv)."""
+    global_pool: bool = False
+    """Average-pool the last stage over space before the dense layer."""
+    dense: int = 256
+    """Width of the dense layer."""
+    channels_last: bool = True
+    """NHWC memory format for the convolutions (~1.7x faster training on CPU)."""
+    bf16: bool = False
+    """bfloat16 autocast for the trunk (~2x faster on CPU; effect on learning unmeasured)."""
+
+    def __post_init__(self) -> None:
+        widths = tuple(self.widths) if isinstance(self.widths, list | tuple) else ()
+        if not widths or any(
+            not isinstance(w, int) or isinstance(w, bool) or w <= 0 for w in widths
+        ):
+            raise ConfigError(
+                "widths", f"got {self.widths!r}; allowed: a non-empty list of positive integers"
+            )
+        object.__setattr__(self, "widths", widths)
+        if self.downsample not in DOWNSAMPLES:
+            raise ConfigError(
+                "downsample", f"got {self.downsample!r}; allowed: {', '.join(DOWNSAMPLES)}"
+            )
+        if not isinstance(self.dense, int) or isinstance(self.dense, bool) or self.dense <= 0:
+            raise ConfigError("dense", f"got {self.dense!r}; allowed: an integer > 0")
+        for flag in ("global_pool", "channels_last", "bf16"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(flag, f"got {getattr(self, flag)!r}; allowed: true, false")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["widths"] = list(self.widths)
+        return d
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv0(torch.relu(x))
+        y = self.conv1(torch.relu(y))
+        return x + y
+
+
+class _Stage(nn.Module):
+    def __init__(self, in_ch: int, out_ch: int, downsample: str) -> None:
+        super().__init__()
+        if downsample == "maxpool":
+            self.down = nn.Sequential(
+                nn.Conv2d(in_ch, out_ch, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1)
+            )
+        else:
+            self.down = nn.Conv2d(in_ch, out_ch, 3, stride=2, padding=1)
+        self.res0 = _ResidualBlock(out_ch)
+        self.res1 = _ResidualBlock(out_ch)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.res1(self.res0(self.down(x)))
+
+
+class ImpalaCNN(nn.Module):
+    """uint8 (B, C, H, W) observations -> (B, dense) features."""
+
+    def __init__(self, obs_shape: tuple[int, int, int], cfg: ModelConfig) -> None:
+        super().__init__()
+        c, h, w = obs_shape
+        stages, in_ch = [], c
+        for width in cfg.widths:
+            stages.append(_Stage(in_ch, width, cfg.downsample))
+            in_ch = width
+            h, w = (h + 1) // 2, (w + 1) // 2
+        self.stages = nn.Sequential(*stages)
+        self.global_pool = cfg.global_pool
+        flat = in_ch if cfg.global_pool else in_ch * h * w
+        self.dense = nn.Linear(flat, cfg.dense)
+        self.channels_last = cfg.channels_last
+        if cfg.channels_last:
+            self.to(memory_format=torch.channels_last)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() / 255.0  # scaling lives in the model so rollouts ship uint8
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        x = torch.relu(self.stages(x))
+        x = x.mean(dim=(2, 3)) if self.global_pool else x.flatten(1)
+        return torch.relu(self.dense(x))
+
+
+class ImpalaActorCritic(nn.Module):
+    """Trunk + policy logits + value, for the plain-PyTorch reference loop and the RLModule."""
+
+    def __init__(self, obs_shape: tuple[int, int, int], num_actions: int, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.trunk = ImpalaCNN(obs_shape, cfg)
+        self.pi = nn.Linear(cfg.dense, num_actions)
+        self.vf = nn.Linear(cfg.dense, 1)
+        # Small policy init keeps the initial policy near uniform (openai/baselines convention).
+        nn.init.orthogonal_(self.pi.weight, gain=0.01)
+        nn.init.zeros_(self.pi.bias)
+        nn.init.orthogonal_(self.vf.weight, gain=1.0)
+        nn.init.zeros_(self.vf.bias)
+        self.bf16 = cfg.bf16
+
+    def features(self, obs: torch.Tensor) -> torch.Tensor:
+        ctx = (
+            torch.autocast(obs.device.type, dtype=torch.bfloat16)
+            if self.bf16
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            feats = self.trunk(obs)
+        return feats.float()
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        feats = self.features(obs)
+        return self.pi(feats), self.vf(feats).squeeze(-1)

@@ -1,0 +1,125 @@
+"""One trial, top to bottom: build PPO, train to the budget, evaluate on unseen levels, report.
+
+Every `tune.report` carries the stable metric names below; nothing downstream reads RLlib's own
+keys. Test metrics are refreshed every `eval_interval` iterations and at the end; in between
+they carry the last evaluation forward (`test/fresh` says which rows are new) so that Tune's
+schedulers always find the metric.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from typing import Any
+
+import torch
+from ray import tune
+
+from rlsweep import algos, procgen
+from rlsweep.config import TrialConfig
+from rlsweep.envs import ProcgenVectorEnv, env_seed
+from rlsweep.evaluation import EvalResult, evaluate, sampling_policy
+from rlsweep.metrics import (
+    ENV_STEPS,
+    GAP_NORM,
+    TEST_FRESH,
+    TEST_RETURN,
+    TEST_RETURN_NORM,
+    TRAIN_RETURN,
+    TRAIN_RETURN_NORM,
+    WALL_S,
+)
+
+_TEST_STREAM = 1  # env_seed stream id of the evaluation envs
+
+
+def jemalloc_loaded() -> bool:
+    try:
+        with open("/proc/self/maps") as f:
+            return "jemalloc" in f.read()
+    except OSError:
+        return False
+
+
+def _test_metrics(cfg: TrialConfig, ev: EvalResult) -> dict[str, Any]:
+    in_train = 0
+    lo, hi = cfg.start_level, cfg.start_level + cfg.env_config().train_levels
+    if cfg.env_config().train_levels:
+        in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
+    return {
+        TEST_RETURN: ev.mean_return,
+        TEST_RETURN_NORM: procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
+        "test/episodes": len(ev.returns),
+        "test/episode_length": float(ev.lengths.mean()),
+        # Level seeds actually played, checked against the training range.
+        "test/levels_in_train_range": in_train,
+        "test/level_seed_min": int(ev.level_seeds.min()),
+        "test/level_seed_max": int(ev.level_seeds.max()),
+    }
+
+
+def train_trial(config: dict[str, Any]) -> None:
+    """Tune function trainable. `config` is a `TrialConfig` as a dict."""
+    cfg = TrialConfig.from_dict(config)
+    torch.set_num_threads(cfg.num_cpus)
+    torch.manual_seed(cfg.seed)
+    algo = algos.build_algorithm(cfg)
+    restored = tune.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as path:
+            algo.restore_from_path(path)
+    eval_env = ProcgenVectorEnv(
+        cfg.env_config(),
+        num_envs=cfg.eval_episodes,
+        seed=env_seed(cfg.seed, _TEST_STREAM),
+        split="test",
+    )
+    policy = sampling_policy(
+        lambda obs: algo.get_module().forward_inference({"obs": obs})["action_dist_inputs"],
+        seed=cfg.seed,
+    )
+    start = time.monotonic()
+    test: dict[str, Any] = {TEST_RETURN: math.nan, TEST_RETURN_NORM: math.nan}
+    iteration = 0
+    try:
+        while True:
+            result = algo.train()
+            iteration += 1
+            m = algos.read_result(result)
+            finished = m[ENV_STEPS] >= cfg.total_env_steps
+            fresh = finished or iteration % cfg.eval_interval == 0
+            if fresh:
+                test = _test_metrics(cfg, evaluate(policy, eval_env))
+            wall = time.monotonic() - start
+            train_norm = procgen.normalize(cfg.game, cfg.distribution_mode, m[TRAIN_RETURN])
+            metrics = {
+                **m,
+                TRAIN_RETURN_NORM: train_norm,
+                **test,
+                TEST_FRESH: fresh,
+                GAP_NORM: train_norm - test[TEST_RETURN_NORM],
+                WALL_S: wall,
+                "time/env_steps_per_s": m[ENV_STEPS] / wall if wall > 0 else math.nan,
+                "perf/jemalloc": jemalloc_loaded(),
+            }
+            if not all(math.isfinite(m[k]) for k in ("loss/total", "loss/value")):
+                raise FloatingPointError(f"non-finite loss at iteration {iteration}: {m}")
+            save = finished or (
+                cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0
+            )
+            if save:
+                with tempfile.TemporaryDirectory() as tmp:
+                    algo.save_to_path(os.path.join(tmp, "algo"))
+                    tune.report(
+                        metrics,
+                        checkpoint=tune.Checkpoint.from_directory(os.path.join(tmp, "algo")),
+                    )
+            else:
+                tune.report(metrics)
+            if finished:
+                break
+    finally:
+        eval_env.close()
+        algo.stop()
