@@ -18,6 +18,10 @@ from rlsweep.errors import ConfigError
 DOWNSAMPLES = ("maxpool", "conv")
 
 
+def _positive_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """IMPALA-CNN shape and execution options."""
@@ -48,7 +52,7 @@ class ModelConfig:
             raise ConfigError(
                 "downsample", f"got {self.downsample!r}; allowed: {', '.join(DOWNSAMPLES)}"
             )
-        if not isinstance(self.dense, int) or isinstance(self.dense, bool) or self.dense <= 0:
+        if not _positive_int(self.dense):
             raise ConfigError("dense", f"got {self.dense!r}; allowed: an integer > 0")
         for flag in ("global_pool", "channels_last", "bf16"):
             if not isinstance(getattr(self, flag), bool):

@@ -124,7 +124,8 @@ class SweepSpec:
         try:
             return TrialConfig.from_dict(d)
         except ConfigError as e:
-            raise SpecError(self.source, self._locate(e.path, game, seed, overrides), e.message)
+            where = self._locate(e.path, game, seed, overrides)
+            raise SpecError(self.source, where, e.message) from None
 
     def _locate(self, key: str, game: str, seed: int, overrides: dict[str, Any]) -> str:
         """The spec key path a TrialConfig error came from."""
