@@ -1,0 +1,79 @@
+import pytest
+import torch
+
+from rlsweep.errors import ConfigError
+from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
+
+
+def _obs(b=4, c=3):
+    return torch.randint(0, 256, (b, c, 64, 64), dtype=torch.uint8)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ModelConfig(),
+        ModelConfig(widths=(32, 64, 64)),
+        ModelConfig(downsample="conv"),
+        ModelConfig(global_pool=True),
+        ModelConfig(channels_last=False),
+        ModelConfig(bf16=True),
+    ],
+)
+def test_actor_critic_shapes(cfg):
+    net = ImpalaActorCritic((6, 64, 64), 15, cfg)
+    logits, value = net(_obs(c=6))
+    assert logits.shape == (4, 15) and value.shape == (4,)
+    assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
+
+
+def test_dense_input_size_follows_pooling():
+    flat = ImpalaCNN((3, 64, 64), ModelConfig())
+    pooled = ImpalaCNN((3, 64, 64), ModelConfig(global_pool=True))
+    assert flat.dense.in_features == 32 * 8 * 8  # three stride-2 stages: 64 -> 8
+    assert pooled.dense.in_features == 32
+
+
+def test_uint8_is_scaled_inside_the_model():
+    net = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=False))
+    x = _obs()
+    torch.testing.assert_close(net(x), net(x.float()))  # same input scale either way
+    y = net.stages(x.float() / 255.0)
+    torch.testing.assert_close(net(x), torch.relu(net.dense(torch.relu(y).flatten(1))))
+
+
+def test_channels_last_gives_the_same_function():
+    torch.manual_seed(0)
+    a = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=False))
+    b = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=True))
+    b.load_state_dict(a.state_dict())
+    assert b.stages[0].down[0].weight.is_contiguous(memory_format=torch.channels_last)
+    x = _obs()
+    torch.testing.assert_close(a(x), b(x), atol=1e-5, rtol=1e-4)
+
+
+def test_downsample_variants_differ_in_structure():
+    conv = ImpalaCNN((3, 64, 64), ModelConfig(downsample="conv"))
+    assert isinstance(conv.stages[0].down, torch.nn.Conv2d)
+    assert conv.stages[0].down.stride == (2, 2)
+
+
+def test_initial_policy_is_near_uniform():
+    net = ImpalaActorCritic((3, 64, 64), 15, ModelConfig())
+    probs = torch.softmax(net(_obs())[0], -1)
+    assert (probs - 1 / 15).abs().max() < 0.02
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"widths": []}, "widths: got []"),
+        ({"widths": [16, -1]}, "widths: got [16, -1]"),
+        ({"dense": 0}, "dense: got 0; allowed: an integer > 0"),
+        ({"bf16": "yes"}, "bf16: got 'yes'; allowed: true, false"),
+    ],
+)
+def test_model_config_errors(kwargs, message):
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(**kwargs)
+    assert str(e.value).startswith(message)
