@@ -35,6 +35,10 @@ class TrialConfig:
     """k for stack and gap."""
     reward_shaping: bool = False
     """Train on sign(r)(sqrt(|r|+1)-1) + 0.001 r; reported returns are always raw."""
+    normalize_reward: bool = False
+    """Scale rewards by a running std of the gamma-discounted return, clip to +-reward_clip."""
+    reward_clip: float = 10.0
+    """Clip for normalized rewards."""
     seed: int = 0
     """Seeds torch, RLlib and every env of the trial."""
 
@@ -149,6 +153,9 @@ class TrialConfig:
             framestack=self.framestack,
             framestack_k=self.framestack_k,
             reward_shaping=self.reward_shaping,
+            normalize_reward=self.normalize_reward,
+            reward_norm_gamma=self.gamma,
+            reward_clip=self.reward_clip,
         )
 
     def model_config(self) -> ModelConfig:

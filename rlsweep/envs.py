@@ -43,6 +43,13 @@ class EnvConfig:
     """k for 'stack' and 'gap'."""
     reward_shaping: bool = False
     """Train on sign(r)*(sqrt(|r|+1)-1) + 0.001*r; reported returns stay raw."""
+    normalize_reward: bool = False
+    """Scale rewards by a running std of the discounted return, then clip (CleanRL's
+    NormalizeReward + clip); statistics are per env runner. Reported returns stay raw."""
+    reward_norm_gamma: float = 0.999
+    """Discount of the return whose std normalizes rewards (the trial's gamma)."""
+    reward_clip: float = 10.0
+    """Clip normalized rewards to [-reward_clip, reward_clip]."""
 
     def __post_init__(self) -> None:
         if self.game not in procgen.GAMES:
@@ -67,10 +74,11 @@ class EnvConfig:
             raise ConfigError(
                 "framestack_k", f"got {self.framestack_k!r}; allowed: an integer >= 2"
             )
-        if not isinstance(self.reward_shaping, bool):
-            raise ConfigError(
-                "reward_shaping", f"got {self.reward_shaping!r}; allowed: true, false"
-            )
+        for flag in ("reward_shaping", "normalize_reward"):
+            if not isinstance(getattr(self, flag), bool):
+                raise ConfigError(flag, f"got {getattr(self, flag)!r}; allowed: true, false")
+        if not (isinstance(self.reward_clip, int | float) and self.reward_clip > 0):
+            raise ConfigError("reward_clip", f"got {self.reward_clip!r}; allowed: a number > 0")
 
     @property
     def train_levels(self) -> int:
@@ -92,6 +100,30 @@ def shape_reward(r: np.ndarray) -> np.ndarray:
     """sign(r) * (sqrt(|r| + 1) - 1) + 0.001 * r  (the LARS12llt competition entry)."""
     r = np.asarray(r, dtype=np.float32)
     return np.sign(r) * (np.sqrt(np.abs(r) + 1.0) - 1.0) + 0.001 * r
+
+
+class RewardNormalizer:
+    """Divides rewards by the running std of each env's discounted return (as gymnasium's
+    NormalizeReward does per env), pooled over the batch, then clips."""
+
+    def __init__(self, num_envs: int, gamma: float, clip: float, epsilon: float = 1e-8) -> None:
+        self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
+        self.returns = np.zeros(num_envs)
+        self.mean, self.var, self.count = 0.0, 1.0, epsilon
+
+    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
+        self.returns = self.returns * self.gamma + reward
+        self._update(self.returns)
+        self.returns[done] = 0.0
+        scaled = reward / np.sqrt(self.var + self.epsilon)
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def _update(self, x: np.ndarray) -> None:
+        # Chan et al.'s parallel mean/variance merge.
+        b_mean, b_var, b_count = float(x.mean()), float(x.var()), x.size
+        delta, total = b_mean - self.mean, self.count + b_count
+        m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
+        self.mean, self.var, self.count = self.mean + delta * b_count / total, m2 / total, total
 
 
 class FrameStacker:
@@ -197,6 +229,11 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
         self._stacker = FrameStacker(config.framestack, config.framestack_k)
+        self._normalizer = (
+            RewardNormalizer(num_envs, config.reward_norm_gamma, config.reward_clip)
+            if config.normalize_reward
+            else None
+        )
         self._ep_return = np.zeros(num_envs, np.float64)
         self._ep_length = np.zeros(num_envs, np.int64)
         self._done = np.zeros(num_envs, bool)
@@ -236,6 +273,8 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         obs = self._stacker.push(frames, started)
         if self.config.reward_shaping:
             reward = shape_reward(reward)
+        if self._normalizer is not None:
+            reward = self._normalizer(reward, self._done)
         # Infos stay empty: RLlib stores one dict per env step, and nothing downstream reads it.
         return obs, reward.astype(np.float32), terminated, truncated, {}
 

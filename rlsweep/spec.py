@@ -1,8 +1,9 @@
-"""The sweep spec: *what* to run (games x seeds x parameter grid, budget, metric).
+"""The sweep spec: *what* to run — games x seeds x a search space, budget, search, metric.
 
 *Where* it runs (local Ray, a cluster address, ...) is not part of the spec; see `run_sweep`.
-A spec is validated completely on the driver, before Ray starts: every trial it expands to is
-built as a `TrialConfig`, and every error names the file, the key path and what is allowed.
+A spec is validated completely on the driver, before Ray starts: every grid trial is built as a
+`TrialConfig`, every sampled parameter's candidates and bounds are checked the same way, and
+every error names the file, the key path, the bad value and what is allowed.
 
 YAML note: PyYAML implements YAML 1.1, which reads `1e-4` (no dot) as a string. We load with
 `yaml.safe_load` and then convert strings that are plainly numbers in exponent notation
@@ -24,10 +25,14 @@ import yaml
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
 from rlsweep.metrics import METRICS
+from rlsweep.space import apply_conditions, parse_space
 
 MODES = ("max", "min")
-# TrialConfig fields set by top-level spec keys, not by params/grid.
-_AXES = ("game", "seed", "total_env_steps")
+ALGORITHMS = ("grid", "random", "optuna")
+SCHEDULERS = ("none", "asha", "pbt")
+# TrialConfig fields set by top-level spec keys, not by params/space.
+_AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
+BASELINES_DIR = Path(__file__).resolve().parent.parent / "baselines"
 
 
 class SpecError(ValueError):
@@ -39,12 +44,51 @@ class SpecError(ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+@dataclass(frozen=True)
+class SearchConfig:
+    """How the space is searched."""
+
+    algorithm: str = "grid"
+    """grid (grid params only) | random (Tune's sampler) | optuna (TPE)."""
+    num_samples: int = 1
+    """Samples of the non-grid parameters (per game x seed cell)."""
+    scheduler: str = "none"
+    """none | asha (early stopping) | pbt (population based training)."""
+    grace_period: int = 5
+    """asha: iterations before a trial may be stopped."""
+    reduction_factor: int = 3
+    """asha: keep the best 1/reduction_factor at each rung."""
+    perturbation_interval: int = 5
+    """pbt: iterations between exploit/explore steps (trials checkpoint at this interval)."""
+    mutations: tuple[str, ...] = ("lr", "entropy_coeff", "clip_param")
+    """pbt: space parameters PBT perturbs."""
+    seed: int = 0
+    """Seed of the sampler (random, optuna, pbt)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mutations", tuple(self.mutations))
+        checks = [
+            ("algorithm", self.algorithm in ALGORITHMS, ", ".join(ALGORITHMS)),
+            ("scheduler", self.scheduler in SCHEDULERS, ", ".join(SCHEDULERS)),
+        ]
+        for name in ("num_samples", "grace_period", "reduction_factor", "perturbation_interval"):
+            v = getattr(self, name)
+            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            checks.append((name, ok and (name != "reduction_factor" or v >= 2), "an integer >= 1"))
+        checks.append(("seed", isinstance(self.seed, int) and self.seed >= 0, "an integer >= 0"))
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
+
+
 @dataclass
 class SweepSpec:
-    """A sweep: every game x seed x grid combination becomes one trial."""
+    """A sweep: every game x seed x grid combination (x num_samples) becomes one trial."""
 
     name: str
     """Sweep name; results go to `<storage_path>/<name>/`."""
+    extends: str | None = None
+    """Baseline whose params this spec starts from: a name in baselines/ or a YAML path."""
     games: list[str] = field(default_factory=lambda: ["coinrun"])
     """Procgen games (always a grid axis)."""
     seeds: list[int] = field(default_factory=lambda: [0])
@@ -52,9 +96,11 @@ class SweepSpec:
     budget: int = 25_000_000
     """Env steps per trial (TrialConfig.total_env_steps)."""
     params: dict[str, Any] = field(default_factory=dict)
-    """Fixed TrialConfig overrides shared by every trial."""
-    grid: dict[str, list[Any]] = field(default_factory=dict)
-    """TrialConfig field -> values; the sweep covers their cross product."""
+    """Fixed TrialConfig values shared by every trial (over the baseline's)."""
+    space: dict[str, Any] = field(default_factory=dict)
+    """Searched TrialConfig fields: a list = grid, or {choice|uniform|loguniform|int: ...}."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    """Search algorithm and scheduler."""
     metric: str = "test/return_norm"
     """Metric Tune ranks trials by."""
     mode: str = "max"
@@ -62,14 +108,17 @@ class SweepSpec:
     max_concurrent: int | None = None
     """Cap on trials running at once (None: as many as resources allow)."""
     storage_path: str = "results"
-    """Directory (local path) holding `<name>/`."""
+    """Directory holding `<name>/`."""
     source: str | None = field(default=None, compare=False, repr=False)
     """File the spec was read from (for error messages)."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.search, dict):
+            self.search = self._sub("search", lambda: _build(SearchConfig, self.search))
+        self.space = self._sub("", lambda: parse_space(self.space))
         self._check()
 
-    # ------------------------------------------------------------------------------------------
+    # --- construction -------------------------------------------------------------------------
     @classmethod
     def from_dict(cls, d: dict[str, Any], source: str | None = None) -> SweepSpec:
         if not isinstance(d, dict):
@@ -78,49 +127,62 @@ class SweepSpec:
         known = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
         for key in d:
             if key not in known:
-                hint = difflib.get_close_matches(key, known, n=1)
-                raise SpecError(
-                    source,
-                    key,
-                    f"unknown key{f' (did you mean {hint[0]!r}?)' if hint else ''}; "
-                    f"allowed: {', '.join(known)}",
-                )
+                raise SpecError(source, key, _unknown("key", key, known))
         if "name" not in d:
             raise SpecError(source, "name", "missing; every spec needs a name")
         return cls(**d, source=source)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> SweepSpec:
-        path = Path(path)
-        try:
-            data = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as e:
-            raise SpecError(str(path), "", f"not valid YAML: {e}") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(_read_yaml(path), source=str(path))
 
     def to_dict(self) -> dict[str, Any]:
-        d = dataclasses.asdict(self)
-        d.pop("source")
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "source"}
+        d["space"] = {k: p.to_raw() for k, p in self.space.items()}
+        d["search"] = dataclasses.asdict(self.search)
+        d["search"]["mutations"] = list(self.search.mutations)
         return d
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
-    # ------------------------------------------------------------------------------------------
+    # --- what it expands to -------------------------------------------------------------------
+    def base_params(self) -> dict[str, Any]:
+        """The baseline's params overlaid with this spec's params."""
+        return {**load_baseline(self.extends, self.source), **self.params}
+
+    @property
+    def grid_keys(self) -> list[str]:
+        return [k for k, p in self.space.items() if p.is_grid]
+
+    @property
+    def sampled_keys(self) -> list[str]:
+        return [k for k, p in self.space.items() if not p.is_grid]
+
+    @property
+    def num_trials(self) -> int:
+        n = len(self.games) * len(self.seeds) * self.search.num_samples
+        for k in self.grid_keys:
+            n *= len(self.space[k].values)
+        return n
+
     def trials(self) -> list[TrialConfig]:
-        """Every trial of the sweep, in order (games outermost, then seeds, then the grid)."""
-        keys = list(self.grid)
+        """Every grid trial, in order (games, seeds, then the grid); sampled params at defaults.
+
+        With sampled parameters each of these stands for `num_samples` trials."""
+        keys = self.grid_keys
         out = []
         for game, seed, *values in itertools.product(
-            self.games, self.seeds, *(self.grid[k] for k in keys)
+            self.games, self.seeds, *(self.space[k].values for k in keys)
         ):
-            overrides = dict(zip(keys, values, strict=True))
-            out.append(self._trial(game, seed, overrides))
+            out.append(self._trial(game, seed, dict(zip(keys, values, strict=True))))
         return out
 
     def _trial(self, game: str, seed: int, overrides: dict[str, Any]) -> TrialConfig:
-        d = {**self.params, "game": game, "seed": seed, "total_env_steps": self.budget}
+        d = {**self.base_params(), "game": game, "seed": seed, "total_env_steps": self.budget}
         d.update(overrides)
+        defaults = dataclasses.asdict(TrialConfig())
+        d = apply_conditions({**defaults, **d}, self.space, defaults)
         try:
             return TrialConfig.from_dict(d)
         except ConfigError as e:
@@ -135,12 +197,24 @@ class SweepSpec:
             return f"seeds[{self.seeds.index(seed)}]"
         if key == "total_env_steps":
             return "budget"
-        if key in overrides:
-            return f"grid.{key}[{self.grid[key].index(overrides[key])}]"
+        if key in overrides and key in self.space:
+            p = self.space[key]
+            if overrides[key] in p.candidates and p.kind in ("grid", "choice"):
+                return f"space.{key}[{list(p.values).index(overrides[key])}]"
+            return f"space.{key}"
         if key in self.params:
             return f"params.{key}"
+        if key and key in load_baseline(self.extends, self.source):
+            return f"extends({self.extends}).{key}"
         # A cross-field rule (e.g. minibatch_size <= train batch) can fail for a default value.
         return f"params.{key}" if key else ""
+
+    # --- validation ---------------------------------------------------------------------------
+    def _sub(self, prefix: str, build):
+        try:
+            return build()
+        except ConfigError as e:
+            raise SpecError(self.source, e.under(prefix).path, e.message) from None
 
     def _check(self) -> None:
         def fail(path: str, message: str) -> None:
@@ -156,27 +230,21 @@ class SweepSpec:
                 fail(key, f"got {values!r}; values must be distinct")
         if not isinstance(self.budget, int) or isinstance(self.budget, bool) or self.budget <= 0:
             fail("budget", f"got {self.budget!r}; allowed: an integer number of env steps > 0")
-        for section in ("params", "grid"):
-            if not isinstance(getattr(self, section), dict):
-                fail(section, f"got {getattr(self, section)!r}; allowed: a mapping")
-        known = TrialConfig.field_names()
-        for section in ("params", "grid"):
-            for key in getattr(self, section):
+        if not isinstance(self.params, dict):
+            fail("params", f"got {self.params!r}; allowed: a mapping")
+        known = [k for k in TrialConfig.field_names() if k not in _AXES]
+        for section, keys in (("params", self.params), ("space", self.space)):
+            for key in keys:
                 if key in _AXES:
-                    where = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}[key]
-                    fail(f"{section}.{key}", f"set this with the top-level '{where}' key")
+                    fail(f"{section}.{key}", f"set this with the top-level '{_AXES[key]}' key")
                 if key not in known:
-                    hint = difflib.get_close_matches(key, known, n=1)
-                    fail(
-                        f"{section}.{key}",
-                        f"unknown parameter{f' (did you mean {hint[0]!r}?)' if hint else ''}; "
-                        f"allowed: {', '.join(k for k in known if k not in _AXES)}",
-                    )
-        for key, values in self.grid.items():
-            if not isinstance(values, list) or not values:
-                fail(f"grid.{key}", f"got {values!r}; allowed: a non-empty list of values")
+                    fail(f"{section}.{key}", _unknown("parameter", key, known))
+        for key, p in self.space.items():
             if key in self.params:
-                fail(f"grid.{key}", "also set in params; a parameter is either fixed or swept")
+                fail(f"space.{key}", "also set in params; a parameter is either fixed or searched")
+            for cond in p.when:
+                if cond not in self.space and cond not in known:
+                    fail(f"space.{key}.when.{cond}", _unknown("parameter", cond, known))
         if self.mode not in MODES:
             fail("mode", f"got {self.mode!r}; allowed: {', '.join(MODES)}")
         if self.metric not in METRICS:
@@ -187,16 +255,126 @@ class SweepSpec:
             fail("max_concurrent", f"got {self.max_concurrent!r}; allowed: an integer >= 1 or null")
         if not isinstance(self.storage_path, str) or not self.storage_path:
             fail("storage_path", f"got {self.storage_path!r}; allowed: a directory path")
-        self.trials()  # builds (and so validates) every trial
+        self._check_search()
+        self.trials()  # builds (and so validates) every grid trial
+        self._check_sampled()
+
+    def _check_search(self) -> None:
+        s = self.search
+        if s.algorithm == "grid" and self.sampled_keys:
+            raise SpecError(
+                self.source,
+                f"space.{self.sampled_keys[0]}",
+                "a sampled parameter needs search.algorithm random or optuna "
+                "(grid runs lists only)",
+            )
+        if s.algorithm == "optuna" and self.grid_keys:
+            raise SpecError(
+                self.source,
+                f"space.{self.grid_keys[0]}",
+                "optuna samples every parameter; write {choice: [...]} instead of a grid list",
+            )
+        if s.scheduler == "pbt":
+            if len(self.games) > 1:
+                raise SpecError(
+                    self.source,
+                    "search.scheduler",
+                    "pbt exploits across the population, so one PBT sweep trains one game; "
+                    f"got games {self.games}",
+                )
+            for i, key in enumerate(s.mutations):
+                if key not in self.space or self.space[key].is_grid:
+                    raise SpecError(
+                        self.source,
+                        f"search.mutations[{i}]",
+                        f"got {key!r}; allowed: a sampled parameter of space "
+                        f"({', '.join(self.sampled_keys) or 'none'})",
+                    )
+
+    def _check_sampled(self) -> None:
+        """Each sampled parameter's candidates/bounds must make a valid trial."""
+        if not self.sampled_keys:
+            return
+        game, seed = self.games[0], self.seeds[0]
+        grid0 = {k: self.space[k].values[0] for k in self.grid_keys}
+        for key in self.sampled_keys:
+            for value in self.space[key].candidates:
+                self._trial(game, seed, {**grid0, key: value})
+
+
+def _build(cls, raw: Any):
+    if isinstance(raw, cls):
+        return raw
+    if not isinstance(raw, dict):
+        raise ConfigError("", f"got {raw!r}; allowed: a mapping")
+    known = [f.name for f in dataclasses.fields(cls)]
+    for key in raw:
+        if key not in known:
+            raise ConfigError(key, _unknown("key", key, known))
+    return cls(**raw)
+
+
+def _unknown(what: str, key: str, known: list[str]) -> str:
+    hint = difflib.get_close_matches(key, known, n=1)
+    return f"unknown {what}{f' (did you mean {hint[0]!r}?)' if hint else ''}; allowed: " + (
+        ", ".join(known)
+    )
+
+
+def _read_yaml(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpecError(str(path), "", f"not valid YAML: {e}") from None
+    except OSError as e:
+        raise SpecError(str(path), "", f"cannot read: {e.strerror}") from None
+
+
+def baseline_names() -> list[str]:
+    return sorted(p.stem for p in BASELINES_DIR.glob("*.yaml"))
+
+
+def load_baseline(ref: str | None, source: str | None = None) -> dict[str, Any]:
+    """A baseline's params: `ref` names baselines/<ref>.yaml or is a path to a YAML file.
+
+    A baseline file is a mapping with `params:` (TrialConfig fields) and an optional
+    `description:`; its comments cite where the values come from."""
+    if ref is None:
+        return {}
+    path = Path(ref) if ref.endswith((".yaml", ".yml")) else BASELINES_DIR / f"{ref}.yaml"
+    if source and not path.is_absolute() and ref.endswith((".yaml", ".yml")):
+        path = Path(source).parent / path
+    if not path.exists():
+        raise SpecError(
+            source, "extends", f"got {ref!r}; allowed: {', '.join(baseline_names())} or a path"
+        )
+    data = _numbers_from_strings(_read_yaml(path))
+    if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
+        raise SpecError(str(path), "params", "a baseline needs a 'params:' mapping")
+    extra = set(data) - {"params", "description"}
+    if extra:
+        raise SpecError(str(path), sorted(extra)[0], "unknown key; allowed: params, description")
+    known = [k for k in TrialConfig.field_names() if k not in _AXES]
+    for key in data["params"]:
+        if key not in known:
+            raise SpecError(str(path), f"params.{key}", _unknown("parameter", key, known))
+    try:
+        TrialConfig.from_dict(data["params"])
+    except ConfigError as e:
+        raise SpecError(str(path), e.under("params").path, e.message) from None
+    return data["params"]
 
 
 _EXP_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+")
 
 
 def _numbers_from_strings(value: Any) -> Any:
-    """YAML 1.1 reads 1e-4 as a string; turn such strings back into floats, recursively."""
+    """YAML 1.1 reads 1e-4 as a string; turn such strings back into numbers, recursively
+    (integral ones, like a budget of 25e6, into ints)."""
     if isinstance(value, str) and _EXP_NUMBER.fullmatch(value.strip()):
-        return float(value)
+        number = float(value)
+        return int(number) if number.is_integer() else number
     if isinstance(value, dict):
         return {k: _numbers_from_strings(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -58,7 +58,7 @@ class SweepResult:
 
 def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
     """One row per trial: game, seed, swept params, final metrics, status, error."""
-    swept = list(spec.grid)
+    swept = list(spec.space)
     rows = []
     for result in result_grid:
         cfg = result.config or {}

@@ -1,7 +1,16 @@
-"""The one place that turns a `SweepSpec` into Ray Tune objects (param space, configs, Tuner)."""
+"""The one place that turns a `SweepSpec` into Ray Tune objects.
+
+- grid / random: games and seeds are grid axes of Tune's variant generator, as are grid params;
+  sampled params are drawn `num_samples` times per grid cell.
+- optuna: Optuna (TPE) proposes the sampled params; Tune's `Repeater` runs every proposal once
+  per game x seed cell and reports their mean to Optuna, so games and seeds stay grid axes.
+- schedulers: ASHA stops weak trials early; PBT perturbs `search.mutations` (one game only).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -9,37 +18,120 @@ from typing import Any
 from ray import tune
 
 from rlsweep.config import TrialConfig
+from rlsweep.space import apply_conditions
 from rlsweep.spec import SweepSpec
 
 Trainable = Callable[[dict[str, Any]], None]
+CELL_INDEX = "__trial_index__"  # set by Tune's Repeater
+
+
+def _defaults(spec: SweepSpec) -> dict[str, Any]:
+    return TrialConfig(total_env_steps=spec.budget, **spec.base_params()).to_dict()
+
+
+def cells(spec: SweepSpec) -> list[tuple[str, int]]:
+    return [(g, s) for g in spec.games for s in spec.seeds]
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
-    """Tune's param_space: games and seeds are grid axes, then the spec's grid, then fixed values.
-
-    Fixed values are written out in full (every TrialConfig field) so that each trial's
-    params.json records exactly what ran, defaults included.
-    """
-    defaults = TrialConfig(total_env_steps=spec.budget, **spec.params).to_dict()
-    space: dict[str, Any] = dict(defaults)
-    space["game"] = tune.grid_search(list(spec.games))
-    space["seed"] = tune.grid_search(list(spec.seeds))
-    for key, values in spec.grid.items():
-        space[key] = tune.grid_search(list(values))
+    """Tune's param_space. Fixed values are written out in full (every TrialConfig field) so
+    each trial's params.json records exactly what ran, defaults included."""
+    space: dict[str, Any] = _defaults(spec)
+    if spec.search.algorithm == "optuna":
+        # Optuna cannot grid; the Repeater's index picks the (game, seed) cell instead.
+        space.pop("game"), space.pop("seed")
+    else:
+        space["game"] = tune.grid_search(list(spec.games))
+        space["seed"] = tune.grid_search(list(spec.seeds))
+    for key, param in spec.space.items():
+        space[key] = param.to_tune()
     return space
+
+
+def _resolve(config: dict[str, Any], *, spec_space, defaults, cells_) -> dict[str, Any]:
+    """What the trial runs: the Repeater's cell index -> game/seed; conditions applied."""
+    config = dict(config)
+    if CELL_INDEX in config:
+        config["game"], config["seed"] = cells_[config.pop(CELL_INDEX)]
+    return apply_conditions(config, spec_space, defaults)
+
+
+def wrap_trainable(spec: SweepSpec, trainable: Trainable) -> Trainable:
+    resolve = functools.partial(
+        _resolve, spec_space=spec.space, defaults=_defaults(spec), cells_=cells(spec)
+    )
+
+    def run(config: dict[str, Any]) -> None:
+        return trainable(resolve(config))
+
+    run.__name__ = getattr(trainable, "__name__", "trial")
+    return tune.with_resources(run, lambda config: _trial_resources(resolve(config)))
+
+
+def _trial_resources(config: dict[str, Any]):
+    from rlsweep.algos import trial_resources
+
+    return trial_resources(TrialConfig.from_dict(config))
+
+
+def search_alg(spec: SweepSpec):
+    s = spec.search
+    if s.algorithm != "optuna":
+        return None  # Tune's default variant generator: grids and random samples
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter, Repeater
+    from ray.tune.search.optuna import OptunaSearch
+
+    searcher = OptunaSearch(
+        sampler=optuna.samplers.TPESampler(seed=s.seed), metric=spec.metric, mode=spec.mode
+    )
+    repeat = len(cells(spec))
+    searcher = Repeater(searcher, repeat=repeat)
+    if spec.max_concurrent:
+        searcher = ConcurrencyLimiter(searcher, max_concurrent=spec.max_concurrent)
+    return searcher
+
+
+def scheduler(spec: SweepSpec):
+    s = spec.search
+    if s.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            grace_period=s.grace_period,
+            reduction_factor=s.reduction_factor,
+            max_t=10**9,  # trials end themselves at their env-step budget
+        )
+    if s.scheduler == "pbt":
+        from ray.tune.schedulers import PopulationBasedTraining
+
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=s.perturbation_interval,
+            hyperparam_mutations={k: spec.space[k].to_tune() for k in s.mutations},
+            quantile_fraction=0.25,
+            synch=False,
+        )
+    return None
+
+
+def num_samples(spec: SweepSpec) -> int:
+    if spec.search.algorithm == "optuna":
+        return spec.search.num_samples * len(cells(spec))  # Repeater counts each cell
+    return spec.search.num_samples
+
+
+def trial_overrides(spec: SweepSpec) -> dict[str, Any]:
+    """TrialConfig changes a search implies: PBT needs checkpoints at each perturbation."""
+    if spec.search.scheduler == "pbt":
+        return {"checkpoint_interval": spec.search.perturbation_interval}
+    return {}
 
 
 def _trial_dirname(trial) -> str:
     cfg = trial.config
-    return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 0)}_{trial.trial_id}"
-
-
-def _resources(trainable: Trainable) -> Any:
-    from rlsweep.algos import trial_resources
-
-    return tune.with_resources(
-        trainable, lambda config: trial_resources(TrialConfig.from_dict(config))
-    )
+    return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 'x')}_{trial.trial_id}"
 
 
 def build_tuner(
@@ -51,15 +143,21 @@ def build_tuner(
     max_failures: int = 0,
 ) -> tune.Tuner:
     """A Tuner running every trial of `spec` with `trainable`, resources sized per trial."""
+    if overrides := trial_overrides(spec):
+        spec = dataclasses.replace(spec, params={**spec.params, **overrides})
     storage = Path(storage_path or spec.storage_path).expanduser().resolve()
     return tune.Tuner(
-        _resources(trainable),
+        wrap_trainable(spec, trainable),
         param_space=param_space(spec),
         tune_config=tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,
-            num_samples=1,
-            max_concurrent_trials=spec.max_concurrent,
+            search_alg=search_alg(spec),
+            scheduler=scheduler(spec),
+            num_samples=num_samples(spec),
+            max_concurrent_trials=spec.max_concurrent
+            if spec.search.algorithm != "optuna"
+            else None,
             trial_dirname_creator=_trial_dirname,
         ),
         run_config=tune.RunConfig(

@@ -12,7 +12,7 @@ def test_validate_ok(capsys):
 
 def test_validate_reports_file_key_and_allowed_values(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: bad\ngrid:\n  framestack: [none, gap5]\n")
+    bad.write_text("name: bad\nspace:\n  framestack: [none, gap5]\n")
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: grid.framestack[1]: got 'gap5'; allowed: none, stack, gap" in err
+    assert f"{bad}: space.framestack[1]: got 'gap5'; allowed: none, stack, gap" in err

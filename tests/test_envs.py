@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
 
-from rlsweep.envs import EnvConfig, FrameStacker, ProcgenVectorEnv, env_seed, shape_reward
+from rlsweep.envs import (
+    EnvConfig,
+    FrameStacker,
+    ProcgenVectorEnv,
+    RewardNormalizer,
+    env_seed,
+    shape_reward,
+)
 from rlsweep.errors import ConfigError
 
 
@@ -11,6 +18,28 @@ def test_reward_shaping_formula():
     np.testing.assert_allclose(shape_reward(r), expected, rtol=1e-6)
     assert shape_reward(np.array([10.0]))[0] == pytest.approx(np.sqrt(11) - 1 + 0.01)
     assert shape_reward(np.array([0.0]))[0] == 0.0
+
+
+def test_reward_normalizer_divides_by_the_std_of_discounted_returns():
+    rng = np.random.default_rng(0)
+    norm = RewardNormalizer(num_envs=3, gamma=0.9, clip=100.0)
+    ret = np.zeros(3)
+    history = []
+    for _ in range(200):
+        r = rng.normal(size=3)
+        done = rng.random(3) < 0.05
+        ret = ret * 0.9 + r
+        history.append(ret.copy())
+        out = norm(r, done)
+        np.testing.assert_allclose(out, r / np.std(np.concatenate(history)), rtol=1e-4)
+        ret[done] = 0.0
+
+
+def test_reward_normalizer_clips():
+    norm = RewardNormalizer(num_envs=1, gamma=0.0, clip=2.0)
+    for _ in range(50):
+        norm(np.array([0.01]), np.array([False]))
+    assert norm(np.array([1000.0]), np.array([False]))[0] == 2.0
 
 
 def _frames(n: int, value) -> np.ndarray:

@@ -6,6 +6,7 @@ evaluations exist after a few hundred env steps.
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,7 +87,7 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         budget=1024,
         params={k: v for k, v in TINY.items() if k != "game"}
         | {"start_level": 1000, "num_levels": 20},
-        grid={"framestack": ["none", "gap"]},
+        space={"framestack": ["none", "gap"]},
         storage_path=str(tmp_path),
     )
     df = run_sweep(spec).to_dataframe()
@@ -94,7 +95,8 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
     assert not df[list(RESULT_COLUMNS)].isna().any().any(), df.T
     assert (df["env_steps"] >= 1024).all()
     for trial_dir in df["trial_dir"]:
-        results = [json.loads(line) for line in open(f"{trial_dir}/result.json")]
+        lines = (Path(trial_dir) / "result.json").read_text().splitlines()
+        results = [json.loads(line) for line in lines]
         last = results[-1]
         assert set(METRICS) <= set(last)
         assert [r["test/fresh"] for r in results] == [False, True, False, True]

@@ -5,9 +5,8 @@ import pytest
 from rlsweep.spec import SpecError, SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "search_spaces").rglob("*.yaml")) + sorted(
-    (ROOT / "baselines").rglob("*.yaml")
-)
+SHIPPED = sorted((ROOT / "search_spaces").rglob("*.yaml"))
+BASELINES = sorted(p.stem for p in (ROOT / "baselines").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
@@ -16,13 +15,25 @@ def test_every_shipped_spec_validates(path):
     assert spec.trials()
 
 
+def test_the_four_baselines_ship():
+    assert BASELINES == ["aicrowd_starter", "cleanrl_ppo_procgen", "cobbe2019", "lars12llt"]
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_every_baseline_builds_a_valid_trial(name):
+    (trial,) = SweepSpec(name="b", extends=name).trials()
+    assert trial.minibatch_size <= trial.effective_train_batch_size
+    text = (ROOT / "baselines" / f"{name}.yaml").read_text()
+    assert text.startswith("#")  # every baseline cites its source
+
+
 def test_expansion_is_games_x_seeds_x_grid():
     spec = SweepSpec(
         name="x",
         games=["coinrun", "maze"],
         seeds=[0, 1, 2],
         budget=1000,
-        grid={"framestack": ["none", "gap"], "lr": [1e-4, 5e-4]},
+        space={"framestack": ["none", "gap"], "lr": [1e-4, 5e-4]},
     )
     trials = spec.trials()
     assert len(trials) == 2 * 3 * 2 * 2
@@ -39,11 +50,13 @@ def test_expansion_is_games_x_seeds_x_grid():
 def test_yaml_exponent_numbers_are_floats(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text(
-        "name: s\nparams:\n  lr: 1e-4\n  entropy_coeff: 5E-3\ngrid:\n  kl_target: [1e-2, 2e-2]\n"
+        "name: s\nbudget: 25e6\nparams:\n  lr: 1e-4\n  entropy_coeff: 5E-3\n"
+        "space:\n  kl_target: [1e-2, 2e-2]\n"
     )
     spec = SweepSpec.from_yaml(f)
     assert spec.params == {"lr": 1e-4, "entropy_coeff": 5e-3}
-    assert spec.grid == {"kl_target": [0.01, 0.02]}
+    assert spec.space["kl_target"].values == (0.01, 0.02)
+    assert spec.budget == 25_000_000 and isinstance(spec.budget, int)
 
 
 def test_yaml_round_trip(tmp_path):
@@ -58,7 +71,7 @@ def test_yaml_round_trip(tmp_path):
             "num_envs_per_env_runner": 16,
             "minibatch_size": 512,
         },
-        grid={"framestack": ["none", "stack"]},
+        space={"framestack": ["none", "stack"]},
         max_concurrent=2,
     )
     f = tmp_path / "rt.yaml"
@@ -71,17 +84,66 @@ BAD = [
     ({"games": ["coinrun", "pong"]}, "games[1]: got 'pong'; allowed: bigfish"),
     ({"seeds": [0, 0]}, "seeds: got [0, 0]; values must be distinct"),
     ({"budget": 0}, "budget: got 0; allowed: an integer number of env steps > 0"),
-    ({"budget": "1e6"}, "budget: got 1000000.0; allowed: an integer number of env steps > 0"),
+    ({"budget": 1500.5}, "budget: got 1500.5; allowed: an integer number of env steps > 0"),
     (
-        {"grid": {"framestak": ["gap"]}},
-        "grid.framestak: unknown parameter (did you mean 'framestack'?)",
+        {"space": {"framestak": ["gap"]}},
+        "space.framestak: unknown parameter (did you mean 'framestack'?)",
     ),
     (
-        {"grid": {"framestack": ["none", "gap4"]}},
-        "grid.framestack[1]: got 'gap4'; allowed: none, stack, gap",
+        {"space": {"framestack": ["none", "gap4"]}},
+        "space.framestack[1]: got 'gap4'; allowed: none, stack, gap",
     ),
-    ({"grid": {"lr": []}}, "grid.lr: got []; allowed: a non-empty list of values"),
-    ({"grid": {"lr": [1e-3]}, "params": {"lr": 1e-4}}, "grid.lr: also set in params"),
+    ({"space": {"lr": []}}, "space.lr.grid: needs a non-empty list of values"),
+    ({"space": {"lr": [1e-3]}, "params": {"lr": 1e-4}}, "space.lr: also set in params"),
+    (
+        {"space": {"lr": {"uniform": [1e-3, 1e-4]}}},
+        "space.lr.uniform: got [0.001, 0.0001]; allowed",
+    ),
+    (
+        {"space": {"lr": {"loguniform": [0, 1e-3]}}},
+        "space.lr.loguniform: got low 0; allowed: low > 0",
+    ),
+    (
+        {"space": {"lr": {"normal": [0, 1]}}},
+        "space.lr: got {'normal': [0, 1]}; allowed: exactly one",
+    ),
+    ({"space": {"lr": {"uniform": [1e-4, 1e-3], "q": -1}}}, "space.lr.q: got -1; allowed"),
+    (
+        {"space": {"gamma": {"uniform": [0.9, 1.1]}}, "search": {"algorithm": "random"}},
+        "space.gamma: got 1.1; allowed: 0 < gamma <= 1",
+    ),
+    (
+        {"space": {"lr": {"loguniform": [1e-5, 1e-3]}}},
+        "space.lr: a sampled parameter needs search.algorithm random or optuna",
+    ),
+    (
+        {"space": {"framestack": ["none", "gap"]}, "search": {"algorithm": "optuna"}},
+        "space.framestack: optuna samples every parameter; write {choice: [...]}",
+    ),
+    ({"search": {"algorithm": "bayes"}}, "search.algorithm: got 'bayes'; allowed: grid, random"),
+    ({"search": {"num_sample": 3}}, "search.num_sample: unknown key (did you mean 'num_samples'?)"),
+    (
+        {
+            "games": ["coinrun", "maze"],
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}},
+            "search": {"algorithm": "random", "scheduler": "pbt", "mutations": ["lr"]},
+        },
+        "search.scheduler: pbt exploits across the population, so one PBT sweep trains one game",
+    ),
+    (
+        {
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}},
+            "search": {"algorithm": "random", "scheduler": "pbt", "mutations": ["lr", "gamma"]},
+        },
+        "search.mutations[1]: got 'gamma'; allowed: a sampled parameter of space (lr)",
+    ),
+    (
+        {
+            "space": {"framestack_k": {"int": [2, 4], "when": {"framestak": ["gap"]}}},
+            "search": {"algorithm": "random"},
+        },
+        "space.framestack_k.when.framestak: unknown parameter",
+    ),
     ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: 0 < gamma <= 1"),
     ({"params": {"seed": 3}}, "params.seed: set this with the top-level 'seeds' key"),
     (
@@ -92,10 +154,11 @@ BAD = [
         {"params": {"distribution_mode": "extreme"}},
         "params.distribution_mode: got 'extreme'; allowed for coinrun",
     ),
+    ({"extends": "nope"}, "extends: got 'nope'; allowed: aicrowd_starter"),
     ({"metric": "reward"}, "metric: got 'reward'; allowed: env_steps, train/return"),
     ({"mode": "maximize"}, "mode: got 'maximize'; allowed: max, min"),
     ({"name": "a b"}, "name: got 'a b'; allowed: letters, digits"),
-    ({"budegt": 1}, "budegt: unknown key (did you mean 'budget'?); allowed: name, games"),
+    ({"budegt": 1}, "budegt: unknown key (did you mean 'budget'?); allowed: name, extends"),
 ]
 
 
@@ -125,3 +188,48 @@ def test_validation_needs_no_ray():
         "assert 'ray' not in sys.modules, 'validation imported ray'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sampled_space_round_trips_and_counts_trials(tmp_path):
+    spec = SweepSpec(
+        name="search",
+        games=["coinrun", "maze"],
+        seeds=[0, 1],
+        space={
+            "framestack": ["none", "gap"],
+            "lr": {"loguniform": [1e-5, 1e-3]},
+            "entropy_coeff": {"uniform": [0.0, 0.02], "q": 0.001},
+            "num_epochs": {"int": [1, 4]},
+            "framestack_k": {"choice": [3, 4], "when": {"framestack": ["gap"]}},
+        },
+        search={"algorithm": "random", "num_samples": 3, "scheduler": "asha"},
+    )
+    assert spec.grid_keys == ["framestack"]
+    assert spec.sampled_keys == ["lr", "entropy_coeff", "num_epochs", "framestack_k"]
+    assert spec.num_trials == 2 * 2 * 2 * 3
+    f = tmp_path / "s.yaml"
+    f.write_text(spec.to_yaml())
+    assert SweepSpec.from_yaml(f) == spec
+
+
+def test_conditional_parameter_falls_back_to_default():
+    from rlsweep.space import apply_conditions, parse_space
+
+    space = parse_space({"framestack_k": {"choice": [2, 8], "when": {"framestack": ["gap"]}}})
+    defaults = {"framestack": "none", "framestack_k": 4}
+    assert (
+        apply_conditions({"framestack": "none", "framestack_k": 8}, space, defaults)["framestack_k"]
+        == 4
+    )
+    assert (
+        apply_conditions({"framestack": "gap", "framestack_k": 8}, space, defaults)["framestack_k"]
+        == 8
+    )
+
+
+def test_extends_a_baseline_and_overrides_it():
+    spec = SweepSpec(name="b", extends="lars12llt", params={"entropy_coeff": 0.02})
+    t = spec.trials()[0]
+    assert t.framestack == "gap" and t.widths == (32, 64, 64) and t.global_pool
+    assert t.lr_schedule[1] == (500_000, 8e-4) and t.gamma == 0.99
+    assert t.entropy_coeff == 0.02  # spec params override the baseline

@@ -18,7 +18,7 @@ def fake_sweep(tmp_path_factory):
         games=["coinrun", "maze"],
         seeds=[0, 1],
         budget=4 * 4096,
-        grid={"framestack": ["none", "gap"]},
+        space={"framestack": ["none", "gap"]},
         storage_path=str(tmp_path_factory.mktemp("results")),
     )
     return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2)

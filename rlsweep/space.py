@@ -1,0 +1,173 @@
+"""Search-space primitives: few types, flags for the variations, validated at construction.
+
+In a spec's `space:` section each parameter is one of
+
+    lr: [1e-4, 5e-4]                         # a plain list: grid (every value is run)
+    lr: {grid: [1e-4, 5e-4]}                 # the same, spelled out
+    framestack: {choice: [none, gap]}        # sampled uniformly
+    lr: {loguniform: [1e-5, 1e-3]}           # sampled on a log scale
+    entropy_coeff: {uniform: [0, 0.02], q: 0.001}   # q: quantized to multiples of q
+    num_epochs: {int: [1, 4]}                # an integer in [1, 4], both ends included
+    augment_p: {uniform: [0.1, 1.0], when: {augment: [crop_resize, translate]}}
+
+`when:` makes a parameter conditional: in trials where the named parameter takes none of the
+listed values, the parameter keeps its default (the trial records what actually ran).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlsweep.errors import ConfigError
+
+KINDS = ("grid", "choice", "uniform", "loguniform", "int")
+_RANGES = ("uniform", "loguniform", "int")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One searched parameter."""
+
+    kind: str
+    """grid | choice | uniform | loguniform | int."""
+    values: tuple[Any, ...] = ()
+    """grid and choice: the candidates."""
+    low: float | None = None
+    """Range kinds: lower bound (inclusive)."""
+    high: float | None = None
+    """Range kinds: upper bound (inclusive for int)."""
+    q: float | None = None
+    """Range kinds: round samples to multiples of q."""
+    when: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    """Active only when each named parameter takes one of the listed values."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ConfigError("", f"unknown kind {self.kind!r}; allowed: {', '.join(KINDS)}")
+        if self.kind in ("grid", "choice"):
+            if not self.values:
+                raise ConfigError(self.kind, "needs a non-empty list of values")
+            if self.low is not None or self.high is not None or self.q is not None:
+                raise ConfigError(self.kind, "takes values only (no range or q)")
+        else:
+            lo, hi = self.low, self.high
+            if not all(_finite(v) for v in (lo, hi)) or not lo < hi:
+                raise ConfigError(self.kind, f"got [{lo}, {hi}]; allowed: [low, high], low < high")
+            if self.kind == "loguniform" and lo <= 0:
+                raise ConfigError(self.kind, f"got low {lo}; allowed: low > 0 on a log scale")
+            if self.kind == "int" and not (float(lo).is_integer() and float(hi).is_integer()):
+                raise ConfigError(self.kind, f"got [{lo}, {hi}]; allowed: integer bounds")
+            if self.q is not None and not (_finite(self.q) and self.q > 0):
+                raise ConfigError("q", f"got {self.q!r}; allowed: a number > 0")
+        for key, allowed in self.when.items():
+            if not isinstance(allowed, tuple) or not allowed:
+                raise ConfigError(f"when.{key}", "needs a non-empty list of values")
+
+    @property
+    def is_grid(self) -> bool:
+        return self.kind == "grid"
+
+    @property
+    def candidates(self) -> tuple[Any, ...]:
+        """Every value a trial may get (grid/choice), for validating each against TrialConfig."""
+        if self.kind in ("grid", "choice"):
+            return self.values
+        if self.kind == "int":
+            return (int(self.low), int(self.high))
+        return (self.low, self.high)
+
+    # --- YAML / dict form -----------------------------------------------------------------------
+    @classmethod
+    def parse(cls, raw: Any) -> Param:
+        if isinstance(raw, list):
+            return cls("grid", tuple(raw))
+        if not isinstance(raw, dict):
+            raise ConfigError(
+                "",
+                f"got {raw!r}; allowed: a list (grid) or a mapping with one of {', '.join(KINDS)}",
+            )
+        kinds = [k for k in raw if k in KINDS]
+        extra = [k for k in raw if k not in (*KINDS, "q", "when")]
+        if len(kinds) != 1 or extra:
+            raise ConfigError(
+                "",
+                f"got {raw!r}; allowed: exactly one of {', '.join(KINDS)}, plus optional q, when",
+            )
+        kind = kinds[0]
+        arg = raw[kind]
+        when = raw.get("when", {})
+        if not isinstance(when, dict):
+            raise ConfigError("when", f"got {when!r}; allowed: a mapping param -> list of values")
+        when = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in when.items()}
+        if kind in ("grid", "choice"):
+            if not isinstance(arg, list):
+                raise ConfigError(kind, f"got {arg!r}; allowed: a list of values")
+            return cls(kind, tuple(arg), q=raw.get("q"), when=when)
+        if not (isinstance(arg, list) and len(arg) == 2):
+            raise ConfigError(kind, f"got {arg!r}; allowed: [low, high]")
+        return cls(kind, low=arg[0], high=arg[1], q=raw.get("q"), when=when)
+
+    def to_raw(self) -> Any:
+        if self.kind == "grid" and not self.when:
+            return list(self.values)
+        out: dict[str, Any] = {}
+        if self.kind in ("grid", "choice"):
+            out[self.kind] = list(self.values)
+        else:
+            out[self.kind] = [self.low, self.high]
+            if self.q is not None:
+                out["q"] = self.q
+        if self.when:
+            out["when"] = {k: list(v) for k, v in self.when.items()}
+        return out
+
+    # --- Tune -----------------------------------------------------------------------------------
+    def to_tune(self) -> Any:
+        from ray import tune
+
+        lo, hi, q = self.low, self.high, self.q
+        match self.kind:
+            case "grid":
+                return tune.grid_search(list(self.values))
+            case "choice":
+                return tune.choice(list(self.values))
+            case "uniform":
+                return tune.quniform(lo, hi, q) if q else tune.uniform(lo, hi)
+            case "loguniform":
+                return tune.qloguniform(lo, hi, q) if q else tune.loguniform(lo, hi)
+            case "int":
+                # Tune's randint excludes the upper bound; ours includes it.
+                return (
+                    tune.qrandint(int(lo), int(hi), int(q))
+                    if q
+                    else tune.randint(int(lo), int(hi) + 1)
+                )
+        raise AssertionError(self.kind)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def parse_space(raw: Any) -> dict[str, Param]:
+    """The `space:` section -> Param per key; errors carry the key path under `space`."""
+    if not isinstance(raw, dict):
+        raise ConfigError("space", f"got {raw!r}; allowed: a mapping param -> values or range")
+    out = {}
+    for key, value in raw.items():
+        try:
+            out[key] = value if isinstance(value, Param) else Param.parse(value)
+        except ConfigError as e:
+            raise e.under(f"space.{key}") from None
+    return out
+
+
+def apply_conditions(config: dict[str, Any], space: dict[str, Param], defaults: dict[str, Any]):
+    """Reset conditional parameters whose condition does not hold to their defaults."""
+    out = dict(config)
+    for key, param in space.items():
+        if param.when and not all(out.get(k) in vs for k, vs in param.when.items()):
+            out[key] = defaults[key]
+    return out
