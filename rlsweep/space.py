@@ -61,6 +61,8 @@ class Param:
                 raise ConfigError(self.kind, f"got [{lo}, {hi}]; allowed: integer bounds")
             if self.q is not None and not (_finite(self.q) and self.q > 0):
                 raise ConfigError("q", f"got {self.q!r}; allowed: a number > 0")
+        if self.when and self.kind == "grid":
+            raise ConfigError("when", "a grid parameter cannot be conditional; use choice")
         for key, allowed in self.when.items():
             if not isinstance(allowed, tuple) or not allowed:
                 raise ConfigError(f"when.{key}", "needs a non-empty list of values")

@@ -58,10 +58,12 @@ class SweepResult:
 
 def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
     """One row per trial: game, seed, swept params, final metrics, status, error."""
+    from rlsweep.tune_bridge import resolved_config
+
     swept = list(spec.space)
     rows = []
     for result in result_grid:
-        cfg = result.config or {}
+        cfg = resolved_config(spec, result.config) if result.config else {}
         last = result.metrics or {}
         row: dict[str, Any] = {"game": cfg.get("game"), "seed": cfg.get("seed")}
         row.update({k: _cell(cfg.get(k)) for k in swept})

@@ -1,10 +1,13 @@
 """A fake trainable for testing Tune plumbing without RLlib: deterministic learning curves that
-report the same keys as the real trial (`rlsweep.trainable.train_trial`). Never a stand-in for
-the real path outside tests."""
+report the same keys as the real trial (`rlsweep.trainable.train_trial`) and checkpoint the same
+way (so PBT and restores can be exercised). Never a stand-in for the real path outside tests."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import tempfile
 from typing import Any
 
 from ray import tune
@@ -27,22 +30,33 @@ def curve(cfg: TrialConfig, env_steps: float) -> tuple[float, float]:
 def fake_trial(config: dict[str, Any]) -> None:
     cfg = TrialConfig.from_dict(config)
     per_iter = cfg.effective_train_batch_size
-    steps, iteration = 0, 0
+    steps = 0
+    if (restored := tune.get_checkpoint()) is not None:
+        with restored.as_directory() as path, open(os.path.join(path, "state.json")) as f:
+            steps = json.load(f)["env_steps"]
+    iteration = steps // per_iter
     while steps < cfg.total_env_steps:
         steps += per_iter
         iteration += 1
         train, test = curve(cfg, steps)
         train_n = procgen.normalize(cfg.game, cfg.distribution_mode, train)
         test_n = procgen.normalize(cfg.game, cfg.distribution_mode, test)
-        tune.report(
-            {
-                M.ENV_STEPS: steps,
-                M.TRAIN_RETURN: train,
-                M.TRAIN_RETURN_NORM: train_n,
-                M.TEST_RETURN: test,
-                M.TEST_RETURN_NORM: test_n,
-                M.TEST_FRESH: True,
-                M.GAP_NORM: train_n - test_n,
-                M.WALL_S: 0.01 * iteration,
-            }
-        )
+        metrics = {
+            M.ENV_STEPS: steps,
+            M.TRAIN_RETURN: train,
+            M.TRAIN_RETURN_NORM: train_n,
+            M.TEST_RETURN: test,
+            M.TEST_RETURN_NORM: test_n,
+            M.TEST_FRESH: True,
+            M.GAP_NORM: train_n - test_n,
+            M.WALL_S: 0.01 * iteration,
+            "hp/lr": cfg.lr,
+        }
+        periodic = cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0
+        if periodic or steps >= cfg.total_env_steps:
+            with tempfile.TemporaryDirectory() as tmp:
+                with open(os.path.join(tmp, "state.json"), "w") as f:
+                    json.dump({"env_steps": steps}, f)
+                tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+        else:
+            tune.report(metrics)

@@ -43,9 +43,27 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     else:
         space["game"] = tune.grid_search(list(spec.games))
         space["seed"] = tune.grid_search(list(spec.seeds))
+    defaults = _defaults(spec)
     for key, param in spec.space.items():
         space[key] = param.to_tune()
+        if param.when and spec.search.algorithm != "optuna":
+            # Resolved after the other params, so params.json records the value that ran.
+            space[key] = tune.sample_from(
+                functools.partial(_conditional, space[key], param.when, defaults[key])
+            )
     return space
+
+
+def _conditional(domain, when: dict[str, tuple], default: Any, spec) -> Any:
+    config = spec.config if hasattr(spec, "config") else spec["config"]
+    if all(config.get(k) in values for k, values in when.items()):
+        return domain.sample()
+    return default
+
+
+def resolved_config(spec: SweepSpec, config: dict[str, Any]) -> dict[str, Any]:
+    """The TrialConfig dict a trial actually runs with (Repeater cell, conditions applied)."""
+    return _resolve(config, spec_space=spec.space, defaults=_defaults(spec), cells_=cells(spec))
 
 
 def _resolve(config: dict[str, Any], *, spec_space, defaults, cells_) -> dict[str, Any]:

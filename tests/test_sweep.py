@@ -11,6 +11,16 @@ from rlsweep.sweep import RESULT_COLUMNS, run_sweep
 from rlsweep.testing import fake_trial
 
 
+@pytest.fixture(scope="module", autouse=True)
+def ray_session():
+    """One Ray instance for the module: run_sweep joins it instead of starting its own."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture(scope="module")
 def fake_sweep(tmp_path_factory):
     spec = SweepSpec(
@@ -57,3 +67,93 @@ def test_results_land_in_storage(fake_sweep):
         assert params["total_env_steps"] == spec.budget and "widths" in params
         lines = (Path(trial_dir) / "result.json").read_text().splitlines()
         assert len(lines) == 4 and set(METRICS) <= set(json.loads(lines[-1]))
+
+
+def _run(tmp_path, **spec_kwargs):
+    spec = SweepSpec(name="search", budget=8 * 4096, storage_path=str(tmp_path), **spec_kwargs)
+    return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2).to_dataframe()
+
+
+def test_random_search_samples_within_bounds_per_cell(tmp_path):
+    spec, df = _run(
+        tmp_path,
+        games=["coinrun", "maze"],
+        seeds=[0],
+        space={
+            "lr": {"loguniform": [1e-5, 1e-3]},
+            "num_epochs": {"int": [1, 2]},
+            "framestack_k": {"choice": [3, 5], "when": {"framestack": ["gap"]}},
+        },
+        search={"algorithm": "random", "num_samples": 3, "seed": 1},
+    )
+    assert len(df) == spec.num_trials == 6
+    assert df["lr"].between(1e-5, 1e-3).all() and df["lr"].nunique() == 6
+    assert set(df["num_epochs"]) <= {1, 2}
+    assert (df["framestack_k"] == 4).all()  # condition never holds: framestack stays none
+    assert sorted(df["game"].value_counts().tolist()) == [3, 3]
+
+
+def test_optuna_runs_every_proposal_on_every_game_and_seed(tmp_path):
+    spec, df = _run(
+        tmp_path,
+        games=["coinrun", "maze"],
+        seeds=[0, 1],
+        space={"lr": {"loguniform": [1e-5, 1e-3]}},
+        search={"algorithm": "optuna", "num_samples": 3, "seed": 0},
+        max_concurrent=2,
+    )
+    assert len(df) == 3 * 4
+    for _, group in df.groupby("lr"):
+        assert sorted(zip(group.game, group.seed, strict=True)) == [
+            ("coinrun", 0),
+            ("coinrun", 1),
+            ("maze", 0),
+            ("maze", 1),
+        ]
+    assert df["lr"].nunique() == 3
+
+
+def test_asha_stops_weak_trials_early(tmp_path):
+    _, df = _run(
+        tmp_path,
+        games=["coinrun"],
+        seeds=[0],
+        space={"lr": {"loguniform": [1e-6, 1e-3]}},
+        search={
+            "algorithm": "random",
+            "num_samples": 8,
+            "scheduler": "asha",
+            "grace_period": 1,
+            "reduction_factor": 2,
+            "seed": 3,
+        },
+        max_concurrent=8,
+    )
+    assert len(df) == 8
+    assert df["iterations"].min() < 8 <= df["iterations"].max()  # some stopped, best finished
+
+
+def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path):
+    _, df = _run(
+        tmp_path,
+        games=["coinrun"],
+        seeds=[0, 1, 2, 3],
+        space={"lr": {"loguniform": [1e-6, 1e-3]}},
+        search={
+            "algorithm": "random",
+            "scheduler": "pbt",
+            "perturbation_interval": 2,
+            "mutations": ["lr"],
+            "seed": 0,
+        },
+        max_concurrent=4,
+    )
+    assert (df["status"] == "TERMINATED").all()
+    exploited = 0
+    for trial_dir in df["trial_dir"]:
+        rows = [json.loads(x) for x in (Path(trial_dir) / "result.json").read_text().splitlines()]
+        lrs = [r["hp/lr"] for r in rows]
+        for row in rows:  # what the trial reports is what its config says, before and after
+            assert row["hp/lr"] == row["config"]["lr"]
+        exploited += len(set(lrs)) > 1
+    assert exploited >= 1
