@@ -26,6 +26,7 @@ RAW_RETURN = "rlsweep_raw_episode_return"
 RAW_LENGTH = "rlsweep_raw_episode_length"
 SMOOTHING_EPISODES = 100
 ENV_ID = "rlsweep-procgen"
+LR_IN_UPDATE = "rlsweep_lr_in_update"
 
 
 def make_procgen_env(env_config: dict[str, Any]) -> ProcgenVectorEnv:
@@ -57,13 +58,26 @@ class RlsweepPPOLearner(PPOTorchLearner):
     - Exactly `num_epochs * (train_batch / minibatch)` minibatches per update: RLlib appends one
       artificial timestep per episode chunk for bootstrapping, so its "cover every row
       num_epochs times" loop runs an extra, mostly-repeated minibatch per epoch.
+    - A restored fixed learning rate is the config's, not the checkpoint's: restoring loads the
+      optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
+      iteration (ray#62173). Entropy and clip come from the config already.
     """
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        for optimizer, schedule in self._optimizer_lr_schedules.items():
+            if not schedule.use_schedule:
+                self._set_optimizer_lr(optimizer, lr=float(schedule.get_current_value()))
 
     def _make_batch_if_necessary(self, training_data):
         with torch.no_grad():
             return super()._make_batch_if_necessary(training_data)
 
     def update(self, *args, num_total_minibatches: int = 0, **kwargs):
+        # The lr this update trains with (RLlib logs the lr after the update's schedule step).
+        for module_id, names in self._module_optimizers.items():
+            lr = self._get_optimizer_lr(self._named_optimizers[names[0]])
+            self.metrics.log_value((module_id, LR_IN_UPDATE), float(lr), window=1)
         minibatch = kwargs.get("minibatch_size")
         if not num_total_minibatches and minibatch:
             per_epoch = max(1, round(self.config.train_batch_size_per_learner / minibatch))
@@ -153,4 +167,7 @@ def read_result(result: dict[str, Any]) -> dict[str, float]:
         "loss/value": float(_get(learner, "vf_loss")),
         "loss/entropy": float(_get(learner, "entropy")),
         "loss/kl": float(_get(learner, "mean_kl_loss")),
+        # Hyperparameters in effect (after PBT perturbations and schedules).
+        "hp/lr": float(_get(learner, LR_IN_UPDATE)),
+        "hp/entropy_coeff": float(_get(learner, "curr_entropy_coeff")),
     }

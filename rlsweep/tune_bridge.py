@@ -141,9 +141,11 @@ def num_samples(spec: SweepSpec) -> int:
 
 
 def trial_overrides(spec: SweepSpec) -> dict[str, Any]:
-    """TrialConfig changes a search implies: PBT needs checkpoints at each perturbation."""
+    """TrialConfig changes a search implies: PBT needs a checkpoint and a fresh metric (an
+    evaluation, for test/ metrics) at each perturbation."""
     if spec.search.scheduler == "pbt":
-        return {"checkpoint_interval": spec.search.perturbation_interval}
+        every = spec.search.perturbation_interval
+        return {"checkpoint_interval": every, "eval_interval": every}
     return {}
 
 
@@ -183,7 +185,10 @@ def build_tuner(
             storage_path=str(storage),
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
+            # PBT restores other trials' checkpoints at any time: deleting old ones races it.
+            checkpoint_config=tune.CheckpointConfig(
+                num_to_keep=None if spec.search.scheduler == "pbt" else 2
+            ),
             verbose=1,
         ),
     )

@@ -108,3 +108,35 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]
         )
+
+
+def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
+    """ray#62173: after PBT exploits (restore from another trial's checkpoint with a perturbed
+    config), the learner must train with the perturbed lr, not the checkpoint's."""
+    from rlsweep.sweep import run_sweep
+
+    spec = SweepSpec(
+        name="pbt",
+        games=["leaper"],
+        seeds=[0, 1],
+        budget=5 * 256,
+        params={k: v for k, v in TINY.items() if k != "game"} | {"eval_interval": 5},
+        space={"lr": {"loguniform": [1e-6, 1e-3]}},
+        search={
+            "algorithm": "random",
+            "scheduler": "pbt",
+            "perturbation_interval": 1,
+            "mutations": ["lr"],
+            "seed": 0,
+        },
+        storage_path=str(tmp_path),
+    )
+    df = run_sweep(spec).to_dataframe()
+    assert (df["status"] == "TERMINATED").all(), df["error"].tolist()
+    perturbed = 0
+    for trial_dir in df["trial_dir"]:
+        rows = [json.loads(x) for x in (Path(trial_dir) / "result.json").read_text().splitlines()]
+        for row in rows:
+            assert row["hp/lr"] == pytest.approx(row["config"]["lr"], rel=1e-6), row["config"]
+        perturbed += len({row["config"]["lr"] for row in rows}) > 1
+    assert perturbed >= 1, "PBT never perturbed a trial"
