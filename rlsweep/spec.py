@@ -302,6 +302,31 @@ class SweepSpec:
                 self._trial(game, seed, {**grid0, key: value})
 
 
+def trial_cpus(t: TrialConfig) -> int:
+    """CPUs one trial reserves: its own process plus one per remote EnvRunner."""
+    return t.num_cpus + t.num_env_runners
+
+
+def check_resources(spec: SweepSpec, cpus: float, gpus: float, where: str = "this machine"):
+    """Every trial must fit on the cluster (`cpus`, `gpus` in total), or Tune waits forever."""
+    for t in spec.trials():
+        need = trial_cpus(t)
+        if need > cpus:
+            key = "num_env_runners" if t.num_env_runners else "num_cpus"
+            raise SpecError(
+                spec.source,
+                spec._locate(key, t.game, t.seed, {}),
+                f"a trial needs {need} CPUs (num_cpus {t.num_cpus} + num_env_runners "
+                f"{t.num_env_runners}); {where} has {cpus:g}",
+            )
+        if t.num_gpus > gpus:
+            raise SpecError(
+                spec.source,
+                spec._locate("num_gpus", t.game, t.seed, {}),
+                f"got {t.num_gpus:g}; {where} has {gpus:g} GPUs",
+            )
+
+
 def _build(cls, raw: Any):
     if isinstance(raw, cls):
         return raw

@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from rlsweep import metrics as M
-from rlsweep.spec import SweepSpec
+from rlsweep.spec import SweepSpec, check_resources
 
 # Per-trial result columns, in table order.
 RESULT_COLUMNS = (
@@ -42,6 +42,12 @@ def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
     if jemalloc and (path := jemalloc_path()):
         env_vars["LD_PRELOAD"] = path
     return {"env_vars": env_vars}
+
+
+def _local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 @dataclass
@@ -107,6 +113,8 @@ def run_sweep(
     """
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
+    if address is None:  # checked before Ray starts; a cluster is checked once joined
+        check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
     import ray
 
     from rlsweep.tune_bridge import build_tuner
@@ -125,6 +133,9 @@ def run_sweep(
             logging_level="WARNING",
         )
     try:
+        if address is not None or not started_here:
+            total = ray.cluster_resources()
+            check_resources(spec, total.get("CPU", 0), total.get("GPU", 0), where="the cluster")
         tuner = build_tuner(spec, trainable, storage_path=storage_path, max_failures=max_failures)
         grid = tuner.fit()
     finally:

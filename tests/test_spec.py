@@ -233,3 +233,39 @@ def test_extends_a_baseline_and_overrides_it():
     assert t.framestack == "gap" and t.widths == (32, 64, 64) and t.global_pool
     assert t.lr_schedule[1] == (500_000, 8e-4) and t.gamma == 0.99
     assert t.entropy_coeff == 0.02  # spec params override the baseline
+
+
+def test_resources_the_cluster_cannot_satisfy():
+    from rlsweep.spec import check_resources
+
+    spec = SweepSpec(
+        name="r", params={"num_env_runners": 3, "minibatch_size": 512}, source="r.yaml"
+    )
+    with pytest.raises(SpecError) as e:
+        check_resources(spec, cpus=2, gpus=0)
+    assert str(e.value) == (
+        "r.yaml: params.num_env_runners: a trial needs 4 CPUs (num_cpus 1 + num_env_runners 3); "
+        "this machine has 2"
+    )
+    with pytest.raises(SpecError, match=r"params.num_gpus: got 1; the cluster has 0 GPUs"):
+        check_resources(SweepSpec(name="g", params={"num_gpus": 1}), 8, 0, where="the cluster")
+    check_resources(spec, cpus=4, gpus=0)
+
+
+def test_plan_counts_steps_and_estimates_time():
+    from rlsweep.plan import make_plan
+
+    spec = SweepSpec(
+        name="p",
+        games=["coinrun", "maze"],
+        seeds=[0, 1, 2],
+        budget=1_000_000,
+        space={"framestack": ["none", "gap"], "lr": {"loguniform": [1e-5, 1e-3]}},
+        search={"algorithm": "random", "num_samples": 2},
+    )
+    plan = make_plan(spec, cpus=4, steps_per_cpu_s=100.0)
+    assert plan.num_trials == 2 * 3 * 2 * 2 and len(plan.rows) == 12
+    assert plan.total_env_steps == 24_000_000
+    assert plan.concurrent == 4 and plan.cpus_per_trial == 1
+    assert plan.est_wall_s == pytest.approx(6 * 1_000_000 / 100.0)  # 24 trials in 6 waves
+    assert plan.rows[0]["lr"] == {"loguniform": [1e-5, 1e-3]}
