@@ -6,6 +6,7 @@ stack; `read_result(result)` maps RLlib's (renamed-between-releases) result keys
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -122,7 +123,12 @@ def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
         )
         .rl_module(
             rl_module_spec=RLModuleSpec(
-                module_class=ImpalaPPOModule, model_config=cfg.model_config().to_dict()
+                module_class=ImpalaPPOModule,
+                model_config={
+                    **cfg.model_config().to_dict(),
+                    "augment": dataclasses.asdict(cfg.augment_config()),
+                    "augment_seed": cfg.seed,
+                },
             )
         )
         .callbacks(on_episode_end=_log_raw_episode)

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from rlsweep.augment import AugmentConfig
 from rlsweep.envs import EnvConfig
 from rlsweep.errors import ConfigError
 from rlsweep.models import ModelConfig
@@ -93,6 +94,16 @@ class TrialConfig:
     """CPUs of the trial's own process (learner, and sampling when num_env_runners=0); torch
     uses this many threads."""
 
+    # --- augmentation (learner minibatches only; see rlsweep.augment) -------------------------
+    augment: str = "none"
+    """none | flip | rotate | crop_resize | translate | pad_crop | all (one drawn per sample)."""
+    augment_p: float = 1.0
+    """Probability that a training sample is augmented."""
+    augment_pad: int = 4
+    """translate / pad_crop: shift of up to this many pixels."""
+    augment_scale_min: float = 0.8
+    """crop_resize: smallest crop side, as a fraction of the image side."""
+
     # --- model -----------------------------------------------------------------------------
     widths: tuple[int, ...] = (16, 32, 32)
     """IMPALA-CNN stage widths; (32, 64, 64) is the wide variant."""
@@ -168,6 +179,20 @@ class TrialConfig:
             bf16=self.bf16,
         )
 
+    def augment_config(self) -> AugmentConfig:
+        try:
+            return AugmentConfig(
+                name=self.augment,
+                p=self.augment_p,
+                pad=self.augment_pad,
+                scale_min=self.augment_scale_min,
+            )
+        except ConfigError as e:
+            key = {"name": "augment", "p": "augment_p", "pad": "augment_pad"}.get(
+                e.path, "augment_scale_min"
+            )
+            raise ConfigError(key, e.message) from None
+
     @property
     def effective_train_batch_size(self) -> int:
         if self.train_batch_size is not None:
@@ -191,6 +216,7 @@ class TrialConfig:
         # Env and model fields are validated by their own dataclasses (raising ConfigError).
         self.env_config()
         self.model_config()
+        self.augment_config()
         check("seed", integer("seed") and self.seed >= 0, "an integer >= 0")
         for name in ("total_env_steps", "eval_interval", "eval_episodes"):
             check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
