@@ -99,6 +99,9 @@ class SweepSpec:
     """Fixed TrialConfig values shared by every trial (over the baseline's)."""
     space: dict[str, Any] = field(default_factory=dict)
     """Searched TrialConfig fields: a list = grid, or {choice|uniform|loguniform|int: ...}."""
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Labelled bundles of params (e.g. 'No Augs': {augment: none}): a grid axis whose values
+    change several fields at once; the label is recorded as the trial's `variant`."""
     search: SearchConfig = field(default_factory=SearchConfig)
     """Search algorithm and scheduler."""
     metric: str = "test/return_norm"
@@ -139,6 +142,7 @@ class SweepSpec:
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "source"}
         d["space"] = {k: p.to_raw() for k, p in self.space.items()}
+        d["variants"] = {k: dict(v) for k, v in self.variants.items()}
         d["search"] = dataclasses.asdict(self.search)
         d["search"]["mutations"] = list(self.search.mutations)
         return d
@@ -160,8 +164,12 @@ class SweepSpec:
         return [k for k, p in self.space.items() if not p.is_grid]
 
     @property
+    def variant_labels(self) -> list[str | None]:
+        return list(self.variants) or [None]
+
+    @property
     def num_trials(self) -> int:
-        n = len(self.games) * len(self.seeds) * self.search.num_samples
+        n = len(self.games) * len(self.seeds) * len(self.variant_labels) * self.search.num_samples
         for k in self.grid_keys:
             n *= len(self.space[k].values)
         return n
@@ -172,25 +180,38 @@ class SweepSpec:
         With sampled parameters each of these stands for `num_samples` trials."""
         keys = self.grid_keys
         out = []
-        for game, seed, *values in itertools.product(
-            self.games, self.seeds, *(self.space[k].values for k in keys)
+        for game, seed, variant, *values in itertools.product(
+            self.games, self.seeds, self.variant_labels, *(self.space[k].values for k in keys)
         ):
-            out.append(self._trial(game, seed, dict(zip(keys, values, strict=True))))
+            out.append(self._trial(game, seed, dict(zip(keys, values, strict=True)), variant))
         return out
 
-    def _trial(self, game: str, seed: int, overrides: dict[str, Any]) -> TrialConfig:
+    def _trial(
+        self, game: str, seed: int, overrides: dict[str, Any], variant: str | None = None
+    ) -> TrialConfig:
         d = {**self.base_params(), "game": game, "seed": seed, "total_env_steps": self.budget}
+        if variant is not None:
+            d.update(self.variants[variant])
         d.update(overrides)
         defaults = dataclasses.asdict(TrialConfig())
         d = apply_conditions({**defaults, **d}, self.space, defaults)
         try:
             return TrialConfig.from_dict(d)
         except ConfigError as e:
-            where = self._locate(e.path, game, seed, overrides)
+            where = self._locate(e.path, game, seed, overrides, variant)
             raise SpecError(self.source, where, e.message) from None
 
-    def _locate(self, key: str, game: str, seed: int, overrides: dict[str, Any]) -> str:
+    def _locate(
+        self,
+        key: str,
+        game: str,
+        seed: int,
+        overrides: dict[str, Any],
+        variant: str | None = None,
+    ) -> str:
         """The spec key path a TrialConfig error came from."""
+        if variant is not None and key in self.variants[variant]:
+            return f"variants.{variant}.{key}"
         if key == "game":
             return f"games[{self.games.index(game)}]"
         if key == "seed":
@@ -239,6 +260,18 @@ class SweepSpec:
                     fail(f"{section}.{key}", f"set this with the top-level '{_AXES[key]}' key")
                 if key not in known:
                     fail(f"{section}.{key}", _unknown("parameter", key, known))
+        if not isinstance(self.variants, dict):
+            fail("variants", f"got {self.variants!r}; allowed: a mapping label -> params")
+        for label, bundle in self.variants.items():
+            if not isinstance(label, str) or not isinstance(bundle, dict):
+                fail(f"variants.{label}", f"got {bundle!r}; allowed: a mapping of params")
+            for key in bundle:
+                if key in _AXES:
+                    fail(f"variants.{label}.{key}", f"set this with the top-level '{_AXES[key]}'")
+                if key not in known:
+                    fail(f"variants.{label}.{key}", _unknown("parameter", key, known))
+                if key in self.space:
+                    fail(f"variants.{label}.{key}", "also searched in space; pick one")
         for key, p in self.space.items():
             if key in self.params:
                 fail(f"space.{key}", "also set in params; a parameter is either fixed or searched")

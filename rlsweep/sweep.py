@@ -72,6 +72,8 @@ def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
         cfg = resolved_config(spec, result.config) if result.config else {}
         last = result.metrics or {}
         row: dict[str, Any] = {"game": cfg.get("game"), "seed": cfg.get("seed")}
+        if spec.variants:
+            row["variant"] = (result.config or {}).get("variant")
         row.update({k: _cell(cfg.get(k)) for k in swept})
         row.update({k: last.get(k, math.nan) for k in RESULT_COLUMNS})
         row["iterations"] = last.get("training_iteration", 0)
@@ -80,6 +82,9 @@ def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
         row["trial_dir"] = str(result.path)
         rows.append(row)
     df = pd.DataFrame(rows)
+    if spec.variants:  # in the spec's order, as the write-up's columns are
+        df["variant"] = pd.Categorical(df["variant"], categories=list(spec.variants))
+        swept = ["variant", *swept]
     return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
 
 

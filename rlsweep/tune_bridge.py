@@ -29,21 +29,33 @@ def _defaults(spec: SweepSpec) -> dict[str, Any]:
     return TrialConfig(total_env_steps=spec.budget, **spec.base_params()).to_dict()
 
 
-def cells(spec: SweepSpec) -> list[tuple[str, int]]:
-    return [(g, s) for g in spec.games for s in spec.seeds]
+VARIANT = "variant"
+
+
+def cells(spec: SweepSpec) -> list[tuple[str, int, str | None]]:
+    """The grid cells every sampled configuration runs in: game x seed x variant."""
+    return [(g, s, v) for g in spec.games for s in spec.seeds for v in spec.variant_labels]
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
     """Tune's param_space. Fixed values are written out in full (every TrialConfig field) so
     each trial's params.json records exactly what ran, defaults included."""
-    space: dict[str, Any] = _defaults(spec)
+    defaults = _defaults(spec)
+    space: dict[str, Any] = dict(defaults)
     if spec.search.algorithm == "optuna":
         # Optuna cannot grid; the Repeater's index picks the (game, seed) cell instead.
         space.pop("game"), space.pop("seed")
     else:
         space["game"] = tune.grid_search(list(spec.games))
         space["seed"] = tune.grid_search(list(spec.seeds))
-    defaults = _defaults(spec)
+    if spec.variants:
+        if spec.search.algorithm != "optuna":
+            space[VARIANT] = tune.grid_search(list(spec.variants))
+        for key in {k for bundle in spec.variants.values() for k in bundle}:
+            # Resolved from the label, so params.json records the values that ran.
+            space[key] = tune.sample_from(
+                functools.partial(_from_variant, key, spec.variants, defaults[key])
+            )
     for key, param in spec.space.items():
         space[key] = param.to_tune()
         if param.when and spec.search.algorithm != "optuna":
@@ -52,6 +64,11 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
                 functools.partial(_conditional, space[key], param.when, defaults[key])
             )
     return space
+
+
+def _from_variant(key: str, variants: dict, default: Any, spec) -> Any:
+    config = spec.config if hasattr(spec, "config") else spec["config"]
+    return variants[config[VARIANT]].get(key, default)
 
 
 def _conditional(domain, when: dict[str, tuple], default: Any, spec) -> Any:
@@ -63,20 +80,33 @@ def _conditional(domain, when: dict[str, tuple], default: Any, spec) -> Any:
 
 def resolved_config(spec: SweepSpec, config: dict[str, Any]) -> dict[str, Any]:
     """The TrialConfig dict a trial actually runs with (Repeater cell, conditions applied)."""
-    return _resolve(config, spec_space=spec.space, defaults=_defaults(spec), cells_=cells(spec))
+    return _resolve(
+        config,
+        spec_space=spec.space,
+        defaults=_defaults(spec),
+        cells_=cells(spec),
+        variants=spec.variants,
+    )
 
 
-def _resolve(config: dict[str, Any], *, spec_space, defaults, cells_) -> dict[str, Any]:
+def _resolve(config: dict[str, Any], *, spec_space, defaults, cells_, variants) -> dict[str, Any]:
     """What the trial runs: the Repeater's cell index -> game/seed; conditions applied."""
     config = dict(config)
     if CELL_INDEX in config:
-        config["game"], config["seed"] = cells_[config.pop(CELL_INDEX)]
+        config["game"], config["seed"], label = cells_[config.pop(CELL_INDEX)]
+        if label is not None:
+            config.update(variants[label])
+    config.pop(VARIANT, None)  # a label, not a TrialConfig field
     return apply_conditions(config, spec_space, defaults)
 
 
 def wrap_trainable(spec: SweepSpec, trainable: Trainable) -> Trainable:
     resolve = functools.partial(
-        _resolve, spec_space=spec.space, defaults=_defaults(spec), cells_=cells(spec)
+        _resolve,
+        spec_space=spec.space,
+        defaults=_defaults(spec),
+        cells_=cells(spec),
+        variants=spec.variants,
     )
 
     def run(config: dict[str, Any]) -> None:

@@ -269,3 +269,17 @@ def test_plan_counts_steps_and_estimates_time():
     assert plan.concurrent == 4 and plan.cpus_per_trial == 1
     assert plan.est_wall_s == pytest.approx(6 * 1_000_000 / 100.0)  # 24 trials in 6 waves
     assert plan.rows[0]["lr"] == {"loguniform": [1e-5, 1e-3]}
+
+
+def test_variants_expand_and_validate():
+    spec = SweepSpec(
+        name="v",
+        seeds=[0, 1],
+        variants={"No Augs": {"augment": "none"}, "Flip": {"augment": "flip", "augment_p": 0.5}},
+    )
+    assert spec.num_trials == 4
+    assert [t.augment for t in spec.trials()] == ["none", "flip", "none", "flip"]
+    with pytest.raises(SpecError, match=r"^variants.Flip.augment: got 'flop'; allowed: none"):
+        SweepSpec(name="v", variants={"Flip": {"augment": "flop"}})
+    with pytest.raises(SpecError, match=r"^variants.X.augmnt: unknown parameter \(did you mean"):
+        SweepSpec(name="v", variants={"X": {"augmnt": "flip"}})

@@ -157,3 +157,21 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path):
             assert row["hp/lr"] == row["config"]["lr"]
         exploited += len(set(lrs)) > 1
     assert exploited >= 1
+
+
+def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):
+    spec, df = _run(
+        tmp_path,
+        games=["coinrun"],
+        seeds=[0],
+        variants={
+            "small": {"widths": [16, 32, 32]},
+            "wide+pool": {"widths": [32, 64, 64], "global_pool": True},
+        },
+    )
+    assert list(df["variant"]) == ["small", "wide+pool"]
+    for _, row in df.iterrows():
+        params = json.loads((Path(row["trial_dir"]) / "params.json").read_text())
+        assert params["variant"] == row["variant"]
+        assert params["widths"] == spec.variants[row["variant"]]["widths"]
+        assert params["global_pool"] is (row["variant"] == "wide+pool")
