@@ -1,7 +1,8 @@
 """The only module that touches RLlib's config builders and its result keys.
 
-`build_algorithm(cfg)` turns a flat `TrialConfig` into an RLlib PPO `Algorithm` on the new API
-stack; `read_result(result)` maps RLlib's (renamed-between-releases) result keys to ours.
+`build_algorithm(cfg)` turns a flat `TrialConfig` into an RLlib `Algorithm` (PPO, IMPALA, APPO or
+DQN, chosen by `cfg.algorithm`) on the new API stack; `read_result(result)` maps RLlib's
+(renamed-between-releases, per-algorithm) result keys to ours.
 """
 
 from __future__ import annotations
@@ -13,14 +14,18 @@ from typing import Any
 import gymnasium as gym
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
-from ray.rllib.algorithms.ppo import PPO, PPOConfig
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.appo import APPOConfig
+from ray.rllib.algorithms.dqn import DQNConfig
+from ray.rllib.algorithms.impala import IMPALAConfig
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.tune.registry import register_env
 
 from rlsweep.config import TrialConfig
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
-from rlsweep.rl_module import ImpalaPPOModule
+from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
 
 # Our custom metric, logged by the episode callback into RLlib's env-runner metrics.
 RAW_RETURN = "rlsweep_raw_episode_return"
@@ -137,14 +142,139 @@ def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
     )
 
 
+def _lr(cfg: TrialConfig) -> Any:
+    return cfg.lr if cfg.lr_schedule is None else [list(p) for p in cfg.lr_schedule]
+
+
+def _module_spec(cfg: TrialConfig, module_class: type, **extra: Any) -> RLModuleSpec:
+    model_config = {
+        **cfg.model_config().to_dict(),
+        "augment": dataclasses.asdict(cfg.augment_config()),
+        "augment_seed": cfg.seed,
+        **extra,
+    }
+    return RLModuleSpec(module_class=module_class, model_config=model_config)
+
+
+def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> AlgorithmConfig:
+    """Env, runners, resources, callbacks and seed: identical for every algorithm."""
+    env_config = {**cfg.env_config().__dict__, "envpool_threads": envpool_threads}
+    return (
+        c.environment(env=ENV_ID, env_config=env_config)
+        .env_runners(
+            num_env_runners=cfg.num_env_runners,
+            num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+            rollout_fragment_length=cfg.rollout_length,
+            gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT,
+            num_cpus_per_env_runner=1,
+        )
+        .resources(num_cpus_for_main_process=cfg.num_cpus)
+        .learners(num_learners=0, num_gpus_per_learner=cfg.num_gpus)
+        .callbacks(on_episode_end=_log_raw_episode)
+        .reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)
+        .debugging(seed=cfg.seed)
+    )
+
+
+def _iteration_size(cfg: TrialConfig) -> dict[str, Any]:
+    """One iteration = the trial's train batch of freshly sampled env steps, as for PPO (IMPALA
+    defaults to >= 10 s per iteration, DQN to >= 1000 env steps)."""
+    return dict(
+        min_sample_timesteps_per_iteration=cfg.effective_train_batch_size,
+        min_time_s_per_iteration=None,
+    )
+
+
+def _vtrace_training(cfg: TrialConfig) -> dict[str, Any]:
+    """Training settings IMPALA and APPO share (V-trace actor-critic)."""
+    return dict(
+        gamma=cfg.gamma,
+        lr=_lr(cfg),
+        vf_loss_coeff=cfg.vf_loss_coeff,
+        entropy_coeff=cfg.entropy_coeff,
+        grad_clip=cfg.grad_clip,
+        grad_clip_by="global_norm",
+        vtrace_clip_rho_threshold=cfg.vtrace_clip_rho,
+        vtrace_clip_pg_rho_threshold=cfg.vtrace_clip_pg_rho,
+        train_batch_size_per_learner=cfg.effective_train_batch_size,
+        minibatch_size=cfg.minibatch_size,
+        num_epochs=cfg.num_epochs,
+    )
+
+
+def impala_config(cfg: TrialConfig, envpool_threads: int = 0) -> IMPALAConfig:
+    """RLlib IMPALA (V-trace actor-critic) on the same actor-critic module as PPO."""
+    c = _common(IMPALAConfig(), cfg, envpool_threads)
+    return (
+        c.training(**_vtrace_training(cfg))
+        .reporting(**_iteration_size(cfg))
+        .rl_module(rl_module_spec=_module_spec(cfg, ImpalaPPOModule))
+    )
+
+
+def appo_config(cfg: TrialConfig, envpool_threads: int = 0) -> APPOConfig:
+    """RLlib APPO: IMPALA plus PPO's clipped surrogate against a periodically synced old policy."""
+    c = _common(APPOConfig(), cfg, envpool_threads)
+    return (
+        c.training(
+            **_vtrace_training(cfg),
+            clip_param=cfg.clip_param,
+            use_kl_loss=cfg.kl_coeff > 0,
+            kl_coeff=cfg.kl_coeff,
+            kl_target=cfg.kl_target,
+        )
+        .reporting(**_iteration_size(cfg))
+        .rl_module(rl_module_spec=_module_spec(cfg, ImpalaAPPOModule))
+    )
+
+
+def dqn_config(cfg: TrialConfig, envpool_threads: int = 0) -> DQNConfig:
+    """RLlib DQN with prioritized episode replay, n-step, double/dueling Q on the IMPALA-CNN."""
+    c = _common(DQNConfig(), cfg, envpool_threads)
+    return (
+        c.training(
+            gamma=cfg.gamma,
+            lr=_lr(cfg),
+            grad_clip=cfg.grad_clip,
+            grad_clip_by="global_norm",
+            train_batch_size_per_learner=cfg.minibatch_size,  # the replayed minibatch
+            replay_buffer_config={
+                "type": "PrioritizedEpisodeReplayBuffer",
+                "capacity": cfg.replay_capacity,
+                "alpha": cfg.replay_alpha,
+                "beta": cfg.replay_beta,
+            },
+            num_steps_sampled_before_learning_starts=cfg.learning_starts,
+            target_network_update_freq=cfg.target_update_freq,
+            epsilon=[[0, cfg.epsilon_start], [cfg.epsilon_steps, cfg.epsilon_end]],
+            n_step=cfg.n_step,
+            double_q=cfg.double_q,
+            dueling=cfg.dueling,
+            num_atoms=1,
+            training_intensity=cfg.training_intensity,
+        )
+        .reporting(**_iteration_size(cfg))
+        .rl_module(rl_module_spec=_module_spec(cfg, ImpalaDQNModule, eval_epsilon=cfg.epsilon_end))
+    )
+
+
+_BUILDERS = {"ppo": ppo_config, "impala": impala_config, "appo": appo_config, "dqn": dqn_config}
+
+
+def algorithm_config(cfg: TrialConfig, envpool_threads: int = 0) -> AlgorithmConfig:
+    """The RLlib config for `cfg.algorithm`."""
+    return _BUILDERS[cfg.algorithm](cfg, envpool_threads)
+
+
 def build_algorithm(cfg: TrialConfig, envpool_threads: int = 0) -> Algorithm:
-    return ppo_config(cfg, envpool_threads).build_algo()
+    return algorithm_config(cfg, envpool_threads).build_algo()
 
 
 def trial_resources(cfg: TrialConfig):
     """Tune placement group for one trial: the trial process (driver, local learner and, with 0
     env runners, sampling) plus one bundle per remote EnvRunner."""
-    return PPO.default_resource_request(ppo_config(cfg))
+    c = algorithm_config(cfg)
+    return c.algo_class.default_resource_request(c)
 
 
 def _get(d: dict[str, Any], *path: str, default: float = math.nan) -> Any:
@@ -159,6 +289,8 @@ def read_result(result: dict[str, Any]) -> dict[str, float]:
     """RLlib's result dict -> our stable metric names (raw, un-normalized)."""
     env_runners = result.get("env_runners", {})
     learner = _get(result, "learners", "default_policy", default={})
+    # DQN has no policy: its TD loss on Q-values is both its total and its value loss.
+    q_loss = _get(learner, "qf_loss")
     return {
         "env_steps": float(
             _get(result, "num_env_steps_sampled_lifetime", default=math.nan)
@@ -168,12 +300,24 @@ def read_result(result: dict[str, Any]) -> dict[str, float]:
         "train/return": float(_get(env_runners, RAW_RETURN)),
         "train/episode_length": float(_get(env_runners, RAW_LENGTH)),
         "train/episodes": float(_get(env_runners, "num_episodes_lifetime", default=0.0)),
+        # Samples trained on this iteration: 0 when no update ran (DQN before learning_starts,
+        # an async IMPALA/APPO iteration without a full batch), i.e. when losses are NaN.
+        "train/module_steps_trained": float(_get(learner, "num_module_steps_trained", default=0.0)),
         "loss/total": float(_get(learner, "total_loss")),
-        "loss/policy": float(_get(learner, "policy_loss")),
-        "loss/value": float(_get(learner, "vf_loss")),
+        # IMPALA logs batch sums as pi_loss/vf_loss and the comparable means as mean_*.
+        "loss/policy": float(_get(learner, "policy_loss", default=_get(learner, "mean_pi_loss"))),
+        "loss/value": float(
+            q_loss
+            if "qf_loss" in learner
+            else _get(learner, "mean_vf_loss", default=_get(learner, "vf_loss"))
+        ),
         "loss/entropy": float(_get(learner, "entropy")),
         "loss/kl": float(_get(learner, "mean_kl_loss")),
         # Hyperparameters in effect (after PBT perturbations and schedules).
-        "hp/lr": float(_get(learner, LR_IN_UPDATE)),
+        # Only our PPO learner logs the lr it trained with; the others report RLlib's (logged
+        # after the update's schedule step: equal for a fixed lr).
+        "hp/lr": float(
+            _get(learner, LR_IN_UPDATE, default=_get(learner, "default_optimizer_learning_rate"))
+        ),
         "hp/entropy_coeff": float(_get(learner, "curr_entropy_coeff")),
     }

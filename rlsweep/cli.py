@@ -15,9 +15,31 @@ def _table(df) -> str:
         return df.drop(columns=["trial_dir"], errors="ignore").to_string(index=False)
 
 
+def _load(path: str) -> SweepSpec:
+    """A sweep spec, or an ablation file (a spec plus a `smoke:` section)."""
+    from rlsweep.ablate import is_ablation, load_ablation
+
+    return load_ablation(path) if is_ablation(path) else SweepSpec.from_yaml(path)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    spec = SweepSpec.from_yaml(args.spec)
+    spec = _load(args.spec)
     print(f"{args.spec}: ok — {len(spec.trials())} trials of {spec.budget:,} env steps")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    import os
+
+    import pandas as pd
+
+    from rlsweep.plan import make_plan
+
+    spec = _load(args.spec)
+    plan = make_plan(spec, cpus=args.cpus or os.cpu_count() or 1, steps_per_cpu_s=args.steps_per_s)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        print(pd.DataFrame(plan.rows).to_string(index=False))
+    print(f"\n{spec.name}: {plan.summary()}")
     return 0
 
 
@@ -38,6 +60,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from rlsweep.report import build_report
+
+    by = [p for arg in args.by or [] for p in arg.split(",") if p]
+    try:
+        path = build_report(args.dirs, by=by, out=args.out, n_resamples=args.resamples)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"rlsweep: error: {e}", file=sys.stderr)
+        return 2
+    print((path.parent / "table.md").read_text())
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_ablate(args: argparse.Namespace) -> int:
+    from rlsweep.ablate import load_ablation, write_ablation_table
+    from rlsweep.sweep import run_sweep
+
+    spec = load_ablation(args.name, smoke=args.smoke, budget=args.budget, storage_path=args.storage)
+    print(f"rlsweep: ablation {spec.name}: {spec.num_trials} trials x {spec.budget:,} env steps")
+    result = run_sweep(spec, address=args.address, num_cpus=args.num_cpus)
+    table = write_ablation_table(spec, result.path)
+    print(table.read_text())
+    print(f"table: {table}\nreport: {table.parent / 'report.md'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rlsweep", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -46,6 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("spec")
     v.set_defaults(func=cmd_validate)
 
+    pl = sub.add_parser("plan", help="list a spec's trials, total env steps and wall time")
+    pl.add_argument("spec")
+    pl.add_argument("--cpus", type=int, help="CPUs to plan for (default: this machine's)")
+    pl.add_argument(
+        "--steps-per-s",
+        type=float,
+        default=110.0,
+        help="measured env steps per second per trial CPU (default: 110, benchmarks/)",
+    )
+    pl.set_defaults(func=cmd_plan)
+
     r = sub.add_parser("run", help="run a sweep and print its per-trial table")
     r.add_argument("spec")
     r.add_argument("--address", help="join a running Ray cluster (default: start one here)")
@@ -53,6 +113,27 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budget", type=int, help="env steps per trial (overrides the spec)")
     r.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
     r.set_defaults(func=cmd_run)
+
+    ab = sub.add_parser("ablate", help="run a named ablation, write its write-up-style table")
+    ab.add_argument("name", help="search_spaces/ablations/NAME.yaml (or a path)")
+    ab.add_argument("--smoke", action="store_true", help="tiny budget: the machinery in minutes")
+    ab.add_argument("--budget", type=int, help="env steps per trial (overrides the file)")
+    ab.add_argument("--storage", help="results directory (overrides the file)")
+    ab.add_argument("--address", help="join a running Ray cluster (default: start one here)")
+    ab.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
+    ab.set_defaults(func=cmd_ablate)
+
+    rep = sub.add_parser("report", help="tables, plots and report.md from experiment dirs")
+    rep.add_argument("dirs", nargs="+", metavar="DIR", help="experiment (or storage) directories")
+    rep.add_argument(
+        "--by",
+        action="append",
+        metavar="PARAM",
+        help="variant parameter(s), repeat or comma-separate (default: the swept ones)",
+    )
+    rep.add_argument("--out", help="output directory (default: DIR/report)")
+    rep.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    rep.set_defaults(func=cmd_report)
 
     args = p.parse_args(argv)
     try:

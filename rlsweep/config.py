@@ -18,6 +18,8 @@ from rlsweep.envs import EnvConfig
 from rlsweep.errors import ConfigError
 from rlsweep.models import ModelConfig
 
+ALGORITHMS = ("ppo", "impala", "appo", "dqn")
+
 
 @dataclass(frozen=True)
 class TrialConfig:
@@ -52,6 +54,13 @@ class TrialConfig:
     """Unseen-level episodes per evaluation (one per env, so no bias to short episodes)."""
     checkpoint_interval: int = 0
     """Checkpoint every this many iterations; 0 = only at the end."""
+
+    # --- algorithm ------------------------------------------------------------------------
+    algorithm: str = "ppo"
+    """ppo | impala | appo | dqn (RLlib new API stack, all on the IMPALA-CNN). The PPO fields
+    below that make sense elsewhere are shared: gamma, lr/lr_schedule, grad_clip, rollout and
+    env-runner shape, and for impala/appo also vf/entropy coefficients, minibatch and epochs
+    (appo: clip_param and the KL fields too); dqn's replay minibatch is minibatch_size."""
 
     # --- PPO --------------------------------------------------------------------------------
     gamma: float = 0.999
@@ -93,6 +102,38 @@ class TrialConfig:
     num_cpus: int = 1
     """CPUs of the trial's own process (learner, and sampling when num_env_runners=0); torch
     uses this many threads."""
+
+    # --- IMPALA / APPO -------------------------------------------------------------------------
+    vtrace_clip_rho: float = 1.0
+    """V-trace clip of the importance ratio in the value targets (rho-bar)."""
+    vtrace_clip_pg_rho: float = 1.0
+    """V-trace clip of the importance ratio in the policy-gradient advantages."""
+
+    # --- DQN (prioritized replay) -------------------------------------------------------------
+    replay_capacity: int = 50_000
+    """Replay buffer size in env steps (uint8 frames: ~12 KB each per stacked 3x64x64)."""
+    replay_alpha: float = 0.6
+    """Prioritization exponent; 0 = uniform replay."""
+    replay_beta: float = 0.4
+    """Importance-sampling correction exponent."""
+    learning_starts: int = 10_000
+    """Env steps sampled before the first update."""
+    target_update_freq: int = 8_000
+    """Env steps between target-network syncs."""
+    epsilon_start: float = 1.0
+    """Exploration epsilon at step 0, decayed linearly ..."""
+    epsilon_end: float = 0.01
+    """... to this (also the epsilon of epsilon-greedy unseen-level evaluation) ..."""
+    epsilon_steps: int = 250_000
+    """... over this many env steps."""
+    n_step: int = 3
+    """n-step returns (must be <= rollout_length)."""
+    double_q: bool = True
+    """Double Q-learning targets."""
+    dueling: bool = True
+    """Dueling value/advantage heads."""
+    training_intensity: float | None = None
+    """Replayed / sampled env steps; None = one minibatch update per sampling round."""
 
     # --- augmentation (learner minibatches only; see rlsweep.augment) -------------------------
     augment: str = "none"
@@ -213,6 +254,7 @@ class TrialConfig:
             v = getattr(self, name)
             return isinstance(v, int) and not isinstance(v, bool)
 
+        check("algorithm", self.algorithm in ALGORITHMS, ", ".join(ALGORITHMS))
         # Env and model fields are validated by their own dataclasses (raising ConfigError).
         self.env_config()
         self.model_config()
@@ -278,6 +320,48 @@ class TrialConfig:
             self.minibatch_size <= batch,
             f"<= the train batch ({batch} env steps)",
         )
+        self._validate_algorithm_fields(check, number, integer)
+
+    def _validate_algorithm_fields(self, check, number, integer) -> None:
+        for name in ("vtrace_clip_rho", "vtrace_clip_pg_rho"):
+            check(name, number(name) and getattr(self, name) > 0, "a number > 0")
+        if self.algorithm in ("impala", "appo"):
+            # RLlib's IMPALA splits the batch into whole rollout fragments.
+            check(
+                "minibatch_size",
+                self.minibatch_size % self.rollout_length == 0,
+                f"a multiple of rollout_length ({self.rollout_length}) for {self.algorithm}",
+            )
+        for name in ("replay_capacity", "target_update_freq", "epsilon_steps", "n_step"):
+            check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
+        check(
+            "learning_starts",
+            integer("learning_starts") and self.learning_starts >= 0,
+            "an integer >= 0",
+        )
+        for name in ("replay_alpha", "replay_beta", "epsilon_start", "epsilon_end"):
+            check(name, number(name) and 0 <= getattr(self, name) <= 1, "0 <= x <= 1")
+        for name in ("double_q", "dueling"):
+            check(name, isinstance(getattr(self, name), bool), "true, false")
+        check(
+            "training_intensity",
+            self.training_intensity is None
+            or (number("training_intensity") and self.training_intensity > 0),
+            "a number > 0, or null for one update per sampling round",
+        )
+        if self.algorithm == "dqn":
+            # The Q-network has no augmentation hook; refuse rather than silently ignore it.
+            check("augment", self.augment == "none", "none for algorithm dqn")
+            check(
+                "n_step",
+                self.n_step <= self.rollout_length,
+                f"<= rollout_length ({self.rollout_length})",
+            )
+            check(
+                "replay_capacity",
+                self.replay_capacity >= self.minibatch_size,
+                f">= minibatch_size ({self.minibatch_size})",
+            )
 
 
 def _join(path: str, key: str) -> str:

@@ -1,17 +1,28 @@
-"""`ImpalaActorCritic` as an RLlib new-API-stack `TorchRLModule` (PPO and other actor-critics)."""
+"""The IMPALA-CNN as RLlib new-API-stack `TorchRLModule`s: actor-critic (PPO, IMPALA), actor-critic
+with an old-policy target copy (APPO), and a Q-network (DQN)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
 import torch
+from ray.rllib.algorithms.dqn.dqn_learner import QF_NEXT_PREDS, QF_PREDS, QF_TARGET_NEXT_PREDS
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.core.learner.utils import make_target_network
+from ray.rllib.core.rl_module.apis import (
+    TARGET_NETWORK_ACTION_DIST_INPUTS,
+    InferenceOnlyAPI,
+    QNetAPI,
+    TargetNetworkAPI,
+    ValueFunctionAPI,
+)
 from ray.rllib.core.rl_module.torch import TorchRLModule
+from ray.rllib.utils.schedules.scheduler import Scheduler
 
 from rlsweep.augment import AugmentConfig, augment
-from rlsweep.models import ImpalaActorCritic, ModelConfig
+from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
 
 
 class ImpalaPPOModule(TorchRLModule, ValueFunctionAPI):
@@ -44,3 +55,116 @@ class ImpalaPPOModule(TorchRLModule, ValueFunctionAPI):
         if embeddings is None:
             embeddings = self.net.features(batch[Columns.OBS])
         return self.net.vf(embeddings).squeeze(-1)
+
+
+class ImpalaAPPOModule(ImpalaPPOModule, InferenceOnlyAPI, TargetNetworkAPI):
+    """`ImpalaPPOModule` plus the frozen old-policy copy APPO's learner clips against."""
+
+    def make_target_networks(self) -> None:
+        self._old_net = make_target_network(self.net)
+
+    def get_target_network_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [(self.net, self._old_net)]
+
+    def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
+        old = self._old_net
+        return {TARGET_NETWORK_ACTION_DIST_INPUTS: old.pi(old.features(batch[Columns.OBS]))}
+
+    def get_non_inference_attributes(self) -> list[str]:
+        # EnvRunners never need the old policy: keep it out of weight syncs.
+        return ["_old_net"]
+
+
+class _QNet(torch.nn.Module):
+    """IMPALA-CNN trunk + Q head (optionally dueling: V + A - mean A)."""
+
+    def __init__(self, obs_shape: tuple[int, int, int], n: int, cfg: ModelConfig, dueling: bool):
+        super().__init__()
+        self.trunk = ImpalaCNN(obs_shape, cfg)
+        self.adv = torch.nn.Linear(cfg.dense, n)
+        self.value = torch.nn.Linear(cfg.dense, 1) if dueling else None
+        self.bf16 = cfg.bf16
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        ctx = (
+            torch.autocast(obs.device.type, dtype=torch.bfloat16)
+            if self.bf16
+            else contextlib.nullcontext()
+        )
+        with ctx:
+            feats = self.trunk(obs)
+        feats = feats.float()
+        adv = self.adv(feats)
+        if self.value is None:
+            return adv
+        return self.value(feats) + adv - adv.mean(dim=-1, keepdim=True)
+
+
+class ImpalaDQNModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):
+    """IMPALA-CNN Q-network for RLlib's DQN learner (expected Q-values only, no atoms).
+
+    `model_config`: ModelConfig fields plus RLlib's auto-included `epsilon` (schedule),
+    `double_q`, `dueling`, and our `eval_epsilon`. `forward_inference` also returns
+    `action_dist_inputs`: log-probabilities of the eval_epsilon-greedy policy, so that
+    sampling from them (rlsweep.evaluation) *is* epsilon-greedy evaluation.
+    """
+
+    def setup(self) -> None:
+        ours = {f.name for f in dataclasses.fields(ModelConfig)}
+        cfg = ModelConfig(**{k: v for k, v in self.model_config.items() if k in ours})
+        self.uses_double_q = bool(self.model_config.get("double_q", True))
+        self.q_net = _QNet(
+            tuple(self.observation_space.shape),
+            int(self.action_space.n),
+            cfg,
+            bool(self.model_config.get("dueling", True)),
+        )
+        self.epsilon_schedule = Scheduler(
+            fixed_value_or_schedule=self.model_config.get("epsilon", 0.05), framework="torch"
+        )
+        self.eval_epsilon = float(self.model_config.get("eval_epsilon", 0.0))
+
+    # --- RLlib APIs -----------------------------------------------------------------------
+    def make_target_networks(self) -> None:
+        self._target_q_net = make_target_network(self.q_net)
+
+    def get_target_network_pairs(self) -> list[tuple[torch.nn.Module, torch.nn.Module]]:
+        return [(self.q_net, self._target_q_net)]
+
+    def get_non_inference_attributes(self) -> list[str]:
+        return ["_target_q_net"]
+
+    def forward_target(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {QF_PREDS: self._target_q_net(batch[Columns.OBS])}
+
+    def compute_q_values(self, batch: dict[str, Any]) -> dict[str, Any]:
+        return {QF_PREDS: self.q_net(batch[Columns.OBS])}
+
+    # --- forward passes ---------------------------------------------------------------------
+    def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        q = self.q_net(batch[Columns.OBS])
+        greedy = q.argmax(dim=-1)
+        n = q.shape[-1]
+        probs = torch.full_like(q, self.eval_epsilon / n)
+        probs.scatter_add_(-1, greedy[:, None], torch.full_like(q[:, :1], 1 - self.eval_epsilon))
+        return {Columns.ACTIONS: greedy, Columns.ACTION_DIST_INPUTS: probs.clamp_min(1e-12).log()}
+
+    def _forward_exploration(self, batch: dict[str, Any], t: int = 0, **kwargs) -> dict[str, Any]:
+        q = self.q_net(batch[Columns.OBS])
+        epsilon = self.epsilon_schedule.update(t)
+        rand = torch.randint(0, q.shape[-1], q.shape[:1], device=q.device)
+        explore = torch.rand(q.shape[:1], device=q.device) < epsilon
+        return {Columns.ACTIONS: torch.where(explore, rand, q.argmax(dim=-1))}
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        obs, next_obs = batch[Columns.OBS], batch[Columns.NEXT_OBS]
+        out: dict[str, Any] = {}
+        if self.uses_double_q:
+            # One online pass over obs and next obs (double Q picks next actions online).
+            q = self.q_net(torch.cat([obs, next_obs], dim=0))
+            out[QF_PREDS], out[QF_NEXT_PREDS] = torch.chunk(q, 2, dim=0)
+        else:
+            out[QF_PREDS] = self.q_net(obs)
+        with torch.no_grad():
+            out[QF_TARGET_NEXT_PREDS] = self._target_q_net(next_obs)
+        return out

@@ -5,14 +5,41 @@ import pytest
 from rlsweep.spec import SpecError, SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "search_spaces").rglob("*.yaml"))
+SHIPPED = sorted((ROOT / "search_spaces").glob("*.yaml"))
+ABLATIONS = sorted(p.stem for p in (ROOT / "search_spaces" / "ablations").glob("*.yaml"))
 BASELINES = sorted(p.stem for p in (ROOT / "baselines").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_shipped_spec_validates(path):
+def test_every_shipped_spec_validates_and_plans(path):
+    from rlsweep.plan import make_plan
+
     spec = SweepSpec.from_yaml(path)
-    assert spec.trials()
+    assert spec.trials() and make_plan(spec, cpus=2).num_trials == spec.num_trials
+
+
+@pytest.mark.parametrize("name", ABLATIONS)
+@pytest.mark.parametrize("smoke", [False, True])
+def test_every_ablation_validates_and_plans(name, smoke):
+    from rlsweep.ablate import load_ablation
+    from rlsweep.plan import make_plan
+
+    spec = load_ablation(name, smoke=smoke)
+    assert len(spec.variants) >= 2
+    plan = make_plan(spec, cpus=2)
+    assert plan.num_trials == len(spec.games) * len(spec.seeds) * len(spec.variants)
+    if smoke:
+        assert spec.name.endswith("-smoke") and plan.est_wall_s < 600
+
+
+def test_the_six_ablations_ship():
+    assert set(ABLATIONS) >= {
+        "framestack",
+        "augmentations",
+        "model",
+        "reward_shaping",
+        "lr_schedule",
+    }
 
 
 def test_the_four_baselines_ship():

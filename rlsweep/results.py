@@ -1,0 +1,234 @@
+"""Read Tune experiment directories into tidy tables — finished, running or interrupted sweeps.
+
+Layout read: `<storage>/<sweep>/<trial dir>/{params.json, result.json, error.txt|error.pkl}`,
+`result.json` holding one JSON object per reported iteration. Plain file reading, no Ray.
+
+`load_curves()` gives one row per trial per reported iteration; `final_scores()` one row per
+trial. Every trial found is kept, and its `status` says whether its numbers may be aggregated:
+
+- `ERROR`: the trial dir holds `error.txt` or `error.pkl` (Tune writes them when a trial raised),
+  or result.json has a line that is not JSON (other than a half-written last line), or a number
+  is unusable: a stable metric is ±inf on any row, `test/return(_norm)` is NaN on a row that
+  evaluated (`test/fresh`: evaluation always plays its episodes to the end), `env_steps` is
+  missing, or a `loss/*` value is non-finite on the last row (training diverged). NaN
+  `train/return` is *not* an error: it means no training episode ended that iteration.
+- `TERMINATED`: not an error, and the last row's `env_steps` reached the trial's
+  `total_env_steps` budget.
+- `INCOMPLETE`: everything else — still running, interrupted, not started yet (no result.json:
+  the trial gets one placeholder row with `iteration` 0 and NaN metrics), or stopped early by a
+  scheduler (the files do not say why a trial stopped, so these cannot be told apart).
+
+Only TERMINATED trials belong in aggregates (`finished()`); reports list the others.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlsweep import metrics as M
+
+TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
+STATUSES = (TERMINATED, ERROR, INCOMPLETE)
+
+ID_COLUMNS = ("sweep", "trial_id", "game", "seed")
+METRIC_COLUMNS = (*M.METRICS, M.TEST_FRESH)
+ITERATION = "iteration"
+STATUS_COLUMNS = ("status", "error")
+FINAL_EXTRA = ("test_iteration", "test_env_steps")
+"""Final view only: the iteration and env steps of the evaluation its test score comes from."""
+_TEST_AT_EVAL = (M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
+"""Final view: taken from the last row that evaluated, not the last row."""
+_ERROR_FILES = ("error.txt", "error.pkl")
+_NOT_PARAMS = {*ID_COLUMNS, ITERATION, *METRIC_COLUMNS, *STATUS_COLUMNS, *FINAL_EXTRA}
+
+
+# --- finding trials -----------------------------------------------------------------------
+
+
+def _is_trial_dir(d: Path) -> bool:
+    return d.is_dir() and any((d / f).exists() for f in ("params.json", *_ERROR_FILES))
+
+
+def experiment_dirs(path: str | Path) -> list[Path]:
+    """`path` itself if it is an experiment dir (its subdirs are trials), else the experiment
+    dirs directly inside it (a storage dir holding several sweeps)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such directory")
+    if any(_is_trial_dir(d) for d in path.iterdir()):
+        return [path]
+    found = sorted(d for d in path.iterdir() if d.is_dir() and any(map(_is_trial_dir, d.iterdir())))
+    if not found:
+        raise FileNotFoundError(f"{path}: no Tune trial directories (with params.json) found")
+    return found
+
+
+# --- one trial ----------------------------------------------------------------------------
+
+
+def _cell(v: Any) -> Any:
+    # Lists/dicts become strings so columns stay hashable and comparable (as rlsweep.sweep does).
+    return str(v) if isinstance(v, list | tuple | dict) else v
+
+
+def _read_results(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """Rows of result.json and an error text ('' if fine). A half-written last line (trial
+    interrupted mid-write) is dropped; a bad line before it is an error."""
+    if not path.exists():
+        return [], ""
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            return rows, f"result.json line {i + 1} is not JSON"
+    # A restored trial appends again from its checkpoint: keep the latest report per iteration.
+    by_iter = {r.get("training_iteration", i + 1): r for i, r in enumerate(rows)}
+    return [by_iter[k] for k in sorted(by_iter)], ""
+
+
+def _error_file_text(trial_dir: Path) -> str:
+    txt = trial_dir / "error.txt"
+    if txt.exists():
+        lines = [ln.strip() for ln in txt.read_text(errors="replace").splitlines() if ln.strip()]
+        return (lines[-1] if lines else "error.txt (empty)")[:300]
+    if (trial_dir / "error.pkl").exists():
+        return "error.pkl (a pickled exception; see the trial dir)"
+    return ""
+
+
+def _number_error(frame: pd.DataFrame, last: dict[str, Any]) -> str:
+    """Why this trial's numbers are unusable, or ''."""
+    for col in M.METRICS:
+        bad = frame.index[np.isinf(frame[col].to_numpy(dtype=float))]
+        if len(bad):
+            return f"{col} is {frame.at[bad[0], col]} at iteration {frame.at[bad[0], ITERATION]}"
+    missing = frame[ITERATION][frame[M.ENV_STEPS].isna()]
+    if len(missing):
+        return f"{M.ENV_STEPS} missing at iteration {missing.iloc[0]}"
+    fresh = frame[frame[M.TEST_FRESH]]
+    for col in (M.TEST_RETURN, M.TEST_RETURN_NORM):
+        bad = fresh.index[fresh[col].isna()]
+        if len(bad):
+            return f"{col} is NaN at evaluation iteration {frame.at[bad[0], ITERATION]}"
+    for key, v in last.items():
+        if key.startswith("loss/") and isinstance(v, int | float) and not math.isfinite(v):
+            return f"{key} is {v} at the last iteration (training diverged)"
+    return ""
+
+
+def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
+    """One trial's tidy rows (see the module docstring for columns and status)."""
+    trial_dir = Path(trial_dir)
+    sweep = sweep if sweep is not None else trial_dir.parent.name
+    params_path = trial_dir / "params.json"
+    params: dict[str, Any] = json.loads(params_path.read_text()) if params_path.exists() else {}
+    rows, error = _read_results(trial_dir / "result.json")
+    if not params and rows:
+        params = rows[0].get("config") or {}
+
+    records = []
+    for r in rows or [{"training_iteration": 0}]:
+        rec = {ITERATION: int(r.get("training_iteration", 0))}
+        for col in M.METRICS:
+            v = r.get(col)
+            rec[col] = float(v) if isinstance(v, int | float) else math.nan
+        fresh = r.get(M.TEST_FRESH)
+        # A trainable without the flag: a finite test score means it evaluated that iteration.
+        rec[M.TEST_FRESH] = (
+            bool(fresh) if fresh is not None else math.isfinite(rec[M.TEST_RETURN_NORM])
+        )
+        records.append(rec)
+    frame = pd.DataFrame.from_records(records)
+
+    error = _error_file_text(trial_dir) or error or (_number_error(frame, rows[-1]) if rows else "")
+    budget = params.get("total_env_steps")
+    steps = frame[M.ENV_STEPS].iloc[-1]
+    if error:
+        status = ERROR
+    elif rows and isinstance(budget, int | float) and steps >= budget:
+        status = TERMINATED
+    else:
+        status = INCOMPLETE
+
+    head = {"sweep": sweep, "trial_id": trial_dir.name}
+    head["game"], head["seed"] = params.get("game"), params.get("seed")
+    head.update({k: _cell(v) for k, v in sorted(params.items()) if k not in _NOT_PARAMS})
+    out = pd.concat([pd.DataFrame([head] * len(frame)), frame], axis=1)
+    out["status"], out["error"] = status, error
+    return out
+
+
+# --- many trials --------------------------------------------------------------------------
+
+
+def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy table of one or many experiment dirs (or storage dirs holding several): one row per
+    trial per reported iteration, columns `sweep, trial_id, game, seed, <params>, iteration,
+    <stable metrics>, test/fresh, status, error`."""
+    paths = [paths] if isinstance(paths, str | Path) else list(paths)
+    frames = []
+    for path in paths:
+        for exp in experiment_dirs(path):
+            for d in sorted(exp.iterdir()):
+                if _is_trial_dir(d):
+                    frames.append(load_trial(d, exp.name))
+    if not frames:
+        raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
+    df = pd.concat(frames, ignore_index=True)
+    params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
+    order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *STATUS_COLUMNS]
+    df = df[order].sort_values(["sweep", "trial_id", ITERATION], kind="stable")
+    return df.reset_index(drop=True)
+
+
+def final_scores(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial: its last row, except that the unseen-level metrics (`test/return`,
+    `test/return_norm`, `gap/return_norm`) come from the last row that evaluated
+    (`test/fresh`), whose iteration and env steps are `test_iteration`/`test_env_steps`
+    (NaN if it never evaluated). `iteration` is the number of the last reported iteration."""
+    keys = ["sweep", "trial_id"]
+    last = curves.groupby(keys, sort=False).tail(1).set_index(keys)
+    evals = curves[curves[M.TEST_FRESH]].groupby(keys, sort=False).tail(1).set_index(keys)
+    for col in _TEST_AT_EVAL:
+        last[col] = evals[col].reindex(last.index)
+    last["test_iteration"] = evals[ITERATION].reindex(last.index)
+    last["test_env_steps"] = evals[M.ENV_STEPS].reindex(last.index)
+    out = last.drop(columns=[M.TEST_FRESH]).reset_index()
+    cols = [c for c in curves.columns if c != M.TEST_FRESH]
+    status_at = cols.index("status")
+    cols[status_at:status_at] = list(FINAL_EXTRA)
+    return out[cols].reset_index(drop=True)
+
+
+def finished(final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM) -> pd.DataFrame:
+    """The trials whose `metric` may be aggregated: TERMINATED with a finite value."""
+    ok = (final["status"] == TERMINATED) & np.isfinite(final[metric].to_numpy(dtype=float))
+    return final[ok]
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    """Trial parameter columns (everything but ids, iteration, metrics and status)."""
+    return [c for c in df.columns if c not in _NOT_PARAMS]
+
+
+def swept_params(df: pd.DataFrame) -> list[str]:
+    """Parameters that take more than one value among the trials of some sweep (game and seed
+    excluded: they are the axes every sweep has). Works on curves or final scores."""
+    trials = df.drop_duplicates(["sweep", "trial_id"])
+    out = []
+    for col in param_columns(trials):
+        values = trials[col].astype(str)  # NaN/None compare equal to themselves as strings
+        if (values.groupby(trials["sweep"]).nunique() > 1).any():
+            out.append(col)
+    return out

@@ -1,0 +1,296 @@
+"""Aggregate statistics with confidence intervals over runs x games of normalized scores.
+
+The method is that of Agarwal et al. (2021), "Deep RL at the Edge of the Statistical Precipice":
+point estimates over all runs x games (mean, median, interquartile mean, optimality gap,
+probability of improvement) with 95% *stratified* bootstrap confidence intervals — runs are
+resampled with replacement within each game, never across games, so games with very different
+score spreads keep their own variability.
+
+Why SciPy and not `rliable`, the paper's library: rliable 1.2.0 needs `arch` < 8; arch 7.x fails
+to import under pandas 3 and arch 8 breaks rliable's bootstrap call, so rliable only works beside
+pandas < 3, while Ray 2.60 brings pandas 3. `scipy.stats.bootstrap` given one sample per game
+with `paired=False` resamples the runs of each game independently, which is exactly rliable's
+stratified bootstrap, so we use that maintained implementation of the same method
+(`method="percentile"`, as rliable).
+
+Inputs: a 2-D array shaped (runs, games), or a sequence with one 1-D array of runs per game (for
+games with different numbers of finished runs). Mean and optimality gap average the per-game
+means (every game weighs the same; for a full array this equals the mean over all scores);
+median and IQM pool all scores, as rliable does. NaN raises `ValueError`: callers drop or mark
+errored trials first (see `rlsweep.results`). A CI needs at least two runs in every game;
+otherwise its bounds are NaN. Everything is deterministic given `seed`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.stats
+from numpy.typing import ArrayLike
+
+Scores = np.ndarray | Sequence[ArrayLike]
+"""(runs, games) array, or one 1-D array of runs per game."""
+
+N_RESAMPLES = 10_000
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate and its confidence interval (bounds NaN when it cannot be computed)."""
+
+    value: float
+    low: float
+    high: float
+
+    @property
+    def half_width(self) -> float:
+        """Half the CI's width: the `±` of a `mean ± x` cell (the percentile CI need not be
+        symmetric around the point estimate)."""
+        return (self.high - self.low) / 2
+
+    @property
+    def has_ci(self) -> bool:
+        return bool(np.isfinite(self.low) and np.isfinite(self.high))
+
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+def per_game(scores: Scores) -> list[np.ndarray]:
+    """Split scores into one float array of runs per game; reject NaN/inf and empty games."""
+    if isinstance(scores, np.ndarray):
+        if scores.ndim != 2:
+            raise ValueError(f"scores must be (runs, games); got shape {scores.shape}")
+        games = [scores[:, g].astype(float) for g in range(scores.shape[1])]
+    else:
+        games = [np.asarray(g, dtype=float).reshape(-1) for g in scores]
+    if not games:
+        raise ValueError("scores hold no games")
+    for g, runs in enumerate(games):
+        if runs.size == 0:
+            raise ValueError(f"game {g} has no runs")
+        if not np.isfinite(runs).all():
+            raise ValueError(
+                f"game {g} has non-finite scores {runs.tolist()}; drop or mark errored trials first"
+            )
+    return games
+
+
+# --- statistics ---------------------------------------------------------------------------
+# Each takes one array per game whose last axis is runs (leading axes: bootstrap resamples), so
+# the same function gives the point estimate and, vectorized, the bootstrap distribution.
+
+
+def _pooled(games: Sequence[np.ndarray]) -> np.ndarray:
+    return np.concatenate(games, axis=-1)
+
+
+def _mean(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean([g.mean(axis=-1) for g in games], axis=0)
+
+
+def _median(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.median(_pooled(games), axis=-1)
+
+
+def _iqm(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+    # Mean of the middle 50% of all runs x games scores (25% trimmed from each end).
+    return scipy.stats.trim_mean(_pooled(games), 0.25, axis=-1)
+
+
+def _optimality_gap(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+    # How far below a normalized score of 1 the runs fall; scores above 1 earn no credit.
+    return np.mean([np.maximum(0.0, 1.0 - g).mean(axis=-1) for g in games], axis=0)
+
+
+def _improvement(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+    # First half: X's games, second half: Y's. Per game P(X > Y) over all run pairs, ties 0.5,
+    # which is the Mann-Whitney U statistic / (n * m); then the mean over games.
+    k = len(games) // 2
+    probs = []
+    for x, y in zip(games[:k], games[k:], strict=True):
+        xx, yy = x[..., :, None], y[..., None, :]
+        probs.append(((xx > yy) + 0.5 * (xx == yy)).mean(axis=(-2, -1)))
+    return np.mean(probs, axis=0)
+
+
+STATISTICS: dict[str, Callable[..., np.ndarray]] = {
+    "mean": _mean,
+    "median": _median,
+    "iqm": _iqm,
+    "optimality_gap": _optimality_gap,
+}
+"""The aggregate metrics a report shows, by name."""
+
+
+def mean(scores: Scores) -> float:
+    return float(_mean(*per_game(scores)))
+
+
+def median(scores: Scores) -> float:
+    return float(_median(*per_game(scores)))
+
+
+def iqm(scores: Scores) -> float:
+    """Interquartile mean: `scipy.stats.trim_mean(all_scores, 0.25)`."""
+    return float(_iqm(*per_game(scores)))
+
+
+def optimality_gap(scores: Scores) -> float:
+    """Mean of max(0, 1 - score): 0 when every run reaches a normalized score of 1."""
+    return float(_optimality_gap(*per_game(scores)))
+
+
+def probability_of_improvement(x: Scores, y: Scores) -> float:
+    """P(X > Y): chance that a run of variant X beats a run of Y on the same game, averaged
+    over games (ties count half)."""
+    return float(_improvement(*_two_variants(x, y)))
+
+
+# --- bootstrap ------------------------------------------------------------------------------
+
+
+def stratified_bootstrap(
+    samples: Sequence[np.ndarray],
+    statistic: Callable[..., np.ndarray],
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile CI of `statistic(*samples)`, resampling each sample (a game's runs) with
+    replacement independently of the others. NaN bounds if a sample has fewer than 2 runs."""
+    if min(len(s) for s in samples) < 2:
+        return np.nan, np.nan
+    with warnings.catch_warnings():
+        # Identical runs give a degenerate (but correct) bootstrap distribution; SciPy warns.
+        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
+        res = scipy.stats.bootstrap(
+            tuple(samples),
+            statistic,
+            n_resamples=n_resamples,
+            vectorized=True,
+            paired=False,
+            axis=-1,
+            confidence_level=confidence,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    ci = res.confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def interval(
+    scores: Scores,
+    statistic: str | Callable[..., np.ndarray],
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
+    """A statistic (a name in STATISTICS, or a per-game function) with its stratified CI."""
+    fn = STATISTICS[statistic] if isinstance(statistic, str) else statistic
+    games = per_game(scores)
+    low, high = stratified_bootstrap(
+        games, fn, n_resamples=n_resamples, confidence=confidence, seed=seed
+    )
+    return Interval(float(fn(*games)), low, high)
+
+
+def aggregate(
+    scores: Scores,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> dict[str, Interval]:
+    """Mean, median, IQM and optimality gap, each with its CI (same resamples for all)."""
+    return {
+        name: interval(scores, fn, n_resamples=n_resamples, confidence=confidence, seed=seed)
+        for name, fn in STATISTICS.items()
+    }
+
+
+def per_game_mean(
+    scores: Scores,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> list[Interval]:
+    """Mean over runs of each game, with the bootstrap CI over its runs."""
+    return [
+        interval([g], _mean, n_resamples=n_resamples, confidence=confidence, seed=seed)
+        for g in per_game(scores)
+    ]
+
+
+def probability_of_improvement_ci(
+    x: Scores,
+    y: Scores,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
+    """P(X > Y) with a CI resampling X's and Y's runs independently within each game."""
+    games = _two_variants(x, y)
+    low, high = stratified_bootstrap(
+        games, _improvement, n_resamples=n_resamples, confidence=confidence, seed=seed
+    )
+    return Interval(float(_improvement(*games)), low, high)
+
+
+def generalization_gap(
+    train: Scores,
+    test: Scores,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
+    """Mean of train − test per run (same runs, same order), with its stratified CI: how much
+    better a policy does on its training levels than on unseen ones."""
+    tr, te = per_game(train), per_game(test)
+    if [len(g) for g in tr] != [len(g) for g in te]:
+        raise ValueError("train and test must hold the same runs of the same games")
+    diff = [a - b for a, b in zip(tr, te, strict=True)]
+    return interval(diff, _mean, n_resamples=n_resamples, confidence=confidence, seed=seed)
+
+
+def pointwise_mean(values: ArrayLike, *, n_resamples: int = N_RESAMPLES, seed: int = 0):
+    """Mean over runs at each point of a curve, with a bootstrap CI per point.
+
+    values: (points, runs), finite. Returns (mean, low, high) arrays of length points; the
+    bounds are NaN with fewer than two runs. One vectorized bootstrap for all points."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 2 or not np.isfinite(v).all():
+        raise ValueError("values must be a finite (points, runs) array")
+    m = v.mean(axis=-1)
+    if v.shape[1] < 2:
+        nan = np.full_like(m, np.nan)
+        return m, nan, nan.copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
+        res = scipy.stats.bootstrap(
+            (v,),
+            np.mean,
+            n_resamples=n_resamples,
+            vectorized=True,
+            axis=-1,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    return m, np.asarray(res.confidence_interval.low), np.asarray(res.confidence_interval.high)
+
+
+def _two_variants(x: Scores, y: Scores) -> list[np.ndarray]:
+    gx, gy = per_game(x), per_game(y)
+    if len(gx) != len(gy):
+        raise ValueError(f"X has {len(gx)} games, Y has {len(gy)}; compare on the same games")
+    return [*gx, *gy]

@@ -1,0 +1,117 @@
+"""rlsweep.report: a golden table.md for a small fixed experiment, and every file written."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlsweep import metrics as M
+from rlsweep.cli import main
+from rlsweep.report import FILES, build_report
+
+# (game, framestack, seed): final unseen-level score; None: the trial did not finish.
+FINISHED = {
+    ("coinrun", "none", 0): 0.2,
+    ("coinrun", "none", 1): 0.4,
+    ("coinrun", "gap", 0): 0.5,
+    ("coinrun", "gap", 1): 0.5,
+    ("coinrun", "stack", 0): 0.7,
+    ("maze", "none", 0): 0.1,
+    ("maze", "none", 1): 0.3,
+    ("maze", "gap", 0): 0.6,
+    ("maze", "gap", 2): 0.8,
+}
+
+GOLDEN = """\
+| game | framestack=gap | framestack=none | framestack=stack |
+| :--- | ---: | ---: | ---: |
+| coinrun | 0.500 ± 0.000 | 0.300 ± 0.100 | 0.700 (n=1) |
+| maze | 0.700 ± 0.100 | 0.200 ± 0.100 | — |
+| **IQM** | 0.550 [0.550, 0.650] | 0.250 [0.150, 0.350] | — |
+
+Normalized return on unseen levels (`test/return_norm`) at the end of training; columns by \
+`framestack`.
+Cells: mean over seeds ± half-width of its 95% bootstrap CI; (n=k): fewer finished seeds than \
+the fullest cell, or too few for a CI; —: no finished seed.
+IQM: interquartile mean of all seeds × games [95% CI, bootstrap stratified by game]; — where a \
+game has no finished seed.
+Percentile bootstrap, 2000 resamples, seed 0. Counted: 9 finished trials; not counted: 1 ERROR, \
+2 INCOMPLETE.
+"""
+
+
+def _trial(exp: Path, game: str, fs: str, seed: int, final: float, iters: int = 4) -> Path:
+    d = exp / f"{game}_s{seed}_{fs}"
+    d.mkdir(parents=True)
+    params = {"game": game, "seed": seed, "framestack": fs, "lr": 5e-4, "total_env_steps": 4000}
+    (d / "params.json").write_text(json.dumps(params))
+    lines = []
+    for i in range(1, iters + 1):
+        test = final * i / 4
+        r = {
+            "training_iteration": i,
+            M.ENV_STEPS: 1000 * i + seed,
+            M.TRAIN_RETURN: 0.0,
+            M.TRAIN_RETURN_NORM: test + 0.1 + 0.02 * seed,
+            M.TEST_RETURN: 0.0,
+            M.TEST_RETURN_NORM: test,
+            M.GAP_NORM: 0.1,
+            M.WALL_S: float(i),
+            M.TEST_FRESH: i % 2 == 0,
+        }
+        lines.append(json.dumps(r))
+    (d / "result.json").write_text("\n".join(lines) + "\n")
+    return d
+
+
+@pytest.fixture
+def experiment(tmp_path) -> Path:
+    exp = tmp_path / "results" / "syn"
+    for (game, fs, seed), final in FINISHED.items():
+        _trial(exp, game, fs, seed, final)
+    # Not counted, with scores that would move their cells if they were averaged in.
+    err = _trial(exp, "maze", "gap", 1, 9.0)
+    (err / "error.txt").write_text("Traceback (most recent call last):\nValueError: boom\n")
+    _trial(exp, "coinrun", "stack", 1, 5.0, iters=2)  # interrupted half-way
+    d = exp / "maze_s0_stack"  # not started
+    d.mkdir()
+    (d / "params.json").write_text(
+        json.dumps({"game": "maze", "seed": 0, "framestack": "stack", "lr": 5e-4})
+    )
+    return exp
+
+
+def test_golden_table(experiment, tmp_path):
+    report = build_report([experiment], out=tmp_path / "out")
+    assert (report.parent / "table.md").read_text() == GOLDEN
+
+
+def test_every_file_is_written(experiment):
+    report = build_report([experiment])
+    out = experiment / "report"  # the default: DIR/report
+    assert report == out / "report.md"
+    for name in (*FILES, "scores.parquet"):
+        assert (out / name).stat().st_size > 0, name
+    for png in FILES:
+        if png.endswith(".png"):
+            assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    md = report.read_text()
+    for png in ("learning_curves.png", "aggregates.png", "sample_efficiency.png"):
+        assert f"]({png})" in md  # relative links
+    assert GOLDEN.split("\n\n")[0] in md
+    assert (
+        "| syn | maze_s1_gap | framestack=gap | ERROR | 4 | 4,001 / 4,000 | ValueError: boom |"
+        in md
+    )
+    assert "coinrun_s1_stack" in md and "maze_s0_stack" in md
+    # A report dir inside the sweep dir is not mistaken for a trial on the next run.
+    assert build_report([experiment]) == report
+
+
+def test_cli(experiment, tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert main(["report", str(experiment), "--by", "lr", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| game | lr=0.0005 |" in text and f"report: {out / 'report.md'}" in text
+    assert main(["report", str(experiment), "--by", "nope", "--out", str(out)]) == 2
+    assert "--by nope: not a parameter" in capsys.readouterr().err

@@ -1,0 +1,180 @@
+"""rlsweep.results: a real (fake-trainable) Tune sweep, and hand-written broken ones."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlsweep import metrics as M
+from rlsweep import results as R
+
+
+def write_trial(
+    exp: Path,
+    name: str,
+    params: dict | None,
+    rows: list[dict] | None = None,
+    error: str | None = None,
+    tail: str = "",
+) -> Path:
+    """A Tune-style trial dir: params.json, result.json (one JSON object per line), error.txt."""
+    d = exp / name
+    d.mkdir(parents=True)
+    if params is not None:
+        (d / "params.json").write_text(json.dumps(params))
+    if rows is not None:
+        lines = [json.dumps({"training_iteration": i + 1, **r}) for i, r in enumerate(rows)]
+        (d / "result.json").write_text("\n".join(lines) + "\n" + tail)
+    if error is not None:
+        (d / "error.txt").write_text(error)
+    return d
+
+
+def row(steps: float, train: float, test: float, fresh: bool = True) -> dict:
+    return {
+        M.ENV_STEPS: steps,
+        M.TRAIN_RETURN: 10 * train,
+        M.TRAIN_RETURN_NORM: train,
+        M.TEST_RETURN: 10 * test,
+        M.TEST_RETURN_NORM: test,
+        M.GAP_NORM: train - test,
+        M.WALL_S: steps / 1000,
+        M.TEST_FRESH: fresh,
+        "loss/total": 0.1,
+    }
+
+
+# --- a real Tune experiment dir -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake_sweep(tmp_path_factory):
+    from rlsweep.spec import SweepSpec
+    from rlsweep.sweep import run_sweep
+    from rlsweep.testing import fake_trial
+
+    spec = SweepSpec(
+        name="fake",
+        games=["coinrun"],
+        seeds=[0, 1],
+        budget=2 * 4096,
+        space={"framestack": ["none", "gap"]},
+        storage_path=str(tmp_path_factory.mktemp("results")),
+    )
+    return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2)
+
+
+def test_tune_dir_tidy_rows(fake_sweep):
+    spec, result = fake_sweep
+    curves = R.load_curves(result.path)
+    assert len(curves) == 4 * 2  # trials x iterations
+    assert list(curves.columns[:4]) == ["sweep", "trial_id", "game", "seed"]
+    assert {"framestack", "lr", "widths", "total_env_steps"} <= set(curves.columns)
+    assert curves["widths"].iloc[0] == "[16, 32, 32]"  # lists as strings
+    assert list(curves.columns[-11:]) == [
+        "iteration",
+        *M.METRICS,
+        M.TEST_FRESH,
+        "status",
+        "error",
+    ]
+    assert (curves["sweep"] == "fake").all() and (curves["status"] == R.TERMINATED).all()
+    assert curves.groupby("trial_id")["iteration"].apply(list).map([1, 2].__eq__).all()
+    assert R.swept_params(curves) == ["framestack"]
+    # A storage dir holding the sweep reads the same.
+    assert R.load_curves(Path(spec.storage_path)).equals(curves)
+
+
+def test_tune_dir_final_matches_the_sweep_table(fake_sweep):
+    _, result = fake_sweep
+    final = R.final_scores(R.load_curves(result.path)).sort_values(["game", "framestack", "seed"])
+    table = result.trials.sort_values(["game", "framestack", "seed"])
+    assert final["trial_id"].tolist() == [Path(p).name for p in table["trial_dir"]]
+    for col in M.METRICS:
+        np.testing.assert_allclose(final[col], table[col], err_msg=col)
+    assert (final["iteration"] == 2).all() and (final["test_iteration"] == 2).all()
+
+
+# --- hand-written: interrupted, errored, NaN ----------------------------------------------
+
+PARAMS = {"total_env_steps": 4000, "framestack": "none", "widths": [16, 32]}
+
+
+@pytest.fixture
+def broken(tmp_path):
+    exp = tmp_path / "broken"
+    p = lambda seed, **kw: {"game": "coinrun", "seed": seed, **PARAMS, **kw}  # noqa: E731
+    full = [row(1000 * (i + 1), 0.1 * i, 0.05 * i, fresh=i % 2 == 1) for i in range(4)]
+    write_trial(exp, "coinrun_s0_a", p(0), full)
+    write_trial(exp, "coinrun_s1_b", p(1))  # not started: params.json only
+    # cut mid-way, its last line half written
+    write_trial(exp, "coinrun_s2_c", p(2), full[:2], tail='{"env_steps": 30')
+    write_trial(exp, "coinrun_s3_d", p(3), full, error="Traceback ...\nRuntimeError: boom\n")
+    nan = [*full[:3], {**full[3], M.TEST_RETURN_NORM: math.nan}]
+    write_trial(exp, "coinrun_s4_e", p(4), nan)
+    inf = [{**full[0], M.TRAIN_RETURN: math.inf}, *full[1:]]
+    write_trial(exp, "coinrun_s5_f", p(5), inf)
+    diverged = [*full[:3], {**full[3], "loss/total": math.nan}]
+    write_trial(exp, "coinrun_s6_g", p(6), diverged)
+    # NaN train return (no episode ended) and a last row that did not evaluate: fine
+    ok = [*full[:3], {**full[3], M.TRAIN_RETURN_NORM: math.nan, M.TEST_FRESH: False}]
+    write_trial(exp, "coinrun_s7_h", p(7, framestack="gap"), ok)
+    # restored from a checkpoint: iterations 3-4 reported again, the later reports win
+    restored = [*full, {**full[2], "training_iteration": 3}, {**full[3], "training_iteration": 4}]
+    restored[-1][M.TEST_RETURN_NORM] = 0.9
+    write_trial(exp, "coinrun_s8_i", p(8), restored)
+    return exp
+
+
+def test_every_trial_is_kept_and_marked(broken):
+    curves = R.load_curves(broken)
+    final = R.final_scores(curves).set_index("trial_id")
+    assert final["status"].to_dict() == {
+        "coinrun_s0_a": R.TERMINATED,
+        "coinrun_s1_b": R.INCOMPLETE,
+        "coinrun_s2_c": R.INCOMPLETE,
+        "coinrun_s3_d": R.ERROR,
+        "coinrun_s4_e": R.ERROR,
+        "coinrun_s5_f": R.ERROR,
+        "coinrun_s6_g": R.ERROR,
+        "coinrun_s7_h": R.TERMINATED,
+        "coinrun_s8_i": R.TERMINATED,
+    }
+    assert final["error"].to_dict() == {
+        "coinrun_s0_a": "",
+        "coinrun_s1_b": "",
+        "coinrun_s2_c": "",
+        "coinrun_s3_d": "RuntimeError: boom",
+        "coinrun_s4_e": "test/return_norm is NaN at evaluation iteration 4",
+        "coinrun_s5_f": "train/return is inf at iteration 1",
+        "coinrun_s6_g": "loss/total is nan at the last iteration (training diverged)",
+        "coinrun_s7_h": "",
+        "coinrun_s8_i": "",
+    }
+    rows = curves.groupby("trial_id").size()
+    assert rows["coinrun_s1_b"] == 1 and rows["coinrun_s2_c"] == 2 and rows["coinrun_s8_i"] == 4
+    assert final.loc["coinrun_s1_b", "iteration"] == 0
+    assert np.isnan(final.loc["coinrun_s1_b", M.TEST_RETURN_NORM])
+    assert final.loc["coinrun_s0_a", "widths"] == "[16, 32]"
+
+
+def test_final_takes_the_test_score_from_the_last_evaluation(broken):
+    final = R.final_scores(R.load_curves(broken)).set_index("trial_id")
+    h = final.loc["coinrun_s7_h"]
+    assert h["iteration"] == 4 and h["test_iteration"] == 2 and h["test_env_steps"] == 2000
+    assert h[M.TEST_RETURN_NORM] == pytest.approx(0.05) and np.isnan(h[M.TRAIN_RETURN_NORM])
+    assert final.loc["coinrun_s2_c", "test_iteration"] == 2
+    assert final.loc["coinrun_s8_i", M.TEST_RETURN_NORM] == pytest.approx(0.9)
+
+
+def test_only_finished_trials_are_aggregated(broken):
+    final = R.final_scores(R.load_curves(broken))
+    assert sorted(R.finished(final)["trial_id"]) == ["coinrun_s0_a", "coinrun_s7_h", "coinrun_s8_i"]
+    assert R.swept_params(final) == ["framestack"]
+
+
+def test_no_trials_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no Tune trial directories"):
+        R.load_curves(tmp_path)
