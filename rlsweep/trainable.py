@@ -81,6 +81,7 @@ def train_trial(config: dict[str, Any]) -> None:
         seed=cfg.seed,
     )
     start = time.monotonic()
+    steps_at_start: float | None = None  # a restored trial's steps were not taken in this process
     test: dict[str, Any] = {TEST_RETURN: math.nan, TEST_RETURN_NORM: math.nan}
     iteration = 0
     try:
@@ -88,6 +89,8 @@ def train_trial(config: dict[str, Any]) -> None:
             result = algo.train()
             iteration += 1
             m = algos.read_result(result)
+            if steps_at_start is None:
+                steps_at_start = m[ENV_STEPS] - cfg.effective_train_batch_size
             finished = m[ENV_STEPS] >= cfg.total_env_steps
             fresh = finished or iteration % cfg.eval_interval == 0
             if fresh:
@@ -101,10 +104,11 @@ def train_trial(config: dict[str, Any]) -> None:
                 TEST_FRESH: fresh,
                 GAP_NORM: train_norm - test[TEST_RETURN_NORM],
                 WALL_S: wall,
-                "time/env_steps_per_s": m[ENV_STEPS] / wall if wall > 0 else math.nan,
+                "time/env_steps_per_s": (m[ENV_STEPS] - steps_at_start) / wall,
                 "perf/jemalloc": jemalloc_loaded(),
             }
-            if not all(math.isfinite(m[k]) for k in ("loss/total", "loss/value")):
+            updated = m.get("train/module_steps_trained", 1) > 0  # DQN waits for learning_starts
+            if updated and not all(math.isfinite(m[k]) for k in ("loss/total", "loss/value")):
                 raise FloatingPointError(f"non-finite loss at iteration {iteration}: {m}")
             save = finished or (
                 cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0

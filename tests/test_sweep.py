@@ -175,3 +175,20 @@ def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):
         assert params["variant"] == row["variant"]
         assert params["widths"] == spec.variants[row["variant"]]["widths"]
         assert params["global_pool"] is (row["variant"] == "wide+pool")
+
+
+def test_ablation_table_has_the_write_up_layout(tmp_path):
+    """`rlsweep ablate` end to end on the fake trainable (the real one runs in `make demo`-like
+    time only; see the README)."""
+    from rlsweep.ablate import load_ablation, write_ablation_table
+
+    spec = load_ablation("augmentations", smoke=True, storage_path=str(tmp_path))
+    result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
+    table = write_ablation_table(spec, result.path, n_resamples=200).read_text()
+    header = table.splitlines()[2]
+    assert header == (
+        "| game | No Augs | All Augs | Flip | Rotate | Crop Resize | Translate | Pad Crop |"
+    )
+    assert table.splitlines()[4].startswith("| leaper | ")
+    assert (result.path / "report" / "ablation.csv").exists()
+    assert (result.path / "report" / "report.md").exists()
