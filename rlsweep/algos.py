@@ -60,7 +60,9 @@ class RlsweepPPOLearner(PPOTorchLearner):
     """PPO's torch Learner with two fixes that cost nothing in learning terms.
 
     - The learner connector (GAE) runs under `no_grad`: RLlib computes value estimates for
-      advantages with autograd on, building a graph it never uses.
+      advantages with autograd on, building a graph it never uses. And it reuses the values
+      the rollout computed (see ImpalaPPOModule.compute_values) instead of a second trunk pass
+      over the whole batch.
     - Exactly `num_epochs * (train_batch / minibatch)` minibatches per update: RLlib appends one
       artificial timestep per episode chunk for bootstrapping, so its "cover every row
       num_epochs times" loop runs an extra, mostly-repeated minibatch per epoch.
@@ -76,8 +78,15 @@ class RlsweepPPOLearner(PPOTorchLearner):
                 self._set_optimizer_lr(optimizer, lr=float(schedule.get_current_value()))
 
     def _make_batch_if_necessary(self, training_data):
-        with torch.no_grad():
-            return super()._make_batch_if_necessary(training_data)
+        modules = [m for m in self.module.values() if isinstance(m, ImpalaPPOModule)]
+        for m in modules:
+            m.use_rollout_values = True
+        try:
+            with torch.no_grad():
+                return super()._make_batch_if_necessary(training_data)
+        finally:
+            for m in modules:
+                m.use_rollout_values = False
 
     def update(self, *args, num_total_minibatches: int = 0, **kwargs):
         # The lr this update trains with (RLlib logs the lr after the update's schedule step).
