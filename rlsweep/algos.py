@@ -43,7 +43,11 @@ def make_procgen_env(env_config: dict[str, Any]) -> ProcgenVectorEnv:
     return ProcgenVectorEnv(EnvConfig(**cfg), num_envs=num_envs, split="train", num_threads=threads)
 
 
-register_env(ENV_ID, make_procgen_env)
+def _env_id() -> str:
+    # Tune's registry lives in the Ray session: register again for every config built, so a
+    # new ray.init() in the same process (tests, notebooks) still finds the env.
+    register_env(ENV_ID, make_procgen_env)
+    return ENV_ID
 
 
 def _log_raw_episode(*, env, env_index: int, metrics_logger, **_: Any) -> None:
@@ -106,7 +110,7 @@ def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
     env_config = {**cfg.env_config().__dict__, "envpool_threads": envpool_threads}
     return (
         PPOConfig()
-        .environment(env=ENV_ID, env_config=env_config)
+        .environment(env=_env_id(), env_config=env_config)
         .env_runners(
             num_env_runners=cfg.num_env_runners,
             num_envs_per_env_runner=cfg.num_envs_per_env_runner,
@@ -169,7 +173,7 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> Algor
     """Env, runners, resources, callbacks and seed: identical for every algorithm."""
     env_config = {**cfg.env_config().__dict__, "envpool_threads": envpool_threads}
     return (
-        c.environment(env=ENV_ID, env_config=env_config)
+        c.environment(env=_env_id(), env_config=env_config)
         .env_runners(
             num_env_runners=cfg.num_env_runners,
             num_envs_per_env_runner=cfg.num_envs_per_env_runner,
