@@ -6,7 +6,6 @@ Policy and value heads share the trunk, as in openai/train-procgen. `rlsweep.rl_
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -108,10 +107,18 @@ class ImpalaCNN(nn.Module):
         flat = in_ch if cfg.global_pool else in_ch * h * w
         self.dense = nn.Linear(flat, cfg.dense)
         self.channels_last = cfg.channels_last
+        self.bf16 = cfg.bf16
         if cfg.channels_last:
             self.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """float32 features; with bf16 the trunk runs under bfloat16 autocast."""
+        if not self.bf16:
+            return self._features(obs)
+        with torch.autocast(obs.device.type, dtype=torch.bfloat16):
+            return self._features(obs).float()
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs.float() / 255.0  # scaling lives in the model so rollouts ship uint8
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -133,17 +140,9 @@ class ImpalaActorCritic(nn.Module):
         nn.init.zeros_(self.pi.bias)
         nn.init.orthogonal_(self.vf.weight, gain=1.0)
         nn.init.zeros_(self.vf.bias)
-        self.bf16 = cfg.bf16
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
-        ctx = (
-            torch.autocast(obs.device.type, dtype=torch.bfloat16)
-            if self.bf16
-            else contextlib.nullcontext()
-        )
-        with ctx:
-            feats = self.trunk(obs)
-        return feats.float()
+        return self.trunk(obs)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         feats = self.features(obs)

@@ -3,7 +3,6 @@ with an old-policy target copy (APPO), and a Q-network (DQN)."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any
 
@@ -114,17 +113,9 @@ class _QNet(torch.nn.Module):
         self.trunk = ImpalaCNN(obs_shape, cfg)
         self.adv = torch.nn.Linear(cfg.dense, n)
         self.value = torch.nn.Linear(cfg.dense, 1) if dueling else None
-        self.bf16 = cfg.bf16
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        ctx = (
-            torch.autocast(obs.device.type, dtype=torch.bfloat16)
-            if self.bf16
-            else contextlib.nullcontext()
-        )
-        with ctx:
-            feats = self.trunk(obs)
-        feats = feats.float()
+        feats = self.trunk(obs)
         adv = self.adv(feats)
         if self.value is None:
             return adv
