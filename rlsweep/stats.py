@@ -238,11 +238,13 @@ def probability_of_improvement_ci(
     seed: int = 0,
 ) -> Interval:
     """P(X > Y) with a CI resampling X's and Y's runs independently within each game."""
-    games = _two_variants(x, y)
-    low, high = stratified_bootstrap(
-        games, _improvement, n_resamples=n_resamples, confidence=confidence, seed=seed
+    return interval(
+        _two_variants(x, y),
+        _improvement,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
     )
-    return Interval(float(_improvement(*games)), low, high)
 
 
 def generalization_gap(

@@ -45,8 +45,9 @@ def jemalloc_loaded() -> bool:
 
 def _test_metrics(cfg: TrialConfig, ev: EvalResult) -> dict[str, Any]:
     in_train = 0
-    lo, hi = cfg.start_level, cfg.start_level + cfg.env_config().train_levels
-    if cfg.env_config().train_levels:
+    levels = cfg.env_config().train_levels  # 0: training used all levels, nothing is unseen
+    if levels:
+        lo, hi = cfg.start_level, cfg.start_level + levels
         in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
     return {
         TEST_RETURN: ev.mean_return,

@@ -66,13 +66,17 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     return space
 
 
+def _config_of(spec) -> dict[str, Any]:
+    """The partly resolved config Tune hands a `sample_from` function."""
+    return spec.config if hasattr(spec, "config") else spec["config"]
+
+
 def _from_variant(key: str, variants: dict, default: Any, spec) -> Any:
-    config = spec.config if hasattr(spec, "config") else spec["config"]
-    return variants[config[VARIANT]].get(key, default)
+    return variants[_config_of(spec)[VARIANT]].get(key, default)
 
 
 def _conditional(domain, when: dict[str, tuple], default: Any, spec) -> Any:
-    config = spec.config if hasattr(spec, "config") else spec["config"]
+    config = _config_of(spec)
     if all(config.get(k) in values for k, values in when.items()):
         return domain.sample()
     return default

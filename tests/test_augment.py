@@ -5,7 +5,7 @@ from rlsweep.augment import (
     AUGMENTATIONS,
     TRANSFORMS,
     AugmentConfig,
-    AugmentParams,
+    _apply_one,
     apply_params,
     augment,
     crop_resize,
@@ -221,21 +221,8 @@ def test_all_uses_every_transform_and_applies_each_draw():
     out = augment(x, cfg, gen(2))
     for i in range(200):
         name = TRANSFORMS[int(params.op[i])]
-        expected = one_transform(name, x[i : i + 1], params.take(torch.tensor([i])))
+        expected = _apply_one(name, x[i : i + 1], params.take(torch.tensor([i])))
         assert torch.equal(out[i : i + 1], expected), (i, name)
-
-
-def one_transform(name: str, x: torch.Tensor, params: AugmentParams) -> torch.Tensor:
-    """Reference: one sample through the explicit per-transform function."""
-    if name == "flip":
-        return flip(x)
-    if name == "rotate":
-        return rotate(x, params.quarter_turns)
-    if name == "crop_resize":
-        return crop_resize(x, params.scale, params.corner)
-    if name == "translate":
-        return translate(x, params.offset - params.pad)
-    return pad_crop(x, params.offset, params.pad)
 
 
 def test_default_config_is_valid_and_off():
