@@ -33,10 +33,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from rlsweep.cost import load_prices
     from rlsweep.plan import make_plan
 
+    if args.instances is not None and args.instance is None:
+        print("rlsweep: error: --instances needs --instance TYPE", file=sys.stderr)
+        return 2
     spec = _load(args.spec)
-    plan = make_plan(spec, cpus=args.cpus or os.cpu_count() or 1, steps_per_cpu_s=args.steps_per_s)
+    plan = make_plan(
+        spec,
+        cpus=args.cpus or os.cpu_count() or 1,
+        steps_per_cpu_s=args.steps_per_s,
+        instance=args.instance,
+        spot=args.spot,
+        prices=load_prices(args.prices) if args.prices else None,
+        # --instance alone plans for one instance, not for this machine's CPUs.
+        instances=args.instances or (1 if args.instance and not args.cpus else None),
+    )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(pd.DataFrame(plan.rows).to_string(index=False))
     print(f"\n{spec.name}: {plan.summary()}")
@@ -87,6 +100,48 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster_ec2(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlsweep.launch import ec2
+
+    try:
+        workers = [ec2.WorkerType.parse(w, spot=args.spot) for w in args.worker or []]
+        if not workers:
+            workers = [ec2.WorkerType("cpu", spot=args.spot)]
+        mounts = {}
+        if args.spec:
+            mounts[f"{ec2.REMOTE_SPECS}/{Path(args.spec).name}"] = str(Path(args.spec).resolve())
+        cluster = ec2.Ec2Cluster(
+            cluster_name=args.name,
+            image_id=args.image,
+            install=args.install,
+            region=args.region,
+            availability_zone=args.zone,
+            head_instance_type=args.head,
+            workers=workers,
+            max_workers=args.max_workers,
+            idle_timeout_minutes=args.idle_timeout,
+            iam_instance_profile=args.iam_profile,
+            worker_iam_instance_profile=args.worker_iam_profile,
+            key_name=args.key_name,
+            ssh_private_key=args.ssh_key,
+            ssh_user=args.ssh_user,
+            security_group_ids=args.security_group or (),
+            torch=args.torch or ec2.DEFAULT_TORCH,
+            dashboard_host=args.dashboard_host,
+            file_mounts=mounts,
+        )
+    except ValueError as e:
+        print(f"rlsweep: error: {e}", file=sys.stderr)
+        return 2
+    path = ec2.write_cluster_yaml(cluster, args.out, spec=args.spec, storage=args.storage)
+    print(f"wrote {path}; run the sweep with:\n")
+    for command, what in ec2.ray_commands(path, cluster, args.spec, args.storage):
+        print(f"  {command}\n      # {what}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rlsweep", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -104,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         default=110.0,
         help="measured env steps per second per trial CPU (default: 110, benchmarks/)",
     )
+    pl.add_argument("--instance", metavar="TYPE", help="estimate the cost on this EC2 type")
+    pl.add_argument(
+        "--instances", type=int, metavar="N", help="N instances (default: enough for --cpus, or 1)"
+    )
+    pl.add_argument("--spot", action="store_true", help="spot prices (default: on-demand)")
+    pl.add_argument("--prices", metavar="FILE", help="price table (default: rlsweep/prices.yaml)")
     pl.set_defaults(func=cmd_plan)
 
     r = sub.add_parser("run", help="run a sweep and print its per-trial table")
@@ -134,6 +195,39 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--out", help="output directory (default: DIR/report)")
     rep.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     rep.set_defaults(func=cmd_report)
+
+    cl = sub.add_parser("cluster", help="write a cluster config to run sweeps on")
+    cluster = cl.add_subparsers(dest="provider", required=True)
+    ec2 = cluster.add_parser("ec2", help="autoscaled EC2 cluster: a Ray cluster-launcher YAML")
+    ec2.add_argument("out", help="YAML to write, e.g. cluster.yaml")
+    ec2.add_argument("--name", required=True, help="cluster name")
+    ec2.add_argument("--image", required=True, help="AMI id (NVIDIA drivers, Python 3.11)")
+    ec2.add_argument(
+        "--install", required=True, help="rlsweep for pip: rlsweep==X, git+https://..., or a wheel"
+    )
+    ec2.add_argument("--region", default="us-east-1", help="AWS region (default: us-east-1)")
+    ec2.add_argument("--zone", help="availability zone(s), comma-separated")
+    ec2.add_argument("--head", default="g5.xlarge", help="head instance type (default: g5.xlarge)")
+    ec2.add_argument(
+        "--worker",
+        action="append",
+        metavar="TYPE[:MIN:MAX][:spot]",
+        help="worker node type, repeatable (default: c6i.8xlarge:0:4)",
+    )
+    ec2.add_argument("--spot", action="store_true", help="all workers on spot instances")
+    ec2.add_argument("--max-workers", type=int, help="cap on worker nodes (default: sum of MAX)")
+    ec2.add_argument("--idle-timeout", type=float, default=5, help="minutes before scale-down")
+    ec2.add_argument("--iam-profile", help="head instance profile, ARN or name (by reference)")
+    ec2.add_argument("--worker-iam-profile", help="workers' instance profile (e.g. S3 access)")
+    ec2.add_argument("--key-name", help="EC2 key pair name (with --ssh-key)")
+    ec2.add_argument("--ssh-key", help="path of that key pair's private key file")
+    ec2.add_argument("--ssh-user", default="ubuntu", help="AMI login user (default: ubuntu)")
+    ec2.add_argument("--security-group", action="append", help="sg-... id, repeatable")
+    ec2.add_argument("--torch", default=None, help="torch requirement (default: torch==2.13.0)")
+    ec2.add_argument("--dashboard-host", default="127.0.0.1", help="default: 127.0.0.1")
+    ec2.add_argument("--spec", help="sweep spec to ship to the nodes (file_mounts)")
+    ec2.add_argument("--storage", help="results URI for the run command, e.g. s3://bucket/sweeps")
+    ec2.set_defaults(func=cmd_cluster_ec2)
 
     args = p.parse_args(argv)
     try:

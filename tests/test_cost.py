@@ -1,0 +1,151 @@
+"""Price table, trial / sweep / cluster costs, and the plan's cost estimate."""
+
+import pytest
+
+from rlsweep.cli import main
+from rlsweep.cost import (
+    PRICES_PATH,
+    InstancePrice,
+    PriceError,
+    cluster_cost,
+    hourly,
+    instances_for,
+    load_prices,
+    sweep_cost,
+    trial_cost,
+    trials_per_instance,
+)
+from rlsweep.plan import make_plan
+from rlsweep.spec import SweepSpec
+
+# Round numbers, so every expected value below is computed by hand.
+TABLE = """\
+cpu8:  {vcpus: 8, gpus: 0, on_demand: 0.40, spot: 0.10}
+gpu4:  {vcpus: 16, gpus: 4, on_demand: 4.00, spot: 2.00}
+"""
+# 5 trials of 8 CPUs (4 + 4 EnvRunners); 110 steps/s/CPU x 8 CPUs x 3600 s: one hour per trial.
+SPEC = {
+    "name": "t",
+    "budget": 110 * 8 * 3600,
+    "seeds": [0, 1, 2, 3, 4],
+    "params": {"num_cpus": 4, "num_env_runners": 4},
+}
+
+
+@pytest.fixture
+def prices(tmp_path):
+    path = tmp_path / "prices.yaml"
+    path.write_text(TABLE)
+    return load_prices(path)
+
+
+def test_shipped_table_loads_and_validates():
+    table = load_prices()
+    assert len(table) >= 30
+    assert table["c6i.8xlarge"] == InstancePrice(vcpus=32, gpus=0, on_demand=1.36, spot=0.55)
+    assert table["g5.xlarge"].gpus == 1 and table["g4dn.12xlarge"].gpus == 4
+    assert all(0 < p.spot < p.on_demand for p in table.values())
+    assert "us-east-1" in PRICES_PATH.read_text().split("\n\n")[0]  # the header says where/when
+    assert hourly("c6i.8xlarge") == 1.36 and hourly("c6i.8xlarge", spot=True) == 0.55
+
+
+def test_trial_cost_by_hand(prices):
+    # 2 h x $0.40/h x 4/8 of the instance
+    assert trial_cost(7200, 4, 0, "cpu8", prices=prices) == pytest.approx(0.40)
+    assert trial_cost(7200, 4, 0, "cpu8", spot=True, prices=prices) == pytest.approx(0.10)
+    # 1 GPU of 4 outweighs 2 CPUs of 16: 1 h x $4/h x 1/4
+    assert trial_cost(3600, 2, 1, "gpu4", prices=prices) == pytest.approx(1.00)
+    # 12 CPUs of 16 outweigh 1 GPU of 4: 0.5 h x $2/h x 3/4
+    assert trial_cost(1800, 12, 1, "gpu4", spot=True, prices=prices) == pytest.approx(0.75)
+    # bigger than the instance: charged for more than one
+    assert trial_cost(3600, 16, 0, "cpu8", prices=prices) == pytest.approx(0.80)
+    trials = [(7200, 4, 0), (3600, 8, 0), (0, 1, 0)]
+    assert sweep_cost(trials, "cpu8", prices=prices) == pytest.approx(0.40 + 0.40)
+    assert cluster_cost(5400, "cpu8", count=3, spot=True, prices=prices) == pytest.approx(0.45)
+
+
+def test_trial_cost_refuses_what_cannot_run(prices, tmp_path):
+    with pytest.raises(PriceError, match=r"prices.yaml: cpu8: has no GPUs"):
+        trial_cost(3600, 1, 1, "cpu8", prices=prices)
+    with pytest.raises(PriceError, match=r"prices.yaml: cpu9: unknown instance type .*'cpu8'"):
+        trial_cost(3600, 1, 0, "cpu9", prices=prices)
+    with pytest.raises(ValueError, match=">= 0"):
+        trial_cost(-1, 1, 0, "cpu8", prices=prices)
+
+
+def test_packing(prices):
+    cpu8, gpu4 = prices["cpu8"], prices["gpu4"]
+    assert trials_per_instance(3, 0, cpu8) == 2  # 6 of 8 vCPUs
+    assert trials_per_instance(2, 1, gpu4) == 4  # GPUs bound it, not the 16 vCPUs
+    assert trials_per_instance(9, 0, cpu8) == 0
+    assert instances_for(5, 3, 0, cpu8) == 3
+    assert instances_for(2, 12, 0, cpu8) == 4  # each trial spans 2 instances
+
+
+@pytest.mark.parametrize(
+    ("table", "path", "message"),
+    [
+        ("cpu8: {vcpus: 8, gpus: 0, on_demand: cheap, spot: 0.1}", "cpu8.on_demand", "got 'cheap'"),
+        ("cpu8: {vcpus: 8, gpus: 0, on_demand: 0.4}", "cpu8.spot", "missing"),
+        ("cpu8: {vcpus: 0, gpus: 0, on_demand: 0.4, spot: 0.1}", "cpu8.vcpus", "integer >= 1"),
+        ("cpu8: {vcpus: 8, gpus: 0, on_demand: -1, spot: 0.1}", "cpu8.on_demand", ">= 0"),
+        (
+            "cpu8: {vcpus: 8, gpus: 0, ondemand: 0.4, spot: 0.1}",
+            "cpu8.ondemand",
+            "did you mean 'on_demand'",
+        ),
+        ("cpu8: 0.40", "cpu8", "allowed: a mapping"),
+        ("[c5.2xlarge]", "", "maps instance types"),
+        ("cpu8: {vcpus: 8", "", "not valid YAML"),
+    ],
+)
+def test_bad_table_names_file_and_key(tmp_path, table, path, message):
+    bad = tmp_path / "mine.yaml"
+    bad.write_text(table + "\n")
+    with pytest.raises(PriceError) as e:
+        load_prices(bad)
+    assert str(e.value).startswith(f"{bad}: {path + ': ' if path else ''}")
+    assert message in str(e.value)
+
+
+def test_plan_estimate_with_instance(prices):
+    spec = SweepSpec.from_dict(SPEC)
+    assert make_plan(spec, cpus=16).est_cost_usd is None
+    # 16 CPUs: 2 trials at a time, 3 waves of 1 h; 2 x cpu8 at $0.40/h
+    plan = make_plan(spec, cpus=16, instance="cpu8", prices=prices)
+    assert (plan.concurrent, plan.instances) == (2, 2)
+    assert plan.est_wall_s == pytest.approx(3 * 3600)
+    assert plan.est_cost_usd == pytest.approx(2 * 3 * 0.40)
+    assert "2 x cpu8 (on-demand, $0.400/h each): estimated cost $2.40" in plan.summary()
+    # 3 instances set the CPUs (24): 3 at a time, 2 waves; spot
+    plan = make_plan(spec, cpus=2, instance="cpu8", instances=3, spot=True, prices=prices)
+    assert (plan.concurrent, plan.instances) == (3, 3)
+    assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10)
+    # GPU trials on a CPU instance cannot run
+    gpu_spec = SweepSpec.from_dict({"name": "g", "params": {"num_gpus": 1}})
+    with pytest.raises(PriceError, match="cpu8: has no GPUs"):
+        make_plan(gpu_spec, cpus=8, instance="cpu8", prices=prices)
+
+
+def test_plan_cli_prints_the_cost(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: t\nbudget: 3168000\nseeds: [0, 1, 2, 3, 4]\n"
+        "params: {num_cpus: 4, num_env_runners: 4}\n"
+    )
+    table = tmp_path / "prices.yaml"
+    table.write_text(TABLE)
+    argv = ["plan", str(spec), "--cpus", "16", "--instance", "cpu8", "--prices", str(table)]
+    assert main(argv) == 0
+    assert "estimated cost $2.40" in capsys.readouterr().out
+    assert main([*argv, "--spot"]) == 0
+    assert "2 x cpu8 (spot, $0.100/h each): estimated cost $0.60" in capsys.readouterr().out
+    # the shipped table; --instance alone plans for one instance: 32 vCPUs, 4 trials at once
+    assert main(["plan", str(spec), "--instance", "c6i.8xlarge"]) == 0
+    out = capsys.readouterr().out
+    assert "4 at a time" in out and "1 x c6i.8xlarge (on-demand, $1.360/h each)" in out
+    assert "estimated cost $2.72" in out  # 2 waves of 1 h x $1.36
+    table.write_text("cpu8: {vcpus: 8, gpus: 0, on_demand: 0.4}\n")
+    assert main(argv) == 2
+    assert f"{table}: cpu8.spot: missing" in capsys.readouterr().err
+    assert main(["plan", str(spec), "--instances", "2"]) == 2
