@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import matplotlib
 
@@ -24,6 +24,7 @@ from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
 from rlsweep import metrics as M  # noqa: E402
 from rlsweep import results as R  # noqa: E402
 from rlsweep import stats as S  # noqa: E402
+from rlsweep import storage  # noqa: E402
 
 N_RESAMPLES = 2000
 CURVE_POINTS = 100
@@ -389,11 +390,19 @@ def plot_sample_efficiency(
 
 
 def default_out(paths: Sequence[str | Path]) -> Path:
-    """`<dir>/report` for one dir; `<parent of the first>/<a>+<b>/report` for several."""
-    paths = [Path(p) for p in paths]
+    """`<dir>/report` for one dir; `<parent of the first>/<a>+<b>/report` for several. A URI
+    (`s3://.../<sweep>`) stands for `results/<sweep>`: reports are written locally, where a
+    local sweep's would be."""
+    paths = [_local_dir(p) for p in paths]
     if len(paths) == 1:
         return paths[0] / "report"
     return paths[0].parent / "+".join(p.resolve().name for p in paths) / "report"
+
+
+def _local_dir(path: str | Path) -> Path:
+    if storage.is_uri(path):
+        return Path("results", PurePosixPath(str(path).rstrip("/")).name)
+    return Path(path)
 
 
 def _write_frames(exp: Experiment, out: Path) -> list[str]:

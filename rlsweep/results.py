@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rlsweep import metrics as M
+from rlsweep import storage
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
@@ -58,7 +59,10 @@ def _is_trial_dir(d: Path) -> bool:
 
 def experiment_dirs(path: str | Path) -> list[Path]:
     """`path` itself if it is an experiment dir (its subdirs are trials), else the experiment
-    dirs directly inside it (a storage dir holding several sweeps)."""
+    dirs directly inside it (a storage dir holding several sweeps). A URI (`s3://...`) is read
+    from its local copy, fetched first (`rlsweep.storage.fetch`, checkpoints left out)."""
+    if storage.is_uri(path):
+        path = storage.fetch(str(path))
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such directory")

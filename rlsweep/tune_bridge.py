@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ray import tune
@@ -20,6 +19,7 @@ from ray import tune
 from rlsweep.config import TrialConfig
 from rlsweep.space import apply_conditions
 from rlsweep.spec import SweepSpec
+from rlsweep.storage import tune_storage
 
 Trainable = Callable[[dict[str, Any]], None]
 CELL_INDEX = "__trial_index__"  # set by Tune's Repeater
@@ -199,7 +199,7 @@ def build_tuner(
     """A Tuner running every trial of `spec` with `trainable`, resources sized per trial."""
     if overrides := trial_overrides(spec):
         spec = dataclasses.replace(spec, params={**spec.params, **overrides})
-    storage = Path(storage_path or spec.storage_path).expanduser().resolve()
+    storage, storage_fs = tune_storage(storage_path or spec.storage_path)
     return tune.Tuner(
         wrap_trainable(spec, trainable),
         param_space=param_space(spec),
@@ -216,7 +216,8 @@ def build_tuner(
         ),
         run_config=tune.RunConfig(
             name=spec.name,
-            storage_path=str(storage),
+            storage_path=storage,
+            storage_filesystem=storage_fs,
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=max_failures),
             # PBT restores other trials' checkpoints at any time: deleting old ones races it.

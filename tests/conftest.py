@@ -1,0 +1,86 @@
+"""Shared fixtures."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import pytest
+
+
+class S3Server(NamedTuple):
+    endpoint: str
+    bucket: str
+    secret: str
+    """The fake secret key in the environment: tests check that it is stored nowhere."""
+
+
+_S3_ENV = {
+    "AWS_ACCESS_KEY_ID": "rlsweepFAKEkeyid",
+    "AWS_SECRET_ACCESS_KEY": "rlsweepFAKEsecret123",  # distinctive, to grep for; moto takes any
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",  # never ask an instance-metadata service
+    "AWS_CONFIG_FILE": os.devnull,  # no profile of whoever runs the tests
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+}
+_S3_ENV_UNSET = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[S3Server]:
+    """A real S3 endpoint on 127.0.0.1 (moto's server, in a subprocess) with one empty bucket.
+    For the session the AWS SDK variables point at it with fake credentials, so boto3, pyarrow
+    and Ray processes started meanwhile (they inherit the environment) use it and nothing can
+    reach AWS."""
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("moto") / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    saved = dict(os.environ)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).close()
+                break
+            except urllib.error.HTTPError:
+                break  # answering
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto server did not start: {log.read_text()}") from None
+                time.sleep(0.2)
+        for key in _S3_ENV_UNSET:
+            os.environ.pop(key, None)
+        os.environ.update(_S3_ENV, AWS_ENDPOINT_URL_S3=endpoint)
+        import boto3
+
+        bucket = "rlsweep-test"
+        boto3.client("s3").create_bucket(Bucket=bucket)
+        yield S3Server(endpoint, bucket, _S3_ENV["AWS_SECRET_ACCESS_KEY"])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
