@@ -142,6 +142,12 @@ def cmd_cluster_ec2(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sagemaker(args: argparse.Namespace) -> int:
+    from rlsweep.launch import sagemaker
+
+    return sagemaker.main(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="rlsweep", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -228,6 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     ec2.add_argument("--spec", help="sweep spec to ship to the nodes (file_mounts)")
     ec2.add_argument("--storage", help="results URI for the run command, e.g. s3://bucket/sweeps")
     ec2.set_defaults(func=cmd_cluster_ec2)
+
+    from rlsweep.launch.sagemaker import add_arguments as sagemaker_arguments
+
+    sm = sub.add_parser(
+        "sagemaker", help="a SageMaker training job running a spec: print its request, or --submit"
+    )
+    sagemaker_arguments(sm)
+    sm.set_defaults(func=cmd_sagemaker)
 
     args = p.parse_args(argv)
     try:

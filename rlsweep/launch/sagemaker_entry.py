@@ -1,0 +1,417 @@
+"""The SageMaker job's entry script: one Ray cluster across the job's hosts, then the sweep.
+
+Every host runs it (`python -m rlsweep.launch.sagemaker_entry`, or as a file: SageMaker's script
+mode runs `sagemaker_program` with the job's hyperparameters as `--spec ... --head_group ...`).
+/opt/ml/input/config/resourceconfig.json names this host and all hosts; the head is the first
+host of `--head-group` (the request's first instance group) or, homogeneous, of `hosts`. Every
+host reads the same file and arguments, so all agree on the head without talking.
+
+- head: `ray start --head` on its own address, waits until every host's node has joined, runs
+  the sweep stored in the checkpoint dir (SageMaker syncs it to S3 and restores it when a spot
+  job restarts), writes summary.json and trials.csv into the model dir, stops its node.
+- the others: wait for the head's port, `ray start --address head:port`, and stop their node
+  once the head's port has been closed for `--head-gone-s` (the head is done).
+
+Addresses: hosts talk to each other over the job's private network, so each node uses its
+host's own address (`socket.gethostbyname(host)`) as its Ray node address; the dashboard stays
+on 127.0.0.1. `--host-map algo-1=127.0.0.1,...` replaces the lookup (tests run every "host" on
+one machine). Ray 2.60 itself limits what can be kept local: `ray start` replaces a loopback
+node address with the machine's own IP, and its gRPC servers (GCS, raylet, object manager,
+workers) listen on all interfaces; only the dashboard honours a bind address. So a job's Ray is
+reachable by whatever can reach its hosts: SageMaker's private network, or the job's VPC when
+the job has a VpcConfig (then use `--auth-token-file`).
+Nodes carry a custom resource `group_<instance group>` (1 per node) and a label
+`sagemaker-group=<group>`, so trials can be placed on a group.
+
+Each node is `ray start --block` in a process group of its own: stopping it is SIGTERM to that
+process (Ray's own shutdown of the processes it started), then the group. Never `ray stop`: it
+stops every Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
+RESOURCE_CONFIG_ENV = "RLSWEEP_SM_RESOURCE_CONFIG"
+CHECKPOINT_DIR = "/opt/ml/checkpoints"
+MODEL_DIR = "/opt/ml/model"
+GROUP_LABEL = "sagemaker-group"
+
+
+@dataclass(frozen=True)
+class ResourceConfig:
+    """What SageMaker tells each host about the job's hosts (resourceconfig.json)."""
+
+    current_host: str
+    hosts: list[str]
+    """Every host of the job, in the file's order (SageMaker sorts them)."""
+    groups: dict[str, list[str]]
+    """Instance group -> its hosts, in the file's order; one group for homogeneous jobs."""
+    current_group: str
+
+    @property
+    def head_group_default(self) -> str:
+        return next(iter(self.groups))
+
+
+def parse_resource_config(d: dict[str, Any]) -> ResourceConfig:
+    """SageMaker's format: current_host, hosts, and (heterogeneous jobs, newer hosts also for
+    homogeneous ones) current_group_name and instance_groups [{instance_group_name,
+    instance_type, hosts}]."""
+    try:
+        current, hosts = d["current_host"], list(d["hosts"])
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"resource config: missing {e}") from None
+    groups = {g["instance_group_name"]: list(g["hosts"]) for g in d.get("instance_groups") or []}
+    groups = {name: g for name, g in groups.items() if g}  # a group may have no hosts listed
+    if not groups:
+        groups = {"homogeneousCluster": hosts}
+    current_group = d.get("current_group_name") or next(
+        (name for name, g in groups.items() if current in g), next(iter(groups))
+    )
+    if current not in hosts or not all(h in hosts for g in groups.values() for h in g):
+        raise ValueError(f"resource config: hosts {hosts} do not cover {current!r} / {groups}")
+    return ResourceConfig(current, hosts, groups, current_group)
+
+
+def read_resource_config(path: str | None = None) -> ResourceConfig:
+    path = path or os.environ.get(RESOURCE_CONFIG_ENV) or RESOURCE_CONFIG
+    return parse_resource_config(json.loads(Path(path).read_text()))
+
+
+def pick_head(cfg: ResourceConfig, head_group: str | None = None) -> str:
+    """The head: the first host of `head_group` (default: the first group listed)."""
+    group = head_group or cfg.head_group_default
+    if group not in cfg.groups:
+        raise ValueError(f"head group {group!r} is not one of the job's {list(cfg.groups)}")
+    return cfg.groups[group][0]
+
+
+def parse_host_map(text: str | None) -> dict[str, str]:
+    """'algo-1=10.0.0.1,algo-2=10.0.0.2' -> {host: address}."""
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        host, sep, addr = item.partition("=")
+        if not sep or not host or not addr:
+            raise ValueError(f"--host-map: {item!r} is not HOST=ADDRESS")
+        out[host.strip()] = addr.strip()
+    return out
+
+
+def address_of(host: str, host_map: dict[str, str]) -> str:
+    return host_map.get(host) or socket.gethostbyname(host)
+
+
+def group_resource(group: str) -> str:
+    """The custom resource naming an instance group: trials request a fraction of it."""
+    return "group_" + re.sub(r"[^A-Za-z0-9_]", "_", group)
+
+
+def free_ports(n: int) -> list[int]:
+    """`n` distinct ports free now (all held open while choosing, so no two are the same)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
+def ray_start_argv(
+    *,
+    node_ip: str,
+    port: int,
+    head_address: str | None = None,
+    group: str | None = None,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    object_store_memory: int | None = None,
+    temp_dir: str | None = None,
+    dashboard: bool = False,
+    dashboard_host: str = "127.0.0.1",
+    dashboard_port: int = 8265,
+    ports: dict[str, int] | None = None,
+) -> list[str]:
+    """`ray start --block` for the head (head_address None) or a node joining head_address.
+
+    ports: extra `--<name> <port>` (e.g. dashboard-agent-listen-port, whose default 52365 two
+    nodes on one machine would share)."""
+    argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block"]
+    argv += ["--node-ip-address", node_ip, "--disable-usage-stats"]
+    if head_address is None:
+        argv += ["--head", "--port", str(port)]
+        argv += [f"--include-dashboard={str(dashboard).lower()}"]
+        if dashboard:
+            argv += ["--dashboard-host", dashboard_host, "--dashboard-port", str(dashboard_port)]
+    else:
+        argv += ["--address", head_address]
+    for flag, value in (
+        ("--num-cpus", num_cpus),
+        ("--num-gpus", num_gpus),
+        ("--object-store-memory", object_store_memory),
+        ("--temp-dir", temp_dir),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
+    if group is not None:
+        argv += ["--resources", json.dumps({group_resource(group): 1})]
+        argv += ["--labels", f"{GROUP_LABEL}={re.sub(r'[^A-Za-z0-9_.-]', '_', group)}"]
+    for name, value in (ports or {}).items():
+        argv += [f"--{name}", str(value)]
+    return argv
+
+
+class RayNode:
+    """One `ray start --block` process and the Ray processes it starts, in their own group."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.argv = argv
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> RayNode:
+        print("rlsweep: " + " ".join(self.argv), flush=True)
+        # Draining on SIGTERM is for Ray Serve; a stopping worker's GCS is gone, so it would
+        # only wait out its 30 s timeout.
+        env = {**os.environ, "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
+        self.proc = subprocess.Popen(self.argv, start_new_session=True, env=env)
+        return self
+
+    def exited(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Ray's own shutdown (SIGTERM to `ray start --block`), then anything left in the group."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_port(host: str, port: int, timeout: float, alive: Callable[[], bool] = lambda: True):
+    deadline = time.monotonic() + timeout
+    while not port_open(host, port):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{host}:{port} did not open in {timeout:g} s")
+        if not alive():
+            raise RuntimeError(f"gave up waiting for {host}:{port}: our Ray node exited")
+        time.sleep(0.5)
+
+
+def wait_for_nodes(address: str, n: int, timeout: float) -> list[dict[str, Any]]:
+    """Block until `n` nodes are alive in the cluster at `address`; their `ray.nodes()` rows."""
+    import ray
+
+    ray.init(address=address, logging_level="WARNING", configure_logging=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = [node for node in ray.nodes() if node.get("Alive")]
+            if len(alive) >= n:
+                return alive
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(alive)} of {n} Ray nodes joined in {timeout:g} s")
+            time.sleep(1.0)
+    finally:
+        ray.shutdown()
+
+
+def ray_auth_env(token_file: str | None) -> dict[str, str]:
+    """Ray's token authentication, explicitly on or off for every process of this host.
+
+    Explicit, because otherwise `ray start --head` turns it on whenever a token happens to lie
+    in ~/.ray while joining nodes and drivers leave it off, and cannot connect. Off by default:
+    the job's hosts are alone on SageMaker's private network (unless the job has a VpcConfig);
+    a token file has to reach every host by other means than the request (which is visible to
+    anyone who can describe the job), e.g. inside the source tarball."""
+    if token_file is None:
+        return {"RAY_AUTH_MODE": "disabled"}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(Path(token_file).resolve())}
+
+
+def load_trainable(path: str | None):
+    """'package.module:attribute' -> the trainable; None: run_sweep's default (the real one)."""
+    if path is None:
+        return None
+    module, _, attr = path.partition(":")
+    if not module or not attr:
+        raise ValueError(f"--trainable {path!r}: expected package.module:attribute")
+    return getattr(importlib.import_module(module), attr)
+
+
+def run(spec_path: str, *, address: str, storage: str, trainable=None):
+    """The job's sweep: the one call site that runs it (resuming belongs here too)."""
+    from rlsweep.sweep import run_sweep
+
+    return run_sweep(spec_path, address=address, storage_path=storage, trainable=trainable)
+
+
+def write_summary(model_dir: str, result, summary: dict[str, Any]) -> Path:
+    """summary.json (statuses, where the sweep is) and trials.csv into the model dir."""
+    out = Path(model_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trials = result.trials
+    statuses = trials["status"].value_counts().to_dict() if len(trials) else {}
+    summary = {
+        **summary,
+        "spec": result.spec.name,
+        "experiment": str(result.path),
+        "trials": len(trials),
+        "statuses": {str(k): int(v) for k, v in statuses.items()},
+    }
+    trials.to_csv(out / "trials.csv", index=False)
+    path = out / "summary.json"
+    path.write_text(json.dumps(summary, indent=2) + "\n")
+    return path
+
+
+def run_head(args: argparse.Namespace, cfg: ResourceConfig, node_ip: str) -> int:
+    node = RayNode(ray_start_argv(node_ip=node_ip, port=args.port, **_node_kwargs(args, cfg)))
+    node.start()
+    try:
+        wait_for_port(node_ip, args.port, 120, alive=lambda: node.exited() is None)
+        address = f"{node_ip}:{args.port}"
+        nodes = wait_for_nodes(address, len(cfg.hosts), args.join_timeout)
+        print(f"rlsweep: {len(nodes)} Ray nodes up; running {args.spec}", flush=True)
+        storage = args.storage or args.checkpoint_dir
+        result = run(args.spec, address=address, storage=storage, trainable=args.trainable_fn)
+        summary = {
+            "head": cfg.current_host,
+            "hosts": cfg.hosts,
+            "nodes": [{"resources": n["Resources"], "labels": n.get("Labels", {})} for n in nodes],
+        }
+        path = write_summary(args.model_dir, result, {**summary, "storage": storage})
+        print(f"rlsweep: summary {path}", flush=True)
+        return 0 if (result.trials["status"] == "TERMINATED").all() else 1
+    finally:
+        node.stop()
+
+
+def run_worker(args: argparse.Namespace, cfg: ResourceConfig, node_ip: str, head_ip: str) -> int:
+    wait_for_port(head_ip, args.port, args.join_timeout)
+    head = f"{head_ip}:{args.port}"
+    argv = ray_start_argv(
+        node_ip=node_ip, port=args.port, head_address=head, **_node_kwargs(args, cfg)
+    )
+    node = RayNode(argv)
+    node.start()
+    try:
+        last_seen = time.monotonic()
+        while (code := node.exited()) is None:
+            if port_open(head_ip, args.port):
+                last_seen = time.monotonic()
+            elif time.monotonic() - last_seen > args.head_gone_s:
+                print(f"rlsweep: head {head} is gone; stopping this node", flush=True)
+                return 0
+            time.sleep(0.5)
+        # Our node died first: fine if the head went away too (its raylet follows the GCS).
+        return 0 if not port_open(head_ip, args.port) else code or 1
+    finally:
+        node.stop()
+
+
+def _node_kwargs(args: argparse.Namespace, cfg: ResourceConfig) -> dict[str, Any]:
+    # Ray's fixed default ports (dashboard agent, client server) would clash between nodes on
+    # one machine (and with anyone else's Ray there): take free ones.
+    head = cfg.current_host == args.head
+    names = ["dashboard-agent-listen-port"] + (["ray-client-server-port"] if head else [])
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    return {
+        "group": cfg.current_group,
+        "num_cpus": args.num_cpus,
+        "num_gpus": args.num_gpus,
+        "object_store_memory": args.object_store_memory,
+        "temp_dir": args.temp_dir,
+        "dashboard": head and args.dashboard,
+        "dashboard_port": args.dashboard_port,
+        "ports": ports,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # SageMaker passes hyperparameters as --name value, names as written: accept both spellings.
+    p.add_argument("--spec", required=True, help="sweep spec (relative to the code dir)")
+    p.add_argument("--head-group", "--head_group", help="instance group of the head")
+    p.add_argument("--storage", help="sweep storage (default: --checkpoint-dir)")
+    p.add_argument("--resource-config", "--resource_config", help="default: SageMaker's")
+    p.add_argument("--host-map", "--host_map", help="HOST=ADDRESS,... instead of DNS")
+    p.add_argument("--port", type=int, default=6379, help="the head's Ray (GCS) port")
+    p.add_argument("--checkpoint-dir", default=CHECKPOINT_DIR)
+    p.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR", MODEL_DIR))
+    p.add_argument("--trainable", help="module:attr (tests only: rlsweep.testing:fake_trial)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of this node (default: Ray detects)")
+    p.add_argument("--num-gpus", type=int, help="GPUs of this node (default: Ray detects)")
+    p.add_argument("--object-store-memory", type=int, help="bytes (default: Ray's)")
+    p.add_argument("--temp-dir", help="Ray's temp dir on this node (default: Ray's)")
+    p.add_argument(
+        "--dashboard",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the Ray dashboard on the head, bound to 127.0.0.1",
+    )
+    p.add_argument("--dashboard-port", type=int, default=8265)
+    p.add_argument(
+        "--auth-token-file",
+        "--auth_token_file",
+        help="Ray token authentication with this token file, on every host (default: none)",
+    )
+    p.add_argument("--join-timeout", type=float, default=900.0, help="s to wait for the nodes")
+    p.add_argument("--head-gone-s", type=float, default=10.0, help="s before a worker stops")
+    args, unknown = p.parse_known_args(argv)
+    if unknown:  # e.g. hyperparameters a newer rlsweep passes: say so, but run
+        print(f"rlsweep: ignoring unknown arguments {unknown}", file=sys.stderr, flush=True)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # SageMaker stops a job (and spot reclaims it) with SIGTERM: unwind, so `finally` stops Ray.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    # Before anything imports ray, which reads it once; `ray start` and trials inherit it.
+    os.environ.update(ray_auth_env(args.auth_token_file))
+    args.trainable_fn = load_trainable(args.trainable)
+    cfg = read_resource_config(args.resource_config)
+    host_map = parse_host_map(args.host_map)
+    args.head = pick_head(cfg, args.head_group)
+    node_ip = address_of(cfg.current_host, host_map)
+    role = "head" if cfg.current_host == args.head else f"worker of {args.head}"
+    print(f"rlsweep: {cfg.current_host} ({cfg.current_group}, {node_ip}) is the {role}", flush=True)
+    if cfg.current_host == args.head:
+        return run_head(args, cfg, node_ip)
+    return run_worker(args, cfg, node_ip, address_of(args.head, host_map))
+
+
+if __name__ == "__main__":
+    if not __package__:  # run as a file (SageMaker's sagemaker_program): find `rlsweep`, and
+        # keep this directory off the path (its sagemaker.py would shadow the SageMaker SDK).
+        sys.path[0] = str(Path(__file__).resolve().parents[2])
+    sys.exit(main())

@@ -1,0 +1,460 @@
+"""SageMaker launch, offline: requests checked by botocore's Stubber against the service model,
+and the entry script bootstrapping a two-"host" Ray cluster on this machine. Nothing reaches AWS:
+the Stubber answers every call, and the client carries fake credentials."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from rlsweep.launch import sagemaker_entry as entry
+from rlsweep.launch.sagemaker import (
+    CHECKPOINT_DIR,
+    ENTRY_PROGRAM,
+    SageMakerJob,
+    create_training_job_request,
+    submit,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+ROLE = "arn:aws:iam::123456789012:role/rlsweep-sagemaker"
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-job/x"
+# Distinctive fake credentials: tests grep for them wherever something is written.
+FAKE_SECRETS = {
+    "AWS_ACCESS_KEY_ID": "AKIAFAKERLSWEEP12345",
+    "AWS_SECRET_ACCESS_KEY": "rlsweepFAKEsmSecret/abc123",
+    "AWS_SESSION_TOKEN": "rlsweepFAKEsmSessionToken",
+    "WANDB_API_KEY": "rlsweepFAKEwandbKey0123456789",
+}
+
+
+def _job(**kw) -> SageMakerJob:
+    base = {
+        "job_name": "rlsweep-sweep-1",
+        "role_arn": ROLE,
+        "image_uri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/rlsweep:latest",
+        "instance_type": "ml.c5.18xlarge",
+        "instance_count": 3,
+        "checkpoint_s3_uri": "s3://rlsweep-bucket/checkpoints/sweep-1",
+        "output_s3_uri": "s3://rlsweep-bucket/output",
+        "source_s3_uri": "s3://rlsweep-bucket/code/sourcedir.tar.gz",
+        "spec_path": "search_spaces/ppo_lr.yaml",
+        "region": "us-east-1",
+    }
+    return SageMakerJob(**{**base, **kw})
+
+
+def _spot(**kw) -> SageMakerJob:
+    return _job(use_spot=True, max_run_s=4 * 3600, max_wait_s=8 * 3600, **kw)
+
+
+def _hetero(**kw) -> SageMakerJob:
+    groups = [("learner", "ml.g5.2xlarge", 1), ("rollout", "ml.c5.18xlarge", 2)]
+    return _spot(instance_type=None, instance_count=1, instance_groups=groups, **kw)
+
+
+@pytest.fixture
+def stubbed():
+    """A real boto3 SageMaker client with fake credentials, every call answered by a Stubber."""
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client(
+        "sagemaker",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+# --- the request, validated by botocore ---------------------------------------------------------
+def test_homogeneous_spot_request_passes_the_service_model(stubbed):
+    client, stubber = stubbed
+    job = _spot()
+    req = create_training_job_request(job)
+    stubber.add_response("create_training_job", {"TrainingJobArn": ARN}, expected_params=req)
+    assert submit(job, client) == ARN
+    assert req["ResourceConfig"]["InstanceType"] == "ml.c5.18xlarge"
+    assert req["ResourceConfig"]["InstanceCount"] == 3
+    assert "InstanceGroups" not in req["ResourceConfig"]
+    assert req["EnableManagedSpotTraining"] is True
+    assert req["StoppingCondition"] == {
+        "MaxRuntimeInSeconds": 4 * 3600,
+        "MaxWaitTimeInSeconds": 8 * 3600,
+    }
+    assert req["CheckpointConfig"] == {
+        "S3Uri": "s3://rlsweep-bucket/checkpoints/sweep-1",
+        "LocalPath": CHECKPOINT_DIR,
+    }
+    assert req["RoleArn"] == ROLE
+    assert req["AlgorithmSpecification"]["TrainingInputMode"] == "File"
+
+
+def test_heterogeneous_request_passes_the_service_model(stubbed):
+    client, stubber = stubbed
+    job = _hetero()
+    req = create_training_job_request(job)
+    stubber.add_response("create_training_job", {"TrainingJobArn": ARN}, expected_params=req)
+    assert submit(job, client) == ARN
+    assert req["ResourceConfig"]["InstanceGroups"] == [
+        {"InstanceGroupName": "learner", "InstanceType": "ml.g5.2xlarge", "InstanceCount": 1},
+        {"InstanceGroupName": "rollout", "InstanceType": "ml.c5.18xlarge", "InstanceCount": 2},
+    ]
+    assert "InstanceType" not in req["ResourceConfig"] and job.host_count == 3
+    # Every host agrees on the head: the first group's, named in the hyperparameters.
+    assert json.loads(req["HyperParameters"]["head_group"]) == "learner"
+
+
+def test_script_mode_hyperparameters_and_code_channel():
+    req = create_training_job_request(_spot())
+    hp = {k: json.loads(v) for k, v in req["HyperParameters"].items()}
+    assert all(isinstance(v, str) for v in req["HyperParameters"].values())
+    assert hp["sagemaker_program"] == ENTRY_PROGRAM and (ROOT / ENTRY_PROGRAM).is_file()
+    assert hp["sagemaker_submit_directory"] == "/opt/ml/input/data/code/sourcedir.tar.gz"
+    assert hp["spec"] == "search_spaces/ppo_lr.yaml"
+    (channel,) = req["InputDataConfig"]
+    assert channel["ChannelName"] == "code"
+    assert (
+        channel["DataSource"]["S3DataSource"]["S3Uri"]
+        == "s3://rlsweep-bucket/code/sourcedir.tar.gz"
+    )
+    # Without a source tarball the image carries the code: no channel, no submit directory.
+    req = create_training_job_request(_job(source_s3_uri=None))
+    assert "InputDataConfig" not in req
+    assert "sagemaker_submit_directory" not in req["HyperParameters"]
+    assert req["EnableManagedSpotTraining"] is False
+    assert "MaxWaitTimeInSeconds" not in req["StoppingCondition"]
+
+
+def test_the_stubber_really_validates():
+    """A broken request (InstanceCount a string) is refused by the stubbed client: the checks
+    above are not vacuous."""
+    import boto3
+    from botocore.exceptions import ParamValidationError
+    from botocore.stub import Stubber
+
+    client = boto3.client(
+        "sagemaker", region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t"
+    )
+    broken = create_training_job_request(_spot())
+    broken["ResourceConfig"]["InstanceCount"] = "3"
+    with Stubber(client) as stubber:
+        stubber.add_response("create_training_job", {"TrainingJobArn": ARN}, broken)
+        with pytest.raises(ParamValidationError, match="InstanceCount"):
+            client.create_training_job(**broken)
+
+
+def test_model_checks_catch_what_botocore_lets_through():
+    """botocore validates types, not enums or patterns: a mistyped instance type is caught."""
+    with pytest.raises(ValueError, match="did you mean 'ml.c5.18xlarge'"):
+        create_training_job_request(_job(instance_type="ml.c5.18xlarg"))
+
+
+# --- validation at construction -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"use_spot": True, "max_run_s": 7200, "max_wait_s": 3600}, r"max_wait_s.*>= max_run_s"),
+        ({"use_spot": True, "max_wait_s": None}, "max_wait_s"),
+        ({"max_wait_s": 3600}, "max_wait_s.*unless use_spot"),
+        ({"checkpoint_s3_uri": "rlsweep-bucket/checkpoints"}, "checkpoint_s3_uri"),
+        ({"output_s3_uri": "https://example.com/out"}, "output_s3_uri"),
+        ({"source_s3_uri": "s3://rlsweep-bucket/code/src.zip"}, "source_s3_uri"),
+        ({"role_arn": "rlsweep-sagemaker"}, "role_arn"),
+        ({"job_name": "bad_name"}, "job_name"),
+        ({"instance_count": 0}, "instance_count"),
+        ({"instance_type": "c5.18xlarge"}, "instance_type"),
+        ({"spec_path": "/abs/spec.yaml"}, "spec_path"),
+        ({"spec_path": "../spec.yaml"}, "spec_path"),
+        ({"environment": {"AWS_SECRET_ACCESS_KEY": "x"}}, "environment.*no secrets"),
+        ({"environment": {"AWS_ACCESS_KEY_ID": "x"}}, "no secrets"),
+        ({"environment": {"WANDB_API_KEY": "x"}}, "no secrets"),
+        ({"environment": {"HF_TOKEN": "x"}}, "no secrets"),
+        ({"environment": {"MY_SECRET_THING": "x"}}, "no secrets"),
+        ({"environment": {"DB_PASSWORD": "x"}}, "no secrets"),
+        ({"environment": {"SOME_ID": "AKIAIOSFODNN7EXAMPLE"}}, "AWS key id"),
+        ({"environment": {"BAD-NAME": "x"}}, "environment"),
+        ({"tags": {"owner": "AKIAIOSFODNN7EXAMPLE"}}, "tags"),
+        ({"storage": "relative/dir"}, "storage"),
+        ({"region": "us east"}, "region"),
+    ],
+)
+def test_bad_jobs_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        _job(**kw)
+
+
+@pytest.mark.parametrize(
+    ("groups", "match"),
+    [
+        ([("a", "ml.g5.2xlarge", 1), ("a", "ml.c5.xlarge", 1)], "distinct group names"),
+        ([("a", "ml.g5.2xlarge", 0)], "counts >= 1"),
+        ([("a", "g5.2xlarge", 1)], "instance types"),
+        ([(f"g{i}", "ml.c5.xlarge", 1) for i in range(6)], "at most 5"),
+    ],
+)
+def test_bad_instance_groups_are_refused(groups, match):
+    with pytest.raises(ValueError, match=match):
+        _job(instance_type=None, instance_count=1, instance_groups=groups)
+    with pytest.raises(ValueError, match="one or the other"):
+        _job(instance_groups=[("a", "ml.c5.xlarge", 1)])  # instance_type set too
+
+
+def test_harmless_environment_is_kept():
+    req = create_training_job_request(_job(environment={"RAY_DEDUP_LOGS": "0"}, tags={"p": "x"}))
+    assert req["Environment"] == {"RAY_DEDUP_LOGS": "0"}
+    assert req["Tags"] == [{"Key": "p", "Value": "x"}]
+
+
+# --- no credentials -----------------------------------------------------------------------------
+def test_no_credentials_in_requests(monkeypatch):
+    for key, value in FAKE_SECRETS.items():
+        monkeypatch.setenv(key, value)
+    for job in (_spot(environment={"RAY_DEDUP_LOGS": "0"}), _hetero()):
+        text = json.dumps(create_training_job_request(job))
+        assert not [v for v in FAKE_SECRETS.values() if v in text]
+        assert "aws_secret_access_key" not in text.lower()
+        assert ROLE in text  # the role, by reference only
+
+
+def test_cli_prints_the_request(tmp_path, capsys, monkeypatch):
+    from rlsweep.cli import main
+
+    for key, value in FAKE_SECRETS.items():
+        monkeypatch.setenv(key, value)
+    spec = tmp_path / "specs" / "sm.yaml"
+    spec.parent.mkdir()
+    spec.write_text("name: sm\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\n")
+    args = ["sagemaker", str(spec), "--source-root", str(tmp_path), "--job-name", "sm-1"]
+    args += ["--role-arn", ROLE, "--image-uri", "img:1", "--checkpoint-s3", "s3://bkt/ckpt"]
+    args += ["--output-s3", "s3://bkt/out", "--source-s3", "s3://bkt/src/sourcedir.tar.gz"]
+    args += ["--instance-group", "learner:ml.g5.xlarge:1"]
+    args += ["--instance-group", "rollout:ml.c5.4xlarge:2", "--spot", "--max-run", "3600"]
+    args += ["--max-wait", "7200", "--env", "RAY_DEDUP_LOGS=0", "--tag", "project=rlsweep"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    req = json.loads(out)
+    assert json.loads(req["HyperParameters"]["spec"]) == "specs/sm.yaml"
+    assert [g["InstanceCount"] for g in req["ResourceConfig"]["InstanceGroups"]] == [1, 2]
+    assert not [v for v in FAKE_SECRETS.values() if v in out]
+    bad = [a if a != "7200" else "60" for a in args]  # max wait < max run
+    assert main(bad) == 2
+    assert "max_wait_s" in capsys.readouterr().err
+    assert main([*args, "--env", "AWS_SECRET_ACCESS_KEY=x"]) == 2
+    assert "no secrets" in capsys.readouterr().err
+
+
+# --- the entry script's steps -------------------------------------------------------------------
+HETERO_CONFIG = {
+    "current_host": "algo-2",
+    "current_instance_type": "ml.c5.18xlarge",
+    "current_group_name": "rollout",
+    "hosts": ["algo-1", "algo-2", "algo-3"],
+    # SageMaker need not list the groups in the request's order: the head comes from head_group.
+    "instance_groups": [
+        {
+            "instance_group_name": "rollout",
+            "instance_type": "ml.c5.18xlarge",
+            "hosts": ["algo-2", "algo-3"],
+        },
+        {"instance_group_name": "learner", "instance_type": "ml.g5.2xlarge", "hosts": ["algo-1"]},
+    ],  # fmt: skip
+    "network_interface_name": "eth0",
+}
+
+
+def test_resource_config_and_head():
+    cfg = entry.parse_resource_config(HETERO_CONFIG)
+    assert cfg.current_host == "algo-2" and cfg.current_group == "rollout"
+    assert cfg.groups == {"rollout": ["algo-2", "algo-3"], "learner": ["algo-1"]}
+    assert entry.pick_head(cfg, "learner") == "algo-1"
+    assert entry.pick_head(cfg) == "algo-2"  # no head_group: the first group listed
+    with pytest.raises(ValueError, match="head group"):
+        entry.pick_head(cfg, "nope")
+    homogeneous = entry.parse_resource_config(
+        {"current_host": "algo-2", "hosts": ["algo-1", "algo-2"], "network_interface_name": "eth0"}
+    )
+    assert entry.pick_head(homogeneous) == "algo-1"
+    assert homogeneous.groups == {"homogeneousCluster": ["algo-1", "algo-2"]}
+    with pytest.raises(ValueError, match="current_host"):
+        entry.parse_resource_config({"hosts": ["algo-1"]})
+
+
+def test_resource_config_path_from_env(tmp_path, monkeypatch):
+    path = tmp_path / "rc.json"
+    path.write_text(json.dumps(HETERO_CONFIG))
+    monkeypatch.setenv(entry.RESOURCE_CONFIG_ENV, str(path))
+    assert entry.read_resource_config().hosts == ["algo-1", "algo-2", "algo-3"]
+
+
+def test_host_map_and_addresses():
+    host_map = entry.parse_host_map("algo-1=127.0.0.1, algo-2=10.0.0.2")
+    assert host_map == {"algo-1": "127.0.0.1", "algo-2": "10.0.0.2"}
+    assert entry.address_of("algo-2", host_map) == "10.0.0.2"
+    assert entry.address_of("localhost", {}) == "127.0.0.1"  # DNS otherwise
+    with pytest.raises(ValueError, match="HOST=ADDRESS"):
+        entry.parse_host_map("algo-1")
+
+
+def test_ray_start_argv():
+    head = entry.ray_start_argv(node_ip="10.0.0.1", port=6379, group="learner", dashboard=True)
+    assert head[head.index("--node-ip-address") + 1] == "10.0.0.1"
+    assert "--head" in head and head[head.index("--port") + 1] == "6379"
+    assert head[head.index("--dashboard-host") + 1] == "127.0.0.1"  # never on the network
+    assert "--block" in head and "--disable-usage-stats" in head
+    assert json.loads(head[head.index("--resources") + 1]) == {"group_learner": 1}
+    assert head[head.index("--labels") + 1] == "sagemaker-group=learner"
+    worker = entry.ray_start_argv(
+        node_ip="10.0.0.2",
+        port=6379,
+        head_address="10.0.0.1:6379",
+        group="rollout group",
+        num_cpus=4,
+        ports={"dashboard-agent-listen-port": 50001},
+    )
+    assert "--head" not in worker and worker[worker.index("--address") + 1] == "10.0.0.1:6379"
+    assert "--dashboard-host" not in worker and worker[worker.index("--num-cpus") + 1] == "4"
+    assert json.loads(worker[worker.index("--resources") + 1]) == {"group_rollout_group": 1}
+    assert worker[worker.index("--dashboard-agent-listen-port") + 1] == "50001"
+    assert len(set(entry.free_ports(5))) == 5
+
+
+def test_ray_auth_is_explicit(tmp_path):
+    assert entry.ray_auth_env(None) == {"RAY_AUTH_MODE": "disabled"}
+    env = entry.ray_auth_env(str(tmp_path / "token"))
+    assert env["RAY_AUTH_MODE"] == "token" and env["RAY_AUTH_TOKEN_PATH"].endswith("token")
+
+
+def test_sagemaker_arguments_are_accepted():
+    """SageMaker passes hyperparameters as `--head_group value`: both spellings parse."""
+    args = entry.parse_args(["--spec", "s.yaml", "--head_group", "learner", "--storage", "/x"])
+    assert args.head_group == "learner" and args.storage == "/x"
+    assert args.checkpoint_dir == CHECKPOINT_DIR and args.dashboard
+    assert entry.load_trainable("rlsweep.testing:fake_trial").__name__ == "fake_trial"
+
+
+# --- the bootstrap: two "hosts" on 127.0.0.1 ----------------------------------------------------
+def _tagged_pids(tag: str) -> list[int]:
+    """Processes whose environment carries `tag` (everything the two entry processes started:
+    Ray's processes and its renamed workers inherit the environment)."""
+    pids = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if tag.encode() in environ.read_bytes():
+                pids.append(int(environ.parent.name))
+    return pids
+
+
+def test_bootstrap_two_hosts_runs_the_sweep(tmp_path):
+    spec = tmp_path / "sm.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "sm",
+                "games": ["coinrun"],
+                "seeds": [0, 1],
+                "budget": 1024,
+                "params": {
+                    "num_envs_per_env_runner": 8,
+                    "rollout_length": 64,
+                    "minibatch_size": 256,
+                    "num_cpus": 1,
+                },
+            }
+        )
+    )
+    groups = [
+        {"instance_group_name": "learner", "instance_type": "ml.g5.xlarge", "hosts": ["algo-1"]},
+        {"instance_group_name": "rollout", "instance_type": "ml.c5.xlarge", "hosts": ["algo-2"]},
+    ]
+    ckpt, model = tmp_path / "checkpoints", tmp_path / "model"
+    # Short: Ray's socket paths under it must stay within the OS's limit.
+    ray_tmp = Path(tempfile.mkdtemp(prefix="rsm", dir="/tmp"))
+    tag = f"RLSWEEP_SM_TEST={ray_tmp.name}"
+    env = {**os.environ, **FAKE_SECRETS, "RLSWEEP_SM_TEST": ray_tmp.name}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    port = entry.free_ports(1)[0]
+    procs: dict[str, subprocess.Popen] = {}
+    logs: dict[str, Path] = {}
+    try:
+        for host, group in (("algo-1", "learner"), ("algo-2", "rollout")):
+            config = {"current_host": host, "current_group_name": group}
+            config |= {"hosts": ["algo-1", "algo-2"], "instance_groups": groups}
+            (tmp_path / f"{host}.json").write_text(json.dumps(config))
+            argv = [sys.executable, "-m", "rlsweep.launch.sagemaker_entry", "--spec", str(spec)]
+            argv += ["--resource-config", str(tmp_path / f"{host}.json"), "--head_group", "learner"]
+            argv += ["--host-map", "algo-1=127.0.0.1,algo-2=127.0.0.1", "--port", str(port)]
+            argv += ["--checkpoint-dir", str(ckpt), "--model-dir", str(model)]
+            argv += ["--trainable", "rlsweep.testing:fake_trial", "--num-cpus", "1"]
+            argv += ["--object-store-memory", str(100 * 2**20), "--temp-dir", str(ray_tmp / host)]
+            argv += ["--no-dashboard", "--join-timeout", "90", "--head-gone-s", "2"]
+            logs[host] = tmp_path / f"{host}.log"
+            with open(logs[host], "wb") as out:
+                procs[host] = subprocess.Popen(
+                    argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )  # fmt: skip
+        deadline = time.monotonic() + 150
+        codes = {}
+        for host, proc in procs.items():
+            try:
+                codes[host] = proc.wait(max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                codes[host] = "timeout"
+        text = {host: log.read_text(errors="replace") for host, log in logs.items()}
+        assert codes == {"algo-1": 0, "algo-2": 0}, text["algo-1"][-3000:] + text["algo-2"][-3000:]
+
+        summary = json.loads((model / "summary.json").read_text())
+        assert summary["statuses"] == {"TERMINATED": 2} and summary["trials"] == 2
+        assert summary["head"] == "algo-1" and summary["storage"] == str(ckpt)
+        resources = [n["resources"] for n in summary["nodes"]]
+        assert len(resources) == 2  # both hosts joined before the sweep
+        assert {"group_learner", "group_rollout"} <= {k for r in resources for k in r}
+        assert sum(r.get("CPU", 0) for r in resources) == 2
+        assert "is the head" in text["algo-1"] and "head 127.0.0.1" in text["algo-2"]
+
+        import pandas as pd
+
+        trials = pd.read_csv(model / "trials.csv")
+        assert (trials["status"] == "TERMINATED").all() and len(trials) == 2
+        for trial_dir in trials["trial_dir"]:
+            assert Path(trial_dir).is_relative_to(ckpt / "sm")
+            assert (Path(trial_dir) / "result.json").stat().st_size > 0
+
+        # No credentials in anything written: logs, results, summary.
+        written = [*logs.values(), *ckpt.rglob("*"), *model.rglob("*")]
+        leaked = [
+            str(f)
+            for f in written
+            if f.is_file() and any(v.encode() in f.read_bytes() for v in FAKE_SECRETS.values())
+        ]
+        assert not leaked
+
+        # Each host stopped its own Ray: nothing the two processes started is left.
+        deadline = time.monotonic() + 20
+        while (left := _tagged_pids(tag)) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not left, f"Ray processes left behind: {left}"
+    finally:
+        for proc in procs.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _tagged_pids(tag):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for proc in procs.values():
+            proc.wait()
+        shutil.rmtree(ray_tmp, ignore_errors=True)
