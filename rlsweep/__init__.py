@@ -4,13 +4,21 @@ from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
 from rlsweep.spec import SpecError, SweepSpec
 
-__all__ = ["ConfigError", "SpecError", "SweepResult", "SweepSpec", "TrialConfig", "run_sweep"]
+__all__ = [
+    "ConfigError",
+    "SpecError",
+    "SweepResult",
+    "SweepSpec",
+    "TrialConfig",
+    "resume_sweep",
+    "run_sweep",
+]
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
     # Ray is imported only when a sweep actually runs.
-    if name in ("run_sweep", "SweepResult"):
+    if name in ("run_sweep", "resume_sweep", "SweepResult"):
         from rlsweep import sweep
 
         return getattr(sweep, name)

@@ -64,9 +64,40 @@ def cmd_run(args: argparse.Namespace) -> int:
         spec = SweepSpec.from_dict({**spec.to_dict(), "budget": args.budget}, source=args.spec)
     n = len(spec.trials())
     print(f"rlsweep: {spec.name}: {n} trials x {spec.budget:,} env steps", flush=True)
-    result = run_sweep(
-        spec, address=args.address, storage_path=args.storage, num_cpus=args.num_cpus
-    )
+    result = run_sweep(spec, storage_path=args.storage, **_where(args))
+    return _summary(result)
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    from rlsweep.sweep import resume_sweep
+
+    where = _where(args)
+    where.pop("max_failures")  # the sweep's own setting is restored with it
+    try:
+        result = resume_sweep(args.dir, **where)
+    except FileNotFoundError as e:
+        print(f"rlsweep: error: {e}", file=sys.stderr)
+        return 2
+    return _summary(result)
+
+
+def _where(args: argparse.Namespace) -> dict:
+    """run_sweep's "where and how to run" options, shared by run, resume and ablate."""
+    from rlsweep.sweep import Dashboard
+
+    wandb = None
+    if args.wandb:
+        wandb = {"mode": args.wandb, "project": args.wandb_project}
+    return {
+        "address": args.address,
+        "num_cpus": args.num_cpus,
+        "max_failures": args.max_failures,
+        "wandb": wandb,
+        "dashboard": Dashboard(port=args.dashboard_port) if args.dashboard else False,
+    }
+
+
+def _summary(result) -> int:
     print(f"\nresults: {result.path}\n")
     print(_table(result.trials))
     failed = (result.trials["status"] != "TERMINATED").sum()
@@ -79,7 +110,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
     try:
         path = build_report(args.dirs, by=by, out=args.out, n_resamples=args.resamples)
-    except (FileNotFoundError, ValueError) as e:
+    except (OSError, ValueError) as e:  # OSError: also S3 access denied / unreachable
         print(f"rlsweep: error: {e}", file=sys.stderr)
         return 2
     print((path.parent / "table.md").read_text())
@@ -93,11 +124,39 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
     spec = load_ablation(args.name, smoke=args.smoke, budget=args.budget, storage_path=args.storage)
     print(f"rlsweep: ablation {spec.name}: {spec.num_trials} trials x {spec.budget:,} env steps")
-    result = run_sweep(spec, address=args.address, num_cpus=args.num_cpus)
+    result = run_sweep(spec, **_where(args))
     table = write_ablation_table(spec, result.path)
     print(table.read_text())
     print(f"table: {table}\nreport: {table.parent / 'report.md'}")
     return 0
+
+
+def _add_where(p: argparse.ArgumentParser, retries: bool = True) -> None:
+    p.add_argument("--address", help="join a running Ray cluster (default: start one here)")
+    p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
+    if retries:
+        p.add_argument(
+            "--max-failures",
+            type=int,
+            default=2,
+            help="retries of a crashed trial, each from its last checkpoint (default: 2)",
+        )
+    else:
+        p.set_defaults(max_failures=None)
+    p.add_argument(
+        "--wandb",
+        nargs="?",
+        const="auto",
+        choices=["auto", "offline", "online"],
+        help="log trials to W&B: offline files unless credentials exist (auto, the default)",
+    )
+    p.add_argument("--wandb-project", default="rlsweep", help="W&B project (default: rlsweep)")
+    p.add_argument(
+        "--dashboard",
+        action="store_true",
+        help="start the Ray dashboard on 127.0.0.1 (Tune's live view; URL printed)",
+    )
+    p.add_argument("--dashboard-port", type=int, default=8265, help="dashboard port (8265)")
 
 
 def cmd_cluster_ec2(args: argparse.Namespace) -> int:
@@ -175,19 +234,22 @@ def main(argv: list[str] | None = None) -> int:
 
     r = sub.add_parser("run", help="run a sweep and print its per-trial table")
     r.add_argument("spec")
-    r.add_argument("--address", help="join a running Ray cluster (default: start one here)")
-    r.add_argument("--storage", help="results directory (overrides the spec's storage_path)")
+    r.add_argument("--storage", help="results dir or s3:// URI (overrides the spec's)")
     r.add_argument("--budget", type=int, help="env steps per trial (overrides the spec)")
-    r.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
+    _add_where(r)
     r.set_defaults(func=cmd_run)
+
+    rs = sub.add_parser("resume", help="continue an interrupted sweep from its checkpoints")
+    rs.add_argument("dir", help="the sweep's experiment dir (<storage>/<name>, or s3://...)")
+    _add_where(rs, retries=False)
+    rs.set_defaults(func=cmd_resume)
 
     ab = sub.add_parser("ablate", help="run a named ablation, write its write-up-style table")
     ab.add_argument("name", help="search_spaces/ablations/NAME.yaml (or a path)")
     ab.add_argument("--smoke", action="store_true", help="tiny budget: the machinery in minutes")
     ab.add_argument("--budget", type=int, help="env steps per trial (overrides the file)")
     ab.add_argument("--storage", help="results directory (overrides the file)")
-    ab.add_argument("--address", help="join a running Ray cluster (default: start one here)")
-    ab.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
+    _add_where(ab)
     ab.set_defaults(func=cmd_ablate)
 
     rep = sub.add_parser("report", help="tables, plots and report.md from experiment dirs")

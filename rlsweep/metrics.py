@@ -20,3 +20,12 @@ METRICS = (
     GAP_NORM,
     WALL_S,
 )
+
+TUNE_STEPS = "timesteps_total"
+"""Tune's own name for env steps (= env_steps): TensorBoard and Tune's progress table use it as
+their x axis."""
+
+TRIAL_ERROR = "trial/error"
+"""Set (to the reason) on the last report of a trial that stopped itself as failed, e.g. on a
+non-finite loss. Divergence is a result, not a crash: Tune's retry from the last checkpoint
+would replay the same updates, so the trial ends instead of raising."""

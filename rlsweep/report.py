@@ -530,6 +530,9 @@ def build_report(
         "![sample efficiency](sample_efficiency.png)",
         "",
     ]
+    dirs = [d for p in paths for d in R.experiment_dirs(p)]
+    md += importance_section(dirs, exp, out)
+    md += cost_section(dirs, exp)
     md += ["## Trials not counted", ""]
     left = exp.final[~exp.final.index.isin(exp.counted.index)]
     if len(left):
@@ -550,9 +553,119 @@ def build_report(
         )
     else:
         md.append("None: every trial finished.")
-    md += ["", "## Files", "", *(f"- `{f}`" for f in [*written, *FILES[2:-1]]), ""]
+    extra = ["importance.csv", "importance.png"] if "## Hyperparameter importance" in md else []
+    files = [*written, *FILES[2:-1], *extra]
+    md += ["", "## Files", "", *(f"- `{f}`" for f in files), ""]
     (out / "report.md").write_text("\n".join(md))
     return out / "report.md"
+
+
+# --- per sweep: hyperparameter importance, cost -------------------------------------------
+
+
+def plot_importance(scores: dict[str, pd.Series], path: Path) -> None:
+    """One horizontal bar chart per sweep: fANOVA importance of each sampled parameter."""
+    fig, axes = plt.subplots(
+        len(scores),
+        1,
+        figsize=(6.4, 0.9 + 0.45 * sum(len(s) for s in scores.values()) + 0.5 * len(scores)),
+        layout="constrained",
+        squeeze=False,
+    )
+    for ax, (sweep, s) in zip(axes[:, 0], scores.items(), strict=True):
+        s = s.sort_values()
+        ax.barh(range(len(s)), s.to_numpy(), color="tab:blue", alpha=0.8)
+        ax.set_yticks(range(len(s)), s.index)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("share of the score's variance explained (fANOVA)")
+        ax.set_title(f"{sweep}: hyperparameter importance", fontsize=10)
+        ax.grid(axis="x", alpha=0.3)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list[str]:
+    """Importances of each sweep's sampled parameters (sweeps that sampled any)."""
+    from rlsweep.importance import importances
+
+    found: dict[str, pd.Series] = {}
+    notes = []
+    for d in dirs:
+        spec = R.sweep_spec(d)
+        if spec is None or not spec.sampled_keys:
+            continue
+        sweep = exp.counted[exp.counted["sweep"] == d.name]
+        got = importances(spec, sweep, d)
+        if got is None:
+            notes.append(f"`{d.name}`: too few finished trials for importances.")
+            continue
+        found[d.name], source = got
+        notes.append(f"`{d.name}`: from {source}.")
+    if not found:
+        return []
+    table = pd.concat(found, names=["sweep", "param"]).reset_index()
+    table.to_csv(out / "importance.csv", index=False)
+    plot_importance(found, out / "importance.png")
+    rows = [[r.sweep, r.param, _fmt(r.importance)] for r in table.itertuples()]
+    return [
+        "## Hyperparameter importance",
+        "",
+        "fANOVA (Optuna's importance module) over each sweep's sampled parameters: the share of "
+        "the final unseen-level score's variance each explains.",
+        "",
+        *_md_table(["sweep", "parameter", "importance"], rows),
+        "",
+        *notes,
+        "",
+        "![hyperparameter importance](importance.png)",
+        "",
+    ]
+
+
+def usd_text(x: float) -> str:
+    """Dollars with cents; sub-cent amounts (test-sized trials) to 4 significant digits."""
+    return f"${x:,.2f}" if x >= 0.01 or x == 0 else f"${x:.4g}".replace("e-0", "e-")
+
+
+def cost_section(dirs: Sequence[Path], exp: Experiment, prices=None) -> list[str]:
+    """$ per trial and per sweep, for sweeps that recorded the instance type they ran on."""
+    from rlsweep import cost
+
+    lines = []
+    for d in dirs:
+        info = R.run_info(d)
+        instance = info.get("instance_type")
+        if not instance:
+            continue
+        spot = bool(info.get("spot"))
+        trials = exp.final[exp.final["sweep"] == d.name]
+        # a trial's resources as Ray held them (rlsweep.spec.trial_cpus: process + runners)
+        cpus = trials.get("num_cpus", 1) + trials.get("num_env_runners", 0)
+        gpus = trials.get("num_gpus", 0) * np.ones(len(trials))
+        walls = trials[M.WALL_S].fillna(0.0)  # a trial that never reported ran ~0 s
+        usd = [
+            cost.trial_cost(w, c, g, instance, spot, prices)
+            for w, c, g in zip(walls, cpus * np.ones(len(trials)), gpus, strict=True)
+        ]
+        if not usd:
+            continue
+        lines.append(
+            f"| {d.name} | {instance} ({'spot' if spot else 'on-demand'}) | {len(usd)} | "
+            f"{usd_text(np.mean(usd))} | {usd_text(np.sum(usd))} |"
+        )
+    if not lines:
+        return []
+    return [
+        "## Cost",
+        "",
+        "Each trial's wall time × its share of the instance (CPUs and GPUs it held) × the "
+        "instance's $/h from the price table (`rlsweep/prices.yaml`: estimates, editable).",
+        "",
+        "| sweep | instance | trials | $ per trial (mean) | $ for the sweep |",
+        "| :--- | :--- | ---: | ---: | ---: |",
+        *lines,
+        "",
+    ]
 
 
 def _why(r) -> str:

@@ -6,14 +6,16 @@ Layout read: `<storage>/<sweep>/<trial dir>/{params.json, result.json, error.txt
 `load_curves()` gives one row per trial per reported iteration; `final_scores()` one row per
 trial. Every trial found is kept, and its `status` says whether its numbers may be aggregated:
 
-- `ERROR`: the trial dir holds `error.txt` or `error.pkl` (Tune writes them when a trial raised),
-  or result.json has a line that is not JSON (other than a half-written last line), or a number
-  is unusable: a stable metric is ±inf on any row, `test/return(_norm)` is NaN on a row that
-  evaluated (`test/fresh`: evaluation always plays its episodes to the end), `env_steps` is
-  missing, or a `loss/*` value is non-finite on the last row (training diverged). NaN
-  `train/return` is *not* an error: it means no training episode ended that iteration.
+- `ERROR`: the trial dir holds `error.txt` or `error.pkl` (Tune writes them when a trial raised)
+  and no retry reached the budget, or result.json has a line that is not JSON (other than a
+  half-written last line), or the trial stopped itself as failed (`trial/error`, e.g. a
+  non-finite loss), or a number is unusable: a stable metric is ±inf on any row,
+  `test/return(_norm)` is NaN on a row that evaluated (`test/fresh`: evaluation always plays its
+  episodes to the end), `env_steps` is missing, or a `loss/*` value is non-finite on the last
+  row (training diverged). NaN `train/return` is *not* an error: it means no training episode
+  ended that iteration.
 - `TERMINATED`: not an error, and the last row's `env_steps` reached the trial's
-  `total_env_steps` budget.
+  `total_env_steps` budget (a crash that a Tune retry recovered from is noted in `error`).
 - `INCOMPLETE`: everything else — still running, interrupted, not started yet (no result.json:
   the trial gets one placeholder row with `iteration` 0 and NaN metrics), or stopped early by a
   scheduler (the files do not say why a trial stopped, so these cannot be told apart).
@@ -34,6 +36,7 @@ import pandas as pd
 
 from rlsweep import metrics as M
 from rlsweep import storage
+from rlsweep.spec import CELL_INDEX, SweepSpec
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
@@ -77,8 +80,8 @@ def experiment_dirs(path: str | Path) -> list[Path]:
 # --- one trial ----------------------------------------------------------------------------
 
 
-def _cell(v: Any) -> Any:
-    # Lists/dicts become strings so columns stay hashable and comparable (as rlsweep.sweep does).
+def cell(v: Any) -> Any:
+    # Lists/dicts become strings so columns stay hashable and comparable.
     return str(v) if isinstance(v, list | tuple | dict) else v
 
 
@@ -125,14 +128,18 @@ def _number_error(frame: pd.DataFrame, last: dict[str, Any]) -> str:
         bad = fresh.index[fresh[col].isna()]
         if len(bad):
             return f"{col} is NaN at evaluation iteration {frame.at[bad[0], ITERATION]}"
+    if reason := last.get(M.TRIAL_ERROR):
+        return str(reason)
     for key, v in last.items():
         if key.startswith("loss/") and isinstance(v, int | float) and not math.isfinite(v):
             return f"{key} is {v} at the last iteration (training diverged)"
     return ""
 
 
-def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
-    """One trial's tidy rows (see the module docstring for columns and status)."""
+def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd.DataFrame:
+    """One trial's tidy rows (see the module docstring for columns and status). `spec`, the
+    sweep's own (`sweep_spec`), turns an Optuna trial's recorded cell index into its game, seed
+    and variant."""
     trial_dir = Path(trial_dir)
     sweep = sweep if sweep is not None else trial_dir.parent.name
     params_path = trial_dir / "params.json"
@@ -140,6 +147,8 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
     rows, error = _read_results(trial_dir / "result.json")
     if not params and rows:
         params = rows[0].get("config") or {}
+    if spec is not None and CELL_INDEX in params:
+        params = spec.resolve(params, keep_label=True)
 
     records = []
     for r in rows or [{"training_iteration": 0}]:
@@ -155,19 +164,24 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
         records.append(rec)
     frame = pd.DataFrame.from_records(records)
 
-    error = _error_file_text(trial_dir) or error or (_number_error(frame, rows[-1]) if rows else "")
     budget = params.get("total_env_steps")
     steps = frame[M.ENV_STEPS].iloc[-1]
-    if error:
-        status = ERROR
-    elif rows and isinstance(budget, int | float) and steps >= budget:
+    reached = bool(rows) and isinstance(budget, int | float) and steps >= budget
+    error = error or (_number_error(frame, rows[-1]) if rows else "")
+    crashed = _error_file_text(trial_dir)
+    if crashed and reached and not error:
+        # Tune retried the trial from a checkpoint and the retry finished: its numbers count.
+        status, error = TERMINATED, f"recovered after: {crashed}"
+    elif error or crashed:
+        status, error = ERROR, crashed or error
+    elif reached:
         status = TERMINATED
     else:
         status = INCOMPLETE
 
     head = {"sweep": sweep, "trial_id": trial_dir.name}
     head["game"], head["seed"] = params.get("game"), params.get("seed")
-    head.update({k: _cell(v) for k, v in sorted(params.items()) if k not in _NOT_PARAMS})
+    head.update({k: cell(v) for k, v in sorted(params.items()) if k not in _NOT_PARAMS})
     out = pd.concat([pd.DataFrame([head] * len(frame)), frame], axis=1)
     out["status"], out["error"] = status, error
     return out
@@ -184,9 +198,10 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     frames = []
     for path in paths:
         for exp in experiment_dirs(path):
+            spec = sweep_spec(exp)
             for d in sorted(exp.iterdir()):
                 if _is_trial_dir(d):
-                    frames.append(load_trial(d, exp.name))
+                    frames.append(load_trial(d, exp.name, spec))
     if not frames:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
     df = pd.concat(frames, ignore_index=True)
@@ -236,3 +251,21 @@ def swept_params(df: pd.DataFrame) -> list[str]:
         if (values.groupby(trials["sweep"]).nunique() > 1).any():
             out.append(col)
     return out
+
+
+# --- what the sweep itself recorded -------------------------------------------------------
+
+SWEEP_FILE, RUN_FILE = "sweep.yaml", "sweep.json"
+"""Written by `rlsweep.sweep.run_sweep` into the experiment dir: the spec as run, provenance."""
+
+
+def sweep_spec(experiment: str | Path):
+    """The SweepSpec an experiment dir was run with, or None (not run by rlsweep)."""
+    path = Path(experiment) / SWEEP_FILE
+    return SweepSpec.from_yaml(path) if path.exists() else None
+
+
+def run_info(experiment: str | Path) -> dict[str, Any]:
+    """Provenance the sweep recorded (commit, host, instance type, ...); {} if none."""
+    path = Path(experiment) / RUN_FILE
+    return json.loads(path.read_text()) if path.exists() else {}

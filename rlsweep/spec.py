@@ -64,6 +64,9 @@ class SearchConfig:
     """pbt: space parameters PBT perturbs."""
     seed: int = 0
     """Seed of the sampler (random, optuna, pbt)."""
+    storage: str | None = None
+    """optuna: SQLAlchemy URL the study persists in (default: `optuna.db`, SQLite, in the
+    sweep's local results directory); the study is named after the sweep."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mutations", tuple(self.mutations))
@@ -76,6 +79,10 @@ class SearchConfig:
             ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
             checks.append((name, ok and (name != "reduction_factor" or v >= 2), "an integer >= 1"))
         checks.append(("seed", isinstance(self.seed, int) and self.seed >= 0, "an integer >= 0"))
+        storage_ok = self.storage is None or (
+            isinstance(self.storage, str) and re.match(r"[a-z][a-z0-9+]*://", self.storage)
+        )
+        checks.append(("storage", storage_ok, "null or a SQLAlchemy URL (sqlite:///study.db)"))
         for name, ok, allowed in checks:
             if not ok:
                 raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
@@ -111,7 +118,9 @@ class SweepSpec:
     max_concurrent: int | None = None
     """Cap on trials running at once (None: as many as resources allow)."""
     storage_path: str = "results"
-    """Directory holding `<name>/`."""
+    """Directory (or s3:// URI) holding `<name>/`."""
+    tags: list[str] = field(default_factory=list)
+    """Free-form labels (W&B run tags, next to the ones rlsweep derives)."""
     source: str | None = field(default=None, compare=False, repr=False)
     """File the spec was read from (for error messages)."""
 
@@ -166,6 +175,25 @@ class SweepSpec:
     @property
     def variant_labels(self) -> list[str | None]:
         return list(self.variants) or [None]
+
+    def defaults(self) -> dict[str, Any]:
+        """Every TrialConfig field as this spec fixes it (baseline, params, budget)."""
+        return TrialConfig(total_env_steps=self.budget, **self.base_params()).to_dict()
+
+    def cells(self) -> list[tuple[str, int, str | None]]:
+        """The grid cells every sampled configuration runs in: game x seed x variant."""
+        return [(g, s, v) for g in self.games for s in self.seeds for v in self.variant_labels]
+
+    def resolve(self, config: dict[str, Any], *, keep_label: bool = False) -> dict[str, Any]:
+        """What a trial of this spec runs, from the config Tune recorded (see resolve_config)."""
+        return resolve_config(
+            config,
+            space=self.space,
+            defaults=self.defaults(),
+            cells=self.cells(),
+            variants=self.variants,
+            keep_label=keep_label,
+        )
 
     @property
     def num_trials(self) -> int:
@@ -288,6 +316,8 @@ class SweepSpec:
             fail("max_concurrent", f"got {self.max_concurrent!r}; allowed: an integer >= 1 or null")
         if not isinstance(self.storage_path, str) or not self.storage_path:
             fail("storage_path", f"got {self.storage_path!r}; allowed: a directory path")
+        if not isinstance(self.tags, list) or not all(isinstance(t, str) for t in self.tags):
+            fail("tags", f"got {self.tags!r}; allowed: a list of strings")
         self._check_search()
         self.trials()  # builds (and so validates) every grid trial
         self._check_sampled()
@@ -333,6 +363,37 @@ class SweepSpec:
         for key in self.sampled_keys:
             for value in self.space[key].candidates:
                 self._trial(game, seed, {**grid0, key: value})
+
+
+CELL_INDEX = "__trial_index__"
+"""Set by Tune's Repeater (Optuna sweeps): which game x seed x variant cell a trial runs."""
+VARIANT = "variant"
+"""Config key of a labelled variant (spec.variants)."""
+
+
+def resolve_config(
+    config: dict[str, Any],
+    *,
+    space: dict[str, Any],
+    defaults: dict[str, Any],
+    cells: list[tuple[str, int, str | None]],
+    variants: dict[str, dict[str, Any]],
+    keep_label: bool = False,
+) -> dict[str, Any]:
+    """The config a trial runs, from what Tune recorded: the Repeater's cell index becomes
+    game / seed / variant params, conditions are applied; the variant label is dropped (it is
+    not a TrialConfig field) unless `keep_label`."""
+    config = dict(config)
+    if CELL_INDEX in config:
+        config["game"], config["seed"], label = cells[config.pop(CELL_INDEX)]
+        if label is not None:
+            config.update(variants[label])
+            config[VARIANT] = label
+    label = config.pop(VARIANT, None)
+    config = apply_conditions(config, space, defaults)
+    if keep_label and label is not None:
+        config[VARIANT] = label
+    return config
 
 
 def trial_cpus(t: TrialConfig) -> int:

@@ -6,16 +6,26 @@ instance; `address=` joins a running cluster.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
+import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
+from rlsweep import __version__, tracking
 from rlsweep import metrics as M
-from rlsweep.spec import SweepSpec, check_resources
+from rlsweep.results import RUN_FILE, SWEEP_FILE, cell
+from rlsweep.spec import SpecError, SweepSpec, check_resources
+from rlsweep.storage import filesystem, is_uri, to_uri
+from rlsweep.tracking import WandbSettings
 
 # Per-trial result columns, in table order.
 RESULT_COLUMNS = (
@@ -55,7 +65,8 @@ class SweepResult:
     """A finished (or stopped) sweep: its spec, where it lives, and one row per trial."""
 
     spec: SweepSpec
-    path: Path
+    path: Path | str
+    """The experiment dir: a local absolute Path, or a URI string (s3://...)."""
     trials: pd.DataFrame
 
     def to_dataframe(self) -> pd.DataFrame:
@@ -74,12 +85,13 @@ def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
         row: dict[str, Any] = {"game": cfg.get("game"), "seed": cfg.get("seed")}
         if spec.variants:
             row["variant"] = (result.config or {}).get("variant")
-        row.update({k: _cell(cfg.get(k)) for k in swept})
+        row.update({k: cell(cfg.get(k)) for k in swept})
         row.update({k: last.get(k, math.nan) for k in RESULT_COLUMNS})
         row["iterations"] = last.get("training_iteration", 0)
-        row["status"] = "ERROR" if result.error else "TERMINATED"
-        row["error"] = _first_line(result.error) if result.error else ""
-        row["trial_dir"] = str(result.path)
+        failed = _first_line(result.error) if result.error else last.get(M.TRIAL_ERROR, "")
+        row["status"] = "ERROR" if failed else "TERMINATED"
+        row["error"] = failed
+        row["trial_dir"] = to_uri(result.filesystem, result.path)
         rows.append(row)
     df = pd.DataFrame(rows)
     if spec.variants:  # in the spec's order, as the write-up's columns are
@@ -88,13 +100,117 @@ def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
     return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
 
 
-def _cell(v: Any) -> Any:
-    return str(v) if isinstance(v, list | tuple | dict) else v
-
-
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[-1] if text else ''}"
+
+
+def experiment_path(spec: SweepSpec, storage_path: str | None = None) -> str:
+    """`<storage>/<name>`: a local absolute path or a URI."""
+    storage_path = storage_path or spec.storage_path
+    if is_uri(storage_path):
+        return f"{storage_path.rstrip('/')}/{spec.name}"
+    return str(Path(storage_path).expanduser().resolve() / spec.name)
+
+
+def _write(experiment: str, name: str, text: str) -> None:
+    fs, root = filesystem(experiment)
+    if fs is None:
+        Path(root).mkdir(parents=True, exist_ok=True)
+        (Path(root) / name).write_text(text)
+        return
+    fs.create_dir(root, recursive=True)
+    with fs.open_output_stream(f"{root}/{name}") as f:
+        f.write(text.encode())
+
+
+def read_sweep_spec(experiment: str | Path) -> SweepSpec:
+    """The spec a sweep ran with, from its experiment dir (local or URI)."""
+    fs, root = filesystem(str(experiment))
+    try:
+        if fs is None:
+            text = (Path(root) / SWEEP_FILE).read_text()
+        else:
+            with fs.open_input_stream(f"{root}/{SWEEP_FILE}") as f:
+                text = f.read().decode()
+    except (FileNotFoundError, OSError) as e:
+        raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not an rlsweep sweep?)") from e
+    return SweepSpec.from_dict(yaml.safe_load(text), source=f"{experiment}/{SWEEP_FILE}")
+
+
+def record_run(
+    spec: SweepSpec, experiment: str, *, address: str | None, instance: Instance | None
+) -> None:
+    """Write SWEEP_FILE and RUN_FILE (no credentials: nothing here comes from the env)."""
+    from rlsweep.tracking import git_commit
+
+    _write(experiment, SWEEP_FILE, spec.to_yaml())
+    run = {
+        "rlsweep_version": __version__,
+        "git_commit": git_commit(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": socket.gethostname(),
+        "ray_address": address or "local",
+        "instance_type": instance.type if instance else None,
+        "spot": instance.spot if instance else None,
+    }
+    _write(experiment, RUN_FILE, json.dumps(run, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """The machine type trials run on, recorded for cost reporting (`rlsweep.cost`)."""
+
+    type: str
+    """Cloud instance type, e.g. c6i.8xlarge."""
+    spot: bool = False
+    """Billed at the spot price."""
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """The Ray dashboard (Tune's live view): loopback only unless `host` says otherwise."""
+
+    port: int = 8265
+    host: str = "127.0.0.1"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@contextlib.contextmanager
+def ray_session(
+    *,
+    address: str | None,
+    num_cpus: int | None,
+    jemalloc: bool,
+    dashboard: Dashboard | None,
+) -> Iterator[None]:
+    """Start Ray here (or join `address`) for the length of a sweep; stop it if started here."""
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        kwargs: dict[str, Any] = {}
+        if dashboard is not None and address is None:
+            kwargs = {"dashboard_host": dashboard.host, "dashboard_port": dashboard.port}
+        ctx = ray.init(
+            address=address,
+            num_cpus=num_cpus if address is None else None,
+            runtime_env=runtime_env(jemalloc),
+            include_dashboard=dashboard is not None if address is None else None,
+            configure_logging=True,
+            logging_level="WARNING",
+            **kwargs,
+        )
+        if dashboard is not None and ctx.dashboard_url:
+            print(f"rlsweep: Ray dashboard at http://{ctx.dashboard_url}", flush=True)
+    try:
+        yield
+    finally:
+        if started_here:
+            ray.shutdown()
 
 
 def run_sweep(
@@ -105,46 +221,127 @@ def run_sweep(
     trainable=None,
     num_cpus: int | None = None,
     jemalloc: bool = True,
-    max_failures: int = 0,
+    max_failures: int = 2,
+    wandb: bool | str | WandbSettings | dict | None = None,
+    dashboard: bool | Dashboard = False,
+    instance: Instance | None = None,
 ) -> SweepResult:
     """Run every trial of `spec` and return the per-trial table.
 
     spec: a SweepSpec or the path of a YAML spec (validated before Ray starts).
     address: a running Ray cluster ("auto", "ray://..."); None starts Ray in-process.
-    storage_path: overrides the spec's storage_path.
+    storage_path: overrides the spec's storage_path (a directory or s3:// URI).
     trainable: the Tune trainable (default: the real RLlib trial, `train_trial`).
     num_cpus: CPUs of the embedded Ray instance (default: all).
     jemalloc: preload Ray's jemalloc into trial processes.
+    max_failures: retries of a crashed trial, each from its last checkpoint.
+    wandb: log to W&B (True, a mode such as "offline", or `WandbSettings`); off by default.
+    dashboard: start the Ray dashboard (on 127.0.0.1:8265 unless a `Dashboard` says otherwise).
+    instance: the instance type trials run on, recorded so reports can price the sweep.
     """
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
     if address is None:  # checked before Ray starts; a cluster is checked once joined
         check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
-    import ray
-
     from rlsweep.tune_bridge import build_tuner
 
-    if trainable is None:
-        from rlsweep.trainable import train_trial as trainable
-
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(
-            address=address,
-            num_cpus=num_cpus if address is None else None,
-            runtime_env=runtime_env(jemalloc),
-            include_dashboard=False,
-            configure_logging=True,
-            logging_level="WARNING",
+    experiment = experiment_path(spec, storage_path)
+    wandb_settings = tracking.settings_from(wandb)
+    with ray_session(
+        address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
+    ):
+        _check_cluster(spec, autoscaling=address is not None)
+        record_run(spec, experiment, address=address, instance=instance)
+        callbacks = [tracking.callback(spec, wandb_settings, experiment)] if wandb_settings else []
+        tuner = build_tuner(
+            spec,
+            trainable or _real_trainable(),
+            storage_path=storage_path,
+            callbacks=callbacks,
+            max_failures=max_failures,
         )
+        grid = _fit(tuner, wandb_settings)
+    return _finish(spec, experiment, grid, wandb_settings)
+
+
+def resume_sweep(
+    experiment: str | Path,
+    *,
+    address: str | None = None,
+    trainable=None,
+    num_cpus: int | None = None,
+    jemalloc: bool = True,
+    wandb: bool | str | WandbSettings | dict | None = None,
+    dashboard: bool | Dashboard = False,
+) -> SweepResult:
+    """Continue an interrupted sweep (driver killed, machine rebooted, spot reclaimed).
+
+    Finished trials are kept as they are; unfinished and errored ones continue from their last
+    checkpoints (or start, if they had none). The spec comes from the sweep's own `sweep.yaml`.
+    """
+    from ray import tune
+
+    from rlsweep.tune_bridge import restore_tuner
+
+    experiment = str(experiment) if is_uri(str(experiment)) else str(Path(experiment).resolve())
+    spec = read_sweep_spec(experiment)
+    if address is None:
+        check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
+    wandb_settings = tracking.settings_from(wandb)
+    with ray_session(
+        address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
+    ):
+        fs, root = filesystem(experiment)
+        if not tune.Tuner.can_restore(root, storage_filesystem=fs):
+            raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
+        tuner = restore_tuner(spec, trainable or _real_trainable(), experiment)
+        grid = _fit(tuner, wandb_settings)
+    return _finish(spec, experiment, grid, wandb_settings)
+
+
+def _check_cluster(spec: SweepSpec, autoscaling: bool) -> None:
+    """Trials must fit the cluster, or Tune waits forever. A joined cluster may be autoscaled:
+    its nodes are not all there yet, so a misfit is a warning there, not an error."""
+    import ray
+
+    total = ray.cluster_resources()
     try:
-        if address is not None or not started_here:
-            total = ray.cluster_resources()
-            check_resources(spec, total.get("CPU", 0), total.get("GPU", 0), where="the cluster")
-        tuner = build_tuner(spec, trainable, storage_path=storage_path, max_failures=max_failures)
-        grid = tuner.fit()
-    finally:
-        if started_here:
-            ray.shutdown()
-    path = Path(grid.experiment_path)
-    return SweepResult(spec=spec, path=path, trials=trials_frame(spec, grid))
+        check_resources(spec, total.get("CPU", 0), total.get("GPU", 0), where="the cluster")
+    except SpecError as e:
+        if not autoscaling:
+            raise
+        print(f"rlsweep: warning: {e} now; trials wait for the autoscaler to add nodes")
+
+
+def _real_trainable():
+    from rlsweep.trainable import train_trial
+
+    return train_trial
+
+
+def _dashboard(value: bool | Dashboard) -> Dashboard | None:
+    if value is True:
+        return Dashboard()
+    return value or None
+
+
+def _fit(tuner, wandb_settings: WandbSettings | None):
+    if wandb_settings is None:
+        return tuner.fit()
+    with tracking.mode_env(wandb_settings.resolved_mode()):
+        return tuner.fit()
+
+
+def _finish(
+    spec: SweepSpec, experiment: str, grid, wandb_settings: WandbSettings | None
+) -> SweepResult:
+    path = experiment if is_uri(experiment) else Path(experiment)
+    result = SweepResult(spec=spec, path=path, trials=trials_frame(spec, grid))
+    if wandb_settings is not None:
+        from rlsweep.report import build_report
+
+        out = tracking.run_dir(wandb_settings, experiment) / "report"
+        report = build_report([experiment], out=out)
+        with tracking.mode_env(wandb_settings.resolved_mode()):
+            tracking.log_report(spec, wandb_settings, experiment, report)
+    return result

@@ -43,6 +43,7 @@ def fake_trial(config: dict[str, Any]) -> None:
         test_n = procgen.normalize(cfg.game, cfg.distribution_mode, test)
         metrics = {
             M.ENV_STEPS: steps,
+            M.TUNE_STEPS: steps,
             M.TRAIN_RETURN: train,
             M.TRAIN_RETURN_NORM: train_n,
             M.TEST_RETURN: test,

@@ -29,6 +29,8 @@ from rlsweep.metrics import (
     TEST_RETURN_NORM,
     TRAIN_RETURN,
     TRAIN_RETURN_NORM,
+    TRIAL_ERROR,
+    TUNE_STEPS,
     WALL_S,
 )
 
@@ -100,6 +102,7 @@ def train_trial(config: dict[str, Any]) -> None:
             train_norm = procgen.normalize(cfg.game, cfg.distribution_mode, m[TRAIN_RETURN])
             metrics = {
                 **m,
+                TUNE_STEPS: m[ENV_STEPS],
                 TRAIN_RETURN_NORM: train_norm,
                 **test,
                 TEST_FRESH: fresh,
@@ -109,8 +112,11 @@ def train_trial(config: dict[str, Any]) -> None:
                 "perf/jemalloc": jemalloc_loaded(),
             }
             updated = m.get("train/module_steps_trained", 1) > 0  # DQN waits for learning_starts
-            if updated and not all(math.isfinite(m[k]) for k in ("loss/total", "loss/value")):
-                raise FloatingPointError(f"non-finite loss at iteration {iteration}: {m}")
+            bad = [k for k in ("loss/total", "loss/value") if not math.isfinite(m[k])]
+            if updated and bad:
+                reason = f"training diverged: {bad[0]} is {m[bad[0]]} at iteration {iteration}"
+                tune.report({**metrics, TRIAL_ERROR: reason})
+                break
             save = finished or (
                 cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0
             )

@@ -12,35 +12,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ray import tune
 
 from rlsweep.config import TrialConfig
-from rlsweep.space import apply_conditions
-from rlsweep.spec import SweepSpec
-from rlsweep.storage import tune_storage
+from rlsweep.spec import VARIANT, SweepSpec, resolve_config
+from rlsweep.storage import is_uri, tune_storage
 
 Trainable = Callable[[dict[str, Any]], None]
-CELL_INDEX = "__trial_index__"  # set by Tune's Repeater
-
-
-def _defaults(spec: SweepSpec) -> dict[str, Any]:
-    return TrialConfig(total_env_steps=spec.budget, **spec.base_params()).to_dict()
-
-
-VARIANT = "variant"
-
-
-def cells(spec: SweepSpec) -> list[tuple[str, int, str | None]]:
-    """The grid cells every sampled configuration runs in: game x seed x variant."""
-    return [(g, s, v) for g in spec.games for s in spec.seeds for v in spec.variant_labels]
 
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
     """Tune's param_space. Fixed values are written out in full (every TrialConfig field) so
     each trial's params.json records exactly what ran, defaults included."""
-    defaults = _defaults(spec)
+    defaults = spec.defaults()
     space: dict[str, Any] = dict(defaults)
     if spec.search.algorithm == "optuna":
         # Optuna cannot grid; the Repeater's index picks the (game, seed) cell instead.
@@ -84,32 +71,16 @@ def _conditional(domain, when: dict[str, tuple], default: Any, spec) -> Any:
 
 def resolved_config(spec: SweepSpec, config: dict[str, Any]) -> dict[str, Any]:
     """The TrialConfig dict a trial actually runs with (Repeater cell, conditions applied)."""
-    return _resolve(
-        config,
-        spec_space=spec.space,
-        defaults=_defaults(spec),
-        cells_=cells(spec),
-        variants=spec.variants,
-    )
-
-
-def _resolve(config: dict[str, Any], *, spec_space, defaults, cells_, variants) -> dict[str, Any]:
-    """What the trial runs: the Repeater's cell index -> game/seed; conditions applied."""
-    config = dict(config)
-    if CELL_INDEX in config:
-        config["game"], config["seed"], label = cells_[config.pop(CELL_INDEX)]
-        if label is not None:
-            config.update(variants[label])
-    config.pop(VARIANT, None)  # a label, not a TrialConfig field
-    return apply_conditions(config, spec_space, defaults)
+    return spec.resolve(config)
 
 
 def wrap_trainable(spec: SweepSpec, trainable: Trainable) -> Trainable:
+    # The pieces, not the spec, travel to the trial processes.
     resolve = functools.partial(
-        _resolve,
-        spec_space=spec.space,
-        defaults=_defaults(spec),
-        cells_=cells(spec),
+        resolve_config,
+        space=spec.space,
+        defaults=spec.defaults(),
+        cells=spec.cells(),
         variants=spec.variants,
     )
 
@@ -126,7 +97,21 @@ def _trial_resources(config: dict[str, Any]):
     return trial_resources(TrialConfig.from_dict(config))
 
 
-def search_alg(spec: SweepSpec):
+OPTUNA_DB = "optuna.db"
+
+
+def optuna_storage_url(spec: SweepSpec, experiment: str | None = None) -> str:
+    """Where the Optuna study persists: `search.storage`, else SQLite in the local experiment dir
+    (`results/<name>/` for a sweep stored at a URI: SQLite needs a local file)."""
+    if spec.search.storage:
+        return spec.search.storage
+    local = experiment if experiment and not is_uri(experiment) else str(Path(spec.name))
+    path = Path(local).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path / OPTUNA_DB}"
+
+
+def search_alg(spec: SweepSpec, experiment: str | None = None):
     s = spec.search
     if s.algorithm != "optuna":
         return None  # Tune's default variant generator: grids and random samples
@@ -135,9 +120,13 @@ def search_alg(spec: SweepSpec):
     from ray.tune.search.optuna import OptunaSearch
 
     searcher = OptunaSearch(
-        sampler=optuna.samplers.TPESampler(seed=s.seed), metric=spec.metric, mode=spec.mode
+        sampler=optuna.samplers.TPESampler(seed=s.seed),
+        metric=spec.metric,
+        mode=spec.mode,
+        study_name=spec.name,
+        storage=optuna.storages.RDBStorage(optuna_storage_url(spec, experiment)),
     )
-    repeat = len(cells(spec))
+    repeat = len(spec.cells())
     searcher = Repeater(searcher, repeat=repeat)
     if spec.max_concurrent:
         searcher = ConcurrencyLimiter(searcher, max_concurrent=spec.max_concurrent)
@@ -170,7 +159,7 @@ def scheduler(spec: SweepSpec):
 
 def num_samples(spec: SweepSpec) -> int:
     if spec.search.algorithm == "optuna":
-        return spec.search.num_samples * len(cells(spec))  # Repeater counts each cell
+        return spec.search.num_samples * len(spec.cells())  # Repeater counts each cell
     return spec.search.num_samples
 
 
@@ -188,6 +177,12 @@ def _trial_dirname(trial) -> str:
     return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 'x')}_{trial.trial_id}"
 
 
+def _run_spec(spec: SweepSpec) -> SweepSpec:
+    if overrides := trial_overrides(spec):
+        return dataclasses.replace(spec, params={**spec.params, **overrides})
+    return spec
+
+
 def build_tuner(
     spec: SweepSpec,
     trainable: Trainable,
@@ -196,17 +191,20 @@ def build_tuner(
     callbacks: list[Any] | None = None,
     max_failures: int = 0,
 ) -> tune.Tuner:
-    """A Tuner running every trial of `spec` with `trainable`, resources sized per trial."""
-    if overrides := trial_overrides(spec):
-        spec = dataclasses.replace(spec, params={**spec.params, **overrides})
-    storage, storage_fs = tune_storage(storage_path or spec.storage_path)
+    """A Tuner running every trial of `spec` with `trainable`, resources sized per trial.
+
+    A crashed trial is retried up to `max_failures` times, each from its last checkpoint."""
+    spec = _run_spec(spec)
+    storage_path = storage_path or spec.storage_path
+    storage, storage_fs = tune_storage(storage_path)
+    experiment = f"{storage}/{spec.name}" if storage_fs is None else None
     return tune.Tuner(
         wrap_trainable(spec, trainable),
         param_space=param_space(spec),
         tune_config=tune.TuneConfig(
             metric=spec.metric,
             mode=spec.mode,
-            search_alg=search_alg(spec),
+            search_alg=search_alg(spec, experiment),
             scheduler=scheduler(spec),
             num_samples=num_samples(spec),
             max_concurrent_trials=spec.max_concurrent
@@ -226,4 +224,21 @@ def build_tuner(
             ),
             verbose=1,
         ),
+    )
+
+
+def restore_tuner(spec: SweepSpec, trainable: Trainable, experiment: str) -> tune.Tuner:
+    """The Tuner of an interrupted sweep: finished trials stay finished; unfinished and errored
+    ones continue from their latest checkpoints. Run settings (storage, callbacks, failure
+    retries, searcher and scheduler state) come from the experiment's saved state."""
+    spec = _run_spec(spec)
+    storage, storage_fs = tune_storage(experiment)
+    return tune.Tuner.restore(
+        storage,
+        wrap_trainable(spec, trainable),
+        param_space=param_space(spec),
+        resume_unfinished=True,
+        resume_errored=True,
+        restart_errored=False,
+        storage_filesystem=storage_fs,
     )

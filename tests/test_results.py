@@ -111,7 +111,7 @@ def broken(tmp_path):
     write_trial(exp, "coinrun_s1_b", p(1))  # not started: params.json only
     # cut mid-way, its last line half written
     write_trial(exp, "coinrun_s2_c", p(2), full[:2], tail='{"env_steps": 30')
-    write_trial(exp, "coinrun_s3_d", p(3), full, error="Traceback ...\nRuntimeError: boom\n")
+    write_trial(exp, "coinrun_s3_d", p(3), full[:2], error="Traceback ...\nRuntimeError: boom\n")
     nan = [*full[:3], {**full[3], M.TEST_RETURN_NORM: math.nan}]
     write_trial(exp, "coinrun_s4_e", p(4), nan)
     inf = [{**full[0], M.TRAIN_RETURN: math.inf}, *full[1:]]
@@ -125,6 +125,11 @@ def broken(tmp_path):
     restored = [*full, {**full[2], "training_iteration": 3}, {**full[3], "training_iteration": 4}]
     restored[-1][M.TEST_RETURN_NORM] = 0.9
     write_trial(exp, "coinrun_s8_i", p(8), restored)
+    # crashed once, and Tune's retry from the checkpoint reached the budget: counted
+    write_trial(exp, "coinrun_s9_j", p(9), full, error="Traceback ...\nActorDiedError: x\n")
+    # stopped itself as failed (rlsweep.trainable on a non-finite loss)
+    stopped = [*full[:2], {**full[2], M.TRIAL_ERROR: "training diverged: loss/total is nan"}]
+    write_trial(exp, "coinrun_s10_k", p(10), stopped)
     return exp
 
 
@@ -141,6 +146,8 @@ def test_every_trial_is_kept_and_marked(broken):
         "coinrun_s6_g": R.ERROR,
         "coinrun_s7_h": R.TERMINATED,
         "coinrun_s8_i": R.TERMINATED,
+        "coinrun_s9_j": R.TERMINATED,
+        "coinrun_s10_k": R.ERROR,
     }
     assert final["error"].to_dict() == {
         "coinrun_s0_a": "",
@@ -152,6 +159,8 @@ def test_every_trial_is_kept_and_marked(broken):
         "coinrun_s6_g": "loss/total is nan at the last iteration (training diverged)",
         "coinrun_s7_h": "",
         "coinrun_s8_i": "",
+        "coinrun_s9_j": "recovered after: ActorDiedError: x",
+        "coinrun_s10_k": "training diverged: loss/total is nan",
     }
     rows = curves.groupby("trial_id").size()
     assert rows["coinrun_s1_b"] == 1 and rows["coinrun_s2_c"] == 2 and rows["coinrun_s8_i"] == 4
@@ -171,7 +180,8 @@ def test_final_takes_the_test_score_from_the_last_evaluation(broken):
 
 def test_only_finished_trials_are_aggregated(broken):
     final = R.final_scores(R.load_curves(broken))
-    assert sorted(R.finished(final)["trial_id"]) == ["coinrun_s0_a", "coinrun_s7_h", "coinrun_s8_i"]
+    counted = sorted(R.finished(final)["trial_id"])
+    assert counted == ["coinrun_s0_a", "coinrun_s7_h", "coinrun_s8_i", "coinrun_s9_j"]
     assert R.swept_params(final) == ["framestack"]
 
 
