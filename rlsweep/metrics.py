@@ -29,3 +29,6 @@ TRIAL_ERROR = "trial/error"
 """Set (to the reason) on the last report of a trial that stopped itself as failed, e.g. on a
 non-finite loss. Divergence is a result, not a crash: Tune's retry from the last checkpoint
 would replay the same updates, so the trial ends instead of raising."""
+
+NODE_ID = "trial/node_id"
+"""Ray node the trial's process ran on (a retried trial may move to another node)."""

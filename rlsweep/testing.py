@@ -8,8 +8,10 @@ import json
 import math
 import os
 import tempfile
+import time
 from typing import Any
 
+import ray
 from ray import tune
 
 from rlsweep import metrics as M
@@ -27,8 +29,13 @@ def curve(cfg: TrialConfig, env_steps: float) -> tuple[float, float]:
     return train, lo + (hi - lo) * skill * 0.7
 
 
+ITER_S_ENV = "RLSWEEP_FAKE_ITER_S"
+"""Seconds each fake iteration sleeps (default 0): lets tests kill a sweep mid-way."""
+
+
 def fake_trial(config: dict[str, Any]) -> None:
     cfg = TrialConfig.from_dict(config)
+    pause = float(os.environ.get(ITER_S_ENV, "0"))
     per_iter = cfg.effective_train_batch_size
     steps = 0
     if (restored := tune.get_checkpoint()) is not None:
@@ -36,6 +43,7 @@ def fake_trial(config: dict[str, Any]) -> None:
             steps = json.load(f)["env_steps"]
     iteration = steps // per_iter
     while steps < cfg.total_env_steps:
+        time.sleep(pause)
         steps += per_iter
         iteration += 1
         train, test = curve(cfg, steps)
@@ -52,6 +60,7 @@ def fake_trial(config: dict[str, Any]) -> None:
             M.GAP_NORM: train_n - test_n,
             M.WALL_S: 0.01 * iteration,
             "hp/lr": cfg.lr,
+            M.NODE_ID: ray.get_runtime_context().get_node_id(),
         }
         periodic = cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0
         if periodic or steps >= cfg.total_env_steps:

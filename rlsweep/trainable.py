@@ -14,6 +14,7 @@ import tempfile
 import time
 from typing import Any
 
+import ray
 import torch
 from ray import tune
 
@@ -24,6 +25,7 @@ from rlsweep.evaluation import EvalResult, evaluate, sampling_policy
 from rlsweep.metrics import (
     ENV_STEPS,
     GAP_NORM,
+    NODE_ID,
     TEST_FRESH,
     TEST_RETURN,
     TEST_RETURN_NORM,
@@ -110,6 +112,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 WALL_S: wall,
                 "time/env_steps_per_s": (m[ENV_STEPS] - steps_at_start) / wall,
                 "perf/jemalloc": jemalloc_loaded(),
+                NODE_ID: ray.get_runtime_context().get_node_id(),
             }
             updated = m.get("train/module_steps_trained", 1) > 0  # DQN waits for learning_starts
             bad = [k for k in ("loss/total", "loss/value") if not math.isfinite(m[k])]
