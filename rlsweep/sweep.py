@@ -279,11 +279,11 @@ def resume_sweep(
     Finished trials are kept as they are; unfinished and errored ones continue from their last
     checkpoints (or start, if they had none). The spec comes from the sweep's own `sweep.yaml`.
     """
-    from ray import tune
-
     from rlsweep.tune_bridge import restore_tuner
 
     experiment = str(experiment) if is_uri(str(experiment)) else str(Path(experiment).resolve())
+    if not can_resume(experiment):
+        raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
     spec = read_sweep_spec(experiment)
     if address is None:
         check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
@@ -291,9 +291,6 @@ def resume_sweep(
     with ray_session(
         address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
     ):
-        fs, root = filesystem(experiment)
-        if not tune.Tuner.can_restore(root, storage_filesystem=fs):
-            raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
         tuner = restore_tuner(spec, trainable or _real_trainable(), experiment)
         grid = _fit(tuner, wandb_settings)
     return _finish(spec, experiment, grid, wandb_settings)
@@ -311,6 +308,26 @@ def _check_cluster(spec: SweepSpec, autoscaling: bool) -> None:
         if not autoscaling:
             raise
         print(f"rlsweep: warning: {e} now; trials wait for the autoscaler to add nodes")
+
+
+def can_resume(experiment: str | Path) -> bool:
+    """The experiment dir holds Tune's state (an interrupted or finished rlsweep sweep)."""
+    from ray import tune
+
+    fs, root = filesystem(str(experiment))
+    return tune.Tuner.can_restore(root, storage_filesystem=fs)
+
+
+def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:
+    """`resume_sweep` where `spec`'s experiment dir already holds a sweep (a restarted spot job
+    finds its checkpoints there), else `run_sweep`. kwargs: run_sweep's."""
+    if not isinstance(spec, SweepSpec):
+        spec = SweepSpec.from_yaml(spec)
+    experiment = experiment_path(spec, kwargs.get("storage_path"))
+    if can_resume(experiment):
+        keep = ("address", "trainable", "num_cpus", "jemalloc", "wandb", "dashboard")
+        return resume_sweep(experiment, **{k: v for k, v in kwargs.items() if k in keep})
+    return run_sweep(spec, **kwargs)
 
 
 def _real_trainable():

@@ -192,3 +192,21 @@ def test_ablation_table_has_the_write_up_layout(tmp_path):
     assert table.splitlines()[4].startswith("| leaper | ")
     assert (result.path / "report" / "ablation.csv").exists()
     assert (result.path / "report" / "report.md").exists()
+
+
+def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
+    """What a restarted spot job does: the sweep found in storage is resumed, not rerun."""
+    from rlsweep.sweep import can_resume, run_or_resume
+
+    spec = SweepSpec(
+        name="again", games=["coinrun"], seeds=[0, 1], budget=2 * 4096, storage_path=str(tmp_path)
+    )
+    assert not can_resume(tmp_path / "again")
+    first = run_or_resume(spec, trainable=fake_trial, num_cpus=2)
+    lines = {d: (Path(d) / "result.json").read_text() for d in first.trials["trial_dir"]}
+    assert can_resume(first.path)
+    second = run_or_resume(spec, trainable=fake_trial, num_cpus=2)
+    assert sorted(second.trials["trial_dir"]) == sorted(lines)
+    assert (second.trials["status"] == "TERMINATED").all()
+    for d, text in lines.items():
+        assert (Path(d) / "result.json").read_text() == text

@@ -268,10 +268,11 @@ def load_trainable(path: str | None):
 
 
 def run(spec_path: str, *, address: str, storage: str, trainable=None):
-    """The job's sweep: the one call site that runs it (resuming belongs here too)."""
-    from rlsweep.sweep import run_sweep
+    """The job's sweep: the one call site that runs it. A spot job restarted after an
+    interruption finds its sweep in the restored checkpoint dir and resumes it."""
+    from rlsweep.sweep import run_or_resume
 
-    return run_sweep(spec_path, address=address, storage_path=storage, trainable=trainable)
+    return run_or_resume(spec_path, address=address, storage_path=storage, trainable=trainable)
 
 
 def write_summary(model_dir: str, result, summary: dict[str, Any]) -> Path:
