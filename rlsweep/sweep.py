@@ -206,6 +206,8 @@ def ray_session(
         )
         if dashboard is not None and ctx.dashboard_url:
             print(f"rlsweep: Ray dashboard at http://{ctx.dashboard_url}", flush=True)
+            if os.environ.get("RAY_AUTH_MODE", "token") != "disabled":
+                print("rlsweep: its login token is in ~/.ray/auth_token", flush=True)
     try:
         yield
     finally:
