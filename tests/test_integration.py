@@ -108,6 +108,15 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]
         )
+    # The report from this real sweep dir: both trials counted, every file written.
+    from rlsweep.report import FILES, build_report
+
+    report = build_report([tmp_path / "real"], n_resamples=200)
+    assert "`real`: 2 trials (2 TERMINATED)" in report.read_text()
+    assert all((report.parent / f).stat().st_size > 0 for f in FILES)
+    table = (report.parent / "table.md").read_text()
+    assert table.startswith("| game | framestack=gap | framestack=none |\n")
+    assert "| leaper |" in table
 
 
 def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
