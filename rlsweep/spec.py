@@ -315,7 +315,7 @@ class SweepSpec:
         ):
             fail("max_concurrent", f"got {self.max_concurrent!r}; allowed: an integer >= 1 or null")
         if not isinstance(self.storage_path, str) or not self.storage_path:
-            fail("storage_path", f"got {self.storage_path!r}; allowed: a directory path")
+            fail("storage_path", f"got {self.storage_path!r}; allowed: a directory or s3:// URI")
         if not isinstance(self.tags, list) or not all(isinstance(t, str) for t in self.tags):
             fail("tags", f"got {self.tags!r}; allowed: a list of strings")
         self._check_search()
