@@ -24,6 +24,7 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/rlsweep run search_spaces/demo.yaml
+	$(BIN)/rlsweep report results/demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
