@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import itertools
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,14 @@ ALGORITHMS = ("grid", "random", "optuna")
 SCHEDULERS = ("none", "asha", "pbt")
 # TrialConfig fields set by top-level spec keys, not by params/space.
 _AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
-BASELINES_DIR = Path(__file__).resolve().parent.parent / "baselines"
+def _baselines_dir() -> Path:
+    """baselines/ of the checkout beside the package, else where the wheel installed them."""
+    checkout = Path(__file__).resolve().parent.parent / "baselines"
+    installed = Path(sys.prefix) / "share" / "rlsweep" / "baselines"
+    return checkout if checkout.is_dir() or not installed.is_dir() else installed
+
+
+BASELINES_DIR = _baselines_dir()
 
 
 class SpecError(ValueError):
