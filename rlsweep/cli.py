@@ -83,18 +83,21 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _where(args: argparse.Namespace) -> dict:
     """run_sweep's "where and how to run" options, shared by run, resume and ablate."""
-    from rlsweep.sweep import Dashboard
+    from rlsweep.sweep import Dashboard, Instance
 
     wandb = None
     if args.wandb:
         wandb = {"mode": args.wandb, "project": args.wandb_project}
-    return {
+    where = {
         "address": args.address,
         "num_cpus": args.num_cpus,
         "max_failures": args.max_failures,
         "wandb": wandb,
         "dashboard": Dashboard(port=args.dashboard_port) if args.dashboard else False,
     }
+    if instance := getattr(args, "instance", None):
+        where["instance"] = Instance(instance, spot=args.spot)
+    return where
 
 
 def _summary(result) -> int:
@@ -109,7 +112,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
     try:
-        path = build_report(args.dirs, by=by, out=args.out, n_resamples=args.resamples)
+        path = build_report(
+            args.dirs, by=by, out=args.out, n_resamples=args.resamples, prices=args.prices
+        )
     except (OSError, ValueError) as e:  # OSError: also S3 access denied / unreachable
         print(f"rlsweep: error: {e}", file=sys.stderr)
         return 2
@@ -141,6 +146,10 @@ def _add_where(p: argparse.ArgumentParser, retries: bool = True) -> None:
             default=2,
             help="retries of a crashed trial, each from its last checkpoint (default: 2)",
         )
+        p.add_argument(
+            "--instance", help="instance type trials run on (recorded; reports price it)"
+        )
+        p.add_argument("--spot", action="store_true", help="--instance is billed as spot")
     else:
         p.set_defaults(max_failures=None)
     p.add_argument(
@@ -262,6 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     rep.add_argument("--out", help="output directory (default: DIR/report)")
     rep.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)
 
     cl = sub.add_parser("cluster", help="write a cluster config to run sweeps on")

@@ -440,9 +440,11 @@ def build_report(
     out: str | Path | None = None,
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
+    prices: str | Path | None = None,
 ) -> Path:
     """Write the report files (FILES) into `out` (default: `default_out(paths)`); returns the
-    path of report.md."""
+    path of report.md. `prices`: a price table for the cost section (default: the shipped
+    `rlsweep/prices.yaml`)."""
     exp = load(paths, by)
     out = Path(out) if out is not None else default_out(paths)
     out.mkdir(parents=True, exist_ok=True)
@@ -532,7 +534,7 @@ def build_report(
     ]
     dirs = [d for p in paths for d in R.experiment_dirs(p)]
     md += importance_section(dirs, exp, out)
-    md += cost_section(dirs, exp)
+    md += cost_section(dirs, exp, prices)
     md += ["## Trials not counted", ""]
     left = exp.final[~exp.final.index.isin(exp.counted.index)]
     if len(left):
@@ -627,9 +629,13 @@ def usd_text(x: float) -> str:
     return f"${x:,.2f}" if x >= 0.01 or x == 0 else f"${x:.4g}".replace("e-0", "e-")
 
 
-def cost_section(dirs: Sequence[Path], exp: Experiment, prices=None) -> list[str]:
+def cost_section(
+    dirs: Sequence[Path], exp: Experiment, prices: str | Path | None = None
+) -> list[str]:
     """$ per trial and per sweep, for sweeps that recorded the instance type they ran on."""
     from rlsweep import cost
+
+    table = cost.load_prices(prices) if prices is not None else None
 
     lines = []
     for d in dirs:
@@ -643,10 +649,14 @@ def cost_section(dirs: Sequence[Path], exp: Experiment, prices=None) -> list[str
         cpus = trials.get("num_cpus", 1) + trials.get("num_env_runners", 0)
         gpus = trials.get("num_gpus", 0) * np.ones(len(trials))
         walls = trials[M.WALL_S].fillna(0.0)  # a trial that never reported ran ~0 s
-        usd = [
-            cost.trial_cost(w, c, g, instance, spot, prices)
-            for w, c, g in zip(walls, cpus * np.ones(len(trials)), gpus, strict=True)
-        ]
+        try:
+            usd = [
+                cost.trial_cost(w, c, g, instance, spot, table)
+                for w, c, g in zip(walls, cpus * np.ones(len(trials)), gpus, strict=True)
+            ]
+        except cost.PriceError as e:  # e.g. a type missing from the price table
+            lines.append(f"| {d.name} | {instance} | {len(trials)} | ? | ? ({e.message}) |")
+            continue
         if not usd:
             continue
         lines.append(

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from rlsweep import metrics as M
 from rlsweep import storage
@@ -259,10 +260,19 @@ SWEEP_FILE, RUN_FILE = "sweep.yaml", "sweep.json"
 """Written by `rlsweep.sweep.run_sweep` into the experiment dir: the spec as run, provenance."""
 
 
-def sweep_spec(experiment: str | Path):
-    """The SweepSpec an experiment dir was run with, or None (not run by rlsweep)."""
-    path = Path(experiment) / SWEEP_FILE
-    return SweepSpec.from_yaml(path) if path.exists() else None
+def sweep_spec(experiment: str | Path) -> SweepSpec | None:
+    """The SweepSpec an experiment dir (local or a URI) was run with; None if not rlsweep's."""
+    fs, root = storage.filesystem(str(experiment))
+    source = f"{experiment}/{SWEEP_FILE}"
+    try:
+        if fs is None:
+            text = (Path(root) / SWEEP_FILE).read_text()
+        else:
+            with fs.open_input_stream(f"{root}/{SWEEP_FILE}") as f:
+                text = f.read().decode()
+    except FileNotFoundError:
+        return None
+    return SweepSpec.from_dict(yaml.safe_load(text), source=source)
 
 
 def run_info(experiment: str | Path) -> dict[str, Any]:

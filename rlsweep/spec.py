@@ -33,6 +33,8 @@ ALGORITHMS = ("grid", "random", "optuna")
 SCHEDULERS = ("none", "asha", "pbt")
 # TrialConfig fields set by top-level spec keys, not by params/space.
 _AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
+
+
 def _baselines_dir() -> Path:
     """baselines/ of the checkout beside the package, else where the wheel installed them."""
     checkout = Path(__file__).resolve().parent.parent / "baselines"

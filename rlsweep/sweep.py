@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from rlsweep import __version__, tracking
 from rlsweep import metrics as M
-from rlsweep.results import RUN_FILE, SWEEP_FILE, cell
+from rlsweep.results import RUN_FILE, SWEEP_FILE, cell, sweep_spec
 from rlsweep.spec import SpecError, SweepSpec, check_resources
 from rlsweep.storage import filesystem, is_uri, to_uri
 from rlsweep.tracking import WandbSettings
@@ -124,20 +123,6 @@ def _write(experiment: str, name: str, text: str) -> None:
         f.write(text.encode())
 
 
-def read_sweep_spec(experiment: str | Path) -> SweepSpec:
-    """The spec a sweep ran with, from its experiment dir (local or URI)."""
-    fs, root = filesystem(str(experiment))
-    try:
-        if fs is None:
-            text = (Path(root) / SWEEP_FILE).read_text()
-        else:
-            with fs.open_input_stream(f"{root}/{SWEEP_FILE}") as f:
-                text = f.read().decode()
-    except (FileNotFoundError, OSError) as e:
-        raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not an rlsweep sweep?)") from e
-    return SweepSpec.from_dict(yaml.safe_load(text), source=f"{experiment}/{SWEEP_FILE}")
-
-
 def record_run(
     spec: SweepSpec, experiment: str, *, address: str | None, instance: Instance | None
 ) -> None:
@@ -173,10 +158,6 @@ class Dashboard:
 
     port: int = 8265
     host: str = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
 
 
 @contextlib.contextmanager
@@ -286,7 +267,9 @@ def resume_sweep(
     experiment = str(experiment) if is_uri(str(experiment)) else str(Path(experiment).resolve())
     if not can_resume(experiment):
         raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
-    spec = read_sweep_spec(experiment)
+    spec = sweep_spec(experiment)
+    if spec is None:
+        raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not run by rlsweep?)")
     if address is None:
         check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
     wandb_settings = tracking.settings_from(wandb)

@@ -278,3 +278,11 @@ def test_optuna_storage_url_is_a_spec_key(tmp_path):
     assert optuna_storage_url(spec, str(tmp_path / "exp")) == url
     with pytest.raises(SpecError, match="search.storage: got 'study.db'; allowed: null or a SQL"):
         SweepSpec(name="s", search={"storage": "study.db"})
+
+
+def test_report_cost_with_a_price_table_missing_the_instance(random_sweep, tmp_path):
+    _, result, _ = random_sweep
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("m6i.large: {vcpus: 2, gpus: 0, on_demand: 0.096, spot: 0.04}\n")
+    md = build_report([result.path], out=tmp_path / "r", prices=prices).read_text()
+    assert "| tracked | c6i.2xlarge | 8 | ? | ? (unknown instance type" in md
