@@ -106,26 +106,13 @@ class RlsweepPPOLearner(PPOTorchLearner):
 
 def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
     """The RLlib PPOConfig for one trial."""
-    lr: Any = cfg.lr if cfg.lr_schedule is None else [list(p) for p in cfg.lr_schedule]
-    env_config = {**cfg.env_config().__dict__, "envpool_threads": envpool_threads}
     return (
-        PPOConfig()
-        .environment(env=_env_id(), env_config=env_config)
-        .env_runners(
-            num_env_runners=cfg.num_env_runners,
-            num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-            rollout_fragment_length=cfg.rollout_length,
-            gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT,
-            num_cpus_per_env_runner=1,
-        )
-        .resources(num_cpus_for_main_process=cfg.num_cpus)
-        .learners(
-            num_learners=0, num_gpus_per_learner=cfg.num_gpus, learner_class=RlsweepPPOLearner
-        )
+        _common(PPOConfig(), cfg, envpool_threads)
+        .learners(learner_class=RlsweepPPOLearner)
         .training(
             gamma=cfg.gamma,
             lambda_=cfg.lambda_,
-            lr=lr,
+            lr=_lr(cfg),
             clip_param=cfg.clip_param,
             vf_clip_param=cfg.vf_clip_param,
             vf_loss_coeff=cfg.vf_loss_coeff,
@@ -139,19 +126,7 @@ def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
             minibatch_size=cfg.minibatch_size,
             num_epochs=cfg.num_epochs,
         )
-        .rl_module(
-            rl_module_spec=RLModuleSpec(
-                module_class=ImpalaPPOModule,
-                model_config={
-                    **cfg.model_config().to_dict(),
-                    "augment": dataclasses.asdict(cfg.augment_config()),
-                    "augment_seed": cfg.seed,
-                },
-            )
-        )
-        .callbacks(on_episode_end=_log_raw_episode)
-        .reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)
-        .debugging(seed=cfg.seed)
+        .rl_module(rl_module_spec=_module_spec(cfg, ImpalaPPOModule))
     )
 
 
@@ -180,8 +155,13 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> Algor
             rollout_fragment_length=cfg.rollout_length,
             gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT,
             num_cpus_per_env_runner=1,
+            custom_resources_per_env_runner=dict(cfg.env_runner_resources),
         )
-        .resources(num_cpus_for_main_process=cfg.num_cpus)
+        # The learner is local (num_learners=0): it lives in the main process's bundle.
+        .resources(
+            num_cpus_for_main_process=cfg.num_cpus,
+            custom_resources_for_main_process=dict(cfg.learner_resources),
+        )
         .learners(num_learners=0, num_gpus_per_learner=cfg.num_gpus)
         .callbacks(on_episode_end=_log_raw_episode)
         .reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rlsweep.augment import AugmentConfig
@@ -102,6 +102,11 @@ class TrialConfig:
     num_cpus: int = 1
     """CPUs of the trial's own process (learner, and sampling when num_env_runners=0); torch
     uses this many threads."""
+    learner_resources: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources the trial's own process (the learner) asks for, which places it on
+    nodes that have them: e.g. {group_learner: 0.01} on a SageMaker job's learner group."""
+    env_runner_resources: dict[str, float] = field(default_factory=dict)
+    """Custom Ray resources each remote EnvRunner asks for (e.g. {group_rollout: 0.01})."""
 
     # --- IMPALA / APPO -------------------------------------------------------------------------
     vtrace_clip_rho: float = 1.0
@@ -304,6 +309,12 @@ class TrialConfig:
         )
         check("num_gpus", number("num_gpus") and self.num_gpus >= 0, "a number >= 0")
         check("num_cpus", integer("num_cpus") and self.num_cpus >= 1, "an integer >= 1")
+        for name in ("learner_resources", "env_runner_resources"):
+            v = getattr(self, name)
+            ok = isinstance(v, dict) and all(
+                isinstance(k, str) and isinstance(x, int | float) and x > 0 for k, x in v.items()
+            )
+            check(name, ok, "a mapping of Ray resource name -> amount > 0")
         batch = self.effective_train_batch_size
         if self.train_batch_size is not None:
             check("train_batch_size", integer("train_batch_size") and batch > 0, "an integer > 0")

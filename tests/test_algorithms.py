@@ -267,3 +267,23 @@ def test_no_update_reads_as_zero_samples_trained_and_nan_losses():
 
     m = read_result({"env_runners": {"num_env_steps_sampled_lifetime": 256}})
     assert m["train/module_steps_trained"] == 0 and math.isnan(m["loss/total"])
+
+
+def test_placement_resources_reach_the_trials_placement_group():
+    """learner_resources / env_runner_resources pin a trial's processes to nodes (a SageMaker
+    learner group, rollout groups) through RLlib's own resource request."""
+    from rlsweep.algos import trial_resources
+
+    cfg = TrialConfig(
+        num_env_runners=2,
+        learner_resources={"group_learner": 0.01},
+        env_runner_resources={"group_rollout": 0.01},
+    )
+    assert trial_resources(cfg).bundles == [
+        {"CPU": 1.0, "group_learner": 0.01},
+        {"CPU": 1.0, "group_rollout": 0.01},
+        {"CPU": 1.0, "group_rollout": 0.01},
+    ]
+    assert trial_resources(TrialConfig()).bundles == [{"CPU": 1.0}]
+    with pytest.raises(ConfigError, match="learner_resources: got {'g': 0}; allowed: a mapping"):
+        TrialConfig(learner_resources={"g": 0})

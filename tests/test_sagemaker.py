@@ -293,6 +293,34 @@ def test_resource_config_and_head():
         entry.parse_resource_config({"hosts": ["algo-1"]})
 
 
+def test_heterogeneous_jobs_place_learners_and_env_runners_by_group(tmp_path):
+    """The learner (trial process) goes to the learner group, EnvRunners to the rollout group,
+    through resources the RLlib config requests; a homogeneous job is left unconstrained."""
+    from rlsweep.algos import trial_resources
+    from rlsweep.config import TrialConfig
+
+    path = tmp_path / "spec.yaml"
+    path.write_text("name: hetero\nparams: {num_env_runners: 2, num_envs_per_env_runner: 32}\n")
+    spec = entry.placed_spec(str(path), entry.parse_resource_config(HETERO_CONFIG), "learner")
+    (trial,) = spec.trials()
+    share = entry.PLACEMENT_SHARE
+    assert trial_resources(trial).bundles == [
+        {"CPU": 1.0, "group_learner": share},
+        {"CPU": 1.0, "group_rollout": share},
+        {"CPU": 1.0, "group_rollout": share},
+    ]
+    homogeneous = entry.parse_resource_config({"current_host": "a", "hosts": ["a", "b"]})
+    (trial,) = entry.placed_spec(str(path), homogeneous, "homogeneousCluster").trials()
+    assert trial.learner_resources == {} and trial.env_runner_resources == {}
+    # What the spec sets itself wins.
+    path.write_text("name: own\nparams: {learner_resources: {gpu_box: 1}}\n")
+    spec = entry.placed_spec(str(path), entry.parse_resource_config(HETERO_CONFIG), "learner")
+    (trial,) = spec.trials()
+    assert trial.learner_resources == {"gpu_box": 1}
+    assert trial.env_runner_resources == {"group_rollout": share}
+    assert TrialConfig.from_dict(trial.to_dict()) == trial
+
+
 def test_resource_config_path_from_env(tmp_path, monkeypatch):
     path = tmp_path / "rc.json"
     path.write_text(json.dumps(HETERO_CONFIG))

@@ -122,6 +122,29 @@ def group_resource(group: str) -> str:
     return "group_" + re.sub(r"[^A-Za-z0-9_]", "_", group)
 
 
+PLACEMENT_SHARE = 0.001
+"""What one trial process asks of a `group_<name>` resource (1 per node): a tag, not a limit."""
+
+
+def placed_spec(spec_path: str, cfg: ResourceConfig, learner_group: str):
+    """The spec with its trials placed by instance group in a heterogeneous job: the trial
+    process (the learner) on the learner group's nodes, remote EnvRunners on the rollout
+    group's (when there is exactly one). Placement the spec sets itself is kept."""
+    from rlsweep.spec import SweepSpec
+
+    spec = SweepSpec.from_yaml(spec_path)
+    rollout = [g for g in cfg.groups if g != learner_group]
+    if not rollout:
+        return spec
+    base = spec.base_params()
+    params = dict(spec.params)
+    if not base.get("learner_resources"):
+        params["learner_resources"] = {group_resource(learner_group): PLACEMENT_SHARE}
+    if len(rollout) == 1 and not base.get("env_runner_resources"):
+        params["env_runner_resources"] = {group_resource(rollout[0]): PLACEMENT_SHARE}
+    return SweepSpec.from_dict({**spec.to_dict(), "params": params}, source=spec_path)
+
+
 def free_ports(n: int) -> list[int]:
     """`n` distinct ports free now (all held open while choosing, so no two are the same)."""
     with contextlib.ExitStack() as stack:
@@ -267,12 +290,12 @@ def load_trainable(path: str | None):
     return getattr(importlib.import_module(module), attr)
 
 
-def run(spec_path: str, *, address: str, storage: str, trainable=None):
+def run(spec, *, address: str, storage: str, trainable=None):
     """The job's sweep: the one call site that runs it. A spot job restarted after an
     interruption finds its sweep in the restored checkpoint dir and resumes it."""
     from rlsweep.sweep import run_or_resume
 
-    return run_or_resume(spec_path, address=address, storage_path=storage, trainable=trainable)
+    return run_or_resume(spec, address=address, storage_path=storage, trainable=trainable)
 
 
 def write_summary(model_dir: str, result, summary: dict[str, Any]) -> Path:
@@ -303,7 +326,8 @@ def run_head(args: argparse.Namespace, cfg: ResourceConfig, node_ip: str) -> int
         nodes = wait_for_nodes(address, len(cfg.hosts), args.join_timeout)
         print(f"rlsweep: {len(nodes)} Ray nodes up; running {args.spec}", flush=True)
         storage = args.storage or args.checkpoint_dir
-        result = run(args.spec, address=address, storage=storage, trainable=args.trainable_fn)
+        spec = placed_spec(args.spec, cfg, args.head_group or cfg.head_group_default)
+        result = run(spec, address=address, storage=storage, trainable=args.trainable_fn)
         summary = {
             "head": cfg.current_host,
             "hosts": cfg.hosts,
