@@ -260,22 +260,27 @@ SWEEP_FILE, RUN_FILE = "sweep.yaml", "sweep.json"
 """Written by `rlsweep.sweep.run_sweep` into the experiment dir: the spec as run, provenance."""
 
 
-def sweep_spec(experiment: str | Path) -> SweepSpec | None:
-    """The SweepSpec an experiment dir (local or a URI) was run with; None if not rlsweep's."""
+def _read_text(experiment: str | Path, name: str) -> str | None:
+    """A file of an experiment dir, local or at a URI; None if it is not there."""
     fs, root = storage.filesystem(str(experiment))
-    source = f"{experiment}/{SWEEP_FILE}"
     try:
         if fs is None:
-            text = (Path(root) / SWEEP_FILE).read_text()
-        else:
-            with fs.open_input_stream(f"{root}/{SWEEP_FILE}") as f:
-                text = f.read().decode()
+            return (Path(root) / name).read_text()
+        with fs.open_input_stream(f"{root}/{name}") as f:
+            return f.read().decode()
     except FileNotFoundError:
         return None
-    return SweepSpec.from_dict(yaml.safe_load(text), source=source)
+
+
+def sweep_spec(experiment: str | Path) -> SweepSpec | None:
+    """The SweepSpec an experiment dir (local or a URI) was run with; None if not rlsweep's."""
+    text = _read_text(experiment, SWEEP_FILE)
+    if text is None:
+        return None
+    return SweepSpec.from_dict(yaml.safe_load(text), source=f"{experiment}/{SWEEP_FILE}")
 
 
 def run_info(experiment: str | Path) -> dict[str, Any]:
-    """Provenance the sweep recorded (commit, host, instance type, ...); {} if none."""
-    path = Path(experiment) / RUN_FILE
-    return json.loads(path.read_text()) if path.exists() else {}
+    """Provenance the sweep recorded (commit, host, instance type, W&B settings); {} if none."""
+    text = _read_text(experiment, RUN_FILE)
+    return json.loads(text) if text else {}

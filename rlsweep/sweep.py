@@ -7,6 +7,7 @@ instance; `address=` joins a running cluster.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -21,7 +22,7 @@ import pandas as pd
 
 from rlsweep import __version__, tracking
 from rlsweep import metrics as M
-from rlsweep.results import RUN_FILE, SWEEP_FILE, cell, sweep_spec
+from rlsweep.results import RUN_FILE, SWEEP_FILE, cell, run_info, sweep_spec
 from rlsweep.spec import SpecError, SweepSpec, check_resources
 from rlsweep.storage import filesystem, is_uri, to_uri
 from rlsweep.tracking import WandbSettings
@@ -124,7 +125,12 @@ def _write(experiment: str, name: str, text: str) -> None:
 
 
 def record_run(
-    spec: SweepSpec, experiment: str, *, address: str | None, instance: Instance | None
+    spec: SweepSpec,
+    experiment: str,
+    *,
+    address: str | None,
+    instance: Instance | None,
+    wandb: WandbSettings | None,
 ) -> None:
     """Write SWEEP_FILE and RUN_FILE (no credentials: nothing here comes from the env)."""
     from rlsweep.tracking import git_commit
@@ -138,6 +144,8 @@ def record_run(
         "ray_address": address or "local",
         "instance_type": instance.type if instance else None,
         "spot": instance.spot if instance else None,
+        # W&B settings (project, mode, ...; never a key), so a resume logs the same way.
+        "wandb": dataclasses.asdict(wandb) if wandb else None,
     }
     _write(experiment, RUN_FILE, json.dumps(run, indent=2) + "\n")
 
@@ -234,7 +242,7 @@ def run_sweep(
         address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
     ):
         _check_cluster(spec, autoscaling=address is not None)
-        record_run(spec, experiment, address=address, instance=instance)
+        record_run(spec, experiment, address=address, instance=instance, wandb=wandb_settings)
         callbacks = [tracking.callback(spec, wandb_settings, experiment)] if wandb_settings else []
         tuner = build_tuner(
             spec,
@@ -272,7 +280,10 @@ def resume_sweep(
         raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not run by rlsweep?)")
     if address is None:
         check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
-    wandb_settings = tracking.settings_from(wandb)
+    # Tune restores the sweep's W&B callback itself; these settings also log the report run.
+    wandb_settings = tracking.settings_from(
+        wandb if wandb is not None else run_info(experiment).get("wandb")
+    )
     with ray_session(
         address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
     ):

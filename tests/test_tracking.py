@@ -231,6 +231,12 @@ def test_sweep_records_its_spec_and_provenance(random_sweep):
     info = json.loads((Path(result.path) / "sweep.json").read_text())
     assert info["git_commit"] == git_commit() and info["instance_type"] == "c6i.2xlarge"
     assert info["spot"] is True
+    assert info["wandb"] == {
+        "project": "rlsweep-tests",
+        "entity": None,
+        "mode": "offline",
+        "dir": None,
+    }
 
 
 # --- Optuna ----------------------------------------------------------------------------------
@@ -286,3 +292,14 @@ def test_report_cost_with_a_price_table_missing_the_instance(random_sweep, tmp_p
     prices.write_text("m6i.large: {vcpus: 2, gpus: 0, on_demand: 0.096, spot: 0.04}\n")
     md = build_report([result.path], out=tmp_path / "r", prices=prices).read_text()
     assert "| tracked | c6i.2xlarge | 8 | ? | ? (unknown instance type" in md
+
+
+def test_resume_logs_to_wandb_as_the_sweep_did(random_sweep):
+    """Last in this file: it adds a second report run to the sweep's W&B files."""
+    from rlsweep.sweep import resume_sweep
+
+    _, result, _ = random_sweep
+    resumed = resume_sweep(result.path, trainable=fake_trial)  # no wandb= given
+    assert (resumed.trials["status"] == "TERMINATED").all()
+    jobs = sorted(_run_record(recs).job_type for recs in _runs(result).values())
+    assert jobs == ["report", "report"] + ["trial"] * 8  # finished trials were not rerun
