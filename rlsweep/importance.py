@@ -72,9 +72,7 @@ def persisted_study(spec: SweepSpec, experiment: str | Path):
         return None
     import optuna
 
-    from rlsweep.tune_bridge import OPTUNA_DB
-
-    url = spec.search.storage or f"sqlite:///{Path(experiment).resolve() / OPTUNA_DB}"
+    url = spec.optuna_storage_url(experiment)
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
         return None
     try:

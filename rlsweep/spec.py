@@ -31,6 +31,8 @@ from rlsweep.space import apply_conditions, parse_space
 MODES = ("max", "min")
 ALGORITHMS = ("grid", "random", "optuna")
 SCHEDULERS = ("none", "asha", "pbt")
+OPTUNA_DB = "optuna.db"
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # TrialConfig fields set by top-level spec keys, not by params/space.
 _AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
 
@@ -204,6 +206,17 @@ class SweepSpec:
             variants=self.variants,
             keep_label=keep_label,
         )
+
+    def optuna_storage_url(self, experiment: str | Path | None, create: bool = False) -> str:
+        """Where an Optuna sweep's study persists: `search.storage`, else SQLite in the local
+        experiment dir (`results/<name>/` for a sweep stored at a URI: SQLite needs a file)."""
+        if self.search.storage:
+            return self.search.storage
+        local = experiment if experiment and not _URI.match(str(experiment)) else None
+        path = Path(local or Path("results") / self.name).expanduser().resolve()
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path / OPTUNA_DB}"
 
     @property
     def num_trials(self) -> int:

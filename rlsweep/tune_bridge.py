@@ -12,14 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ray import tune
 
 from rlsweep.config import TrialConfig
 from rlsweep.spec import VARIANT, SweepSpec, resolve_config
-from rlsweep.storage import is_uri, tune_storage
+from rlsweep.storage import tune_storage
 
 Trainable = Callable[[dict[str, Any]], None]
 
@@ -97,20 +96,6 @@ def _trial_resources(config: dict[str, Any]):
     return trial_resources(TrialConfig.from_dict(config))
 
 
-OPTUNA_DB = "optuna.db"
-
-
-def optuna_storage_url(spec: SweepSpec, experiment: str | None = None) -> str:
-    """Where the Optuna study persists: `search.storage`, else SQLite in the local experiment dir
-    (`results/<name>/` for a sweep stored at a URI: SQLite needs a local file)."""
-    if spec.search.storage:
-        return spec.search.storage
-    local = experiment if experiment and not is_uri(experiment) else str(Path(spec.name))
-    path = Path(local).expanduser().resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path / OPTUNA_DB}"
-
-
 def search_alg(spec: SweepSpec, experiment: str | None = None):
     s = spec.search
     if s.algorithm != "optuna":
@@ -124,7 +109,7 @@ def search_alg(spec: SweepSpec, experiment: str | None = None):
         metric=spec.metric,
         mode=spec.mode,
         study_name=spec.name,
-        storage=optuna.storages.RDBStorage(optuna_storage_url(spec, experiment)),
+        storage=optuna.storages.RDBStorage(spec.optuna_storage_url(experiment, create=True)),
     )
     repeat = len(spec.cells())
     searcher = Repeater(searcher, repeat=repeat)

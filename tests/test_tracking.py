@@ -279,9 +279,11 @@ def test_optuna_storage_url_is_a_spec_key(tmp_path):
         space={"lr": {"loguniform": [1e-5, 1e-3]}},
         search={"algorithm": "optuna", "storage": url},
     )
-    from rlsweep.tune_bridge import optuna_storage_url
-
-    assert optuna_storage_url(spec, str(tmp_path / "exp")) == url
+    assert spec.optuna_storage_url(str(tmp_path / "exp")) == url
+    default = SweepSpec(name="s", space=spec.space, search={"algorithm": "optuna"})
+    assert default.optuna_storage_url(tmp_path / "exp") == f"sqlite:///{tmp_path}/exp/optuna.db"
+    # A sweep stored at a URI keeps its study where its local report goes: results/<name>/.
+    assert default.optuna_storage_url("s3://b/sweeps/s").endswith("/results/s/optuna.db")
     with pytest.raises(SpecError, match="search.storage: got 'study.db'; allowed: null or a SQL"):
         SweepSpec(name="s", search={"storage": "study.db"})
 
