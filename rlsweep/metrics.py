@@ -30,5 +30,11 @@ TRIAL_ERROR = "trial/error"
 non-finite loss. Divergence is a result, not a crash: Tune's retry from the last checkpoint
 would replay the same updates, so the trial ends instead of raising."""
 
+TRIAL_DONE = "trial/done"
+"""True on a trial's last report (budget reached, or diverged). Tune stops the trial on it
+before any scheduler sees the result: otherwise a scheduler could pause (synchronous PBT) or
+clone into (asynchronous PBT) a trial on its way out, and the resumed trial would report its
+last iteration again, forever."""
+
 NODE_ID = "trial/node_id"
 """Ray node the trial's process ran on (a retried trial may move to another node)."""

@@ -74,6 +74,10 @@ class SearchConfig:
     """pbt: iterations between exploit/explore steps (trials checkpoint at this interval)."""
     mutations: tuple[str, ...] = ("lr", "entropy_coeff", "clip_param")
     """pbt: space parameters PBT perturbs."""
+    synch: bool = False
+    """pbt: wait for the whole population at each perturbation (reproducible: every trial is
+    ranked against all others; slower: the population moves at the pace of its slowest trial).
+    Asynchronous PBT ranks only the trials that have reported at that moment."""
     seed: int = 0
     """Seed of the sampler (random, optuna, pbt)."""
     storage: str | None = None
@@ -91,6 +95,7 @@ class SearchConfig:
             ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
             checks.append((name, ok and (name != "reduction_factor" or v >= 2), "an integer >= 1"))
         checks.append(("seed", isinstance(self.seed, int) and self.seed >= 0, "an integer >= 0"))
+        checks.append(("synch", isinstance(self.synch, bool), "true or false"))
         storage_ok = self.storage is None or (
             isinstance(self.storage, str) and re.match(r"[a-z][a-z0-9+]*://", self.storage)
         )

@@ -57,6 +57,7 @@ def fake_trial(config: dict[str, Any]) -> None:
             M.TEST_RETURN: test,
             M.TEST_RETURN_NORM: test_n,
             M.TEST_FRESH: True,
+            M.TRIAL_DONE: steps >= cfg.total_env_steps,
             M.GAP_NORM: train_n - test_n,
             M.WALL_S: 0.01 * iteration,
             "hp/lr": cfg.lr,

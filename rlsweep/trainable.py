@@ -31,6 +31,7 @@ from rlsweep.metrics import (
     TEST_RETURN_NORM,
     TRAIN_RETURN,
     TRAIN_RETURN_NORM,
+    TRIAL_DONE,
     TRIAL_ERROR,
     TUNE_STEPS,
     WALL_S,
@@ -108,6 +109,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 TRAIN_RETURN_NORM: train_norm,
                 **test,
                 TEST_FRESH: fresh,
+                TRIAL_DONE: finished,
                 GAP_NORM: train_norm - test[TEST_RETURN_NORM],
                 WALL_S: wall,
                 "time/env_steps_per_s": (m[ENV_STEPS] - steps_at_start) / wall,
@@ -118,7 +120,7 @@ def train_trial(config: dict[str, Any]) -> None:
             bad = [k for k in ("loss/total", "loss/value") if not math.isfinite(m[k])]
             if updated and bad:
                 reason = f"training diverged: {bad[0]} is {m[bad[0]]} at iteration {iteration}"
-                tune.report({**metrics, TRIAL_ERROR: reason})
+                tune.report({**metrics, TRIAL_ERROR: reason, TRIAL_DONE: True})
                 break
             save = finished or (
                 cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0

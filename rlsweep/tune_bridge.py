@@ -17,6 +17,7 @@ from typing import Any
 from ray import tune
 
 from rlsweep.config import TrialConfig
+from rlsweep.metrics import TRIAL_DONE
 from rlsweep.spec import VARIANT, SweepSpec, resolve_config
 from rlsweep.storage import tune_storage
 
@@ -137,7 +138,7 @@ def scheduler(spec: SweepSpec):
             perturbation_interval=s.perturbation_interval,
             hyperparam_mutations={k: spec.space[k].to_tune() for k in s.mutations},
             quantile_fraction=0.25,
-            synch=False,
+            synch=s.synch,
         )
     return None
 
@@ -155,6 +156,11 @@ def trial_overrides(spec: SweepSpec) -> dict[str, Any]:
         every = spec.search.perturbation_interval
         return {"checkpoint_interval": every, "eval_interval": every}
     return {}
+
+
+def trial_done(trial_id: str, result: dict[str, Any]) -> bool:
+    """Tune stopper: a trial's last report ends it (see metrics.TRIAL_DONE)."""
+    return bool(result.get(TRIAL_DONE))
 
 
 def _trial_dirname(trial) -> str:
@@ -203,6 +209,7 @@ def build_tuner(
             storage_filesystem=storage_fs,
             callbacks=callbacks,
             failure_config=tune.FailureConfig(max_failures=max_failures),
+            stop=trial_done,
             # PBT restores other trials' checkpoints at any time: deleting old ones races it.
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None if spec.search.scheduler == "pbt" else 2

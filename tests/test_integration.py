@@ -137,6 +137,7 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
             "perturbation_interval": 1,
             "mutations": ["lr"],
             "seed": 0,
+            "synch": True,  # rank both trials at every step: the worse one always exploits
         },
         storage_path=str(tmp_path),
     )
@@ -148,4 +149,7 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         for row in rows:
             assert row["hp/lr"] == pytest.approx(row["config"]["lr"], rel=1e-6), row["config"]
         perturbed += len({row["config"]["lr"] for row in rows}) > 1
+        # A synchronous PBT step on the last report used to pause the trial, which then resumed
+        # from its final checkpoint and reported the same last iteration again, forever.
+        assert [r["trial/done"] for r in rows] == [False] * (len(rows) - 1) + [True]
     assert perturbed >= 1, "PBT never perturbed a trial"

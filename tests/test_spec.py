@@ -148,6 +148,7 @@ BAD = [
         "space.framestack: optuna samples every parameter; write {choice: [...]}",
     ),
     ({"search": {"algorithm": "bayes"}}, "search.algorithm: got 'bayes'; allowed: grid, random"),
+    ({"search": {"synch": "yes"}}, "search.synch: got 'yes'; allowed: true or false"),
     ({"search": {"num_sample": 3}}, "search.num_sample: unknown key (did you mean 'num_samples'?)"),
     (
         {

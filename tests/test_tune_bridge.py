@@ -1,10 +1,10 @@
 """PBT through the Tune bridge, with the fake trainable and a Ray instance of its own.
 
-PBT (asynchronous) exploits only among trials that are running at the same moment, from a
-trial that has checkpointed. Instant fake trials two at a time (2 CPUs) often finish before
-their partner has started, and then nothing is exploited (1 run in 5 here). So this test starts
-its own Ray with 4 logical CPUs and the fake trials pausing per iteration (`RLSWEEP_FAKE_ITER_S`,
-inherited by the trial processes): the whole population trains side by side, as it would.
+Asynchronous PBT exploits only among the trials that have reported at that moment, so whether
+it exploits at all depends on timing: instant fake trials often finished before their partners
+started (1 run in 5 here), and even pausing per iteration on 4 logical CPUs failed once on a
+loaded CI machine. This test uses synchronous PBT (`search.synch`): at each perturbation the
+whole population is ranked, so the worst trial always clones the best.
 """
 
 import json
@@ -39,6 +39,7 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
             "perturbation_interval": 2,
             "mutations": ["lr"],
             "seed": 0,
+            "synch": True,
         },
         max_concurrent=4,
         storage_path=str(tmp_path),
