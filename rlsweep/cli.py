@@ -36,9 +36,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from rlsweep.cost import load_prices
     from rlsweep.plan import make_plan
 
-    if args.instances is not None and args.instance is None:
-        print("rlsweep: error: --instances needs --instance TYPE", file=sys.stderr)
-        return 2
+    for flag, value in (("--instances", args.instances), ("--head", args.head)):
+        if value is not None and args.instance is None:
+            print(f"rlsweep: error: {flag} needs --instance TYPE", file=sys.stderr)
+            return 2
     spec = _load(args.spec)
     plan = make_plan(
         spec,
@@ -49,6 +50,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         prices=load_prices(args.prices) if args.prices else None,
         # --instance alone plans for one instance, not for this machine's CPUs.
         instances=args.instances or (1 if args.instance and not args.cpus else None),
+        head=args.head,
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(pd.DataFrame(plan.rows).to_string(index=False))
@@ -238,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
         "--instances", type=int, metavar="N", help="N instances (default: enough for --cpus, or 1)"
     )
     pl.add_argument("--spot", action="store_true", help="spot prices (default: on-demand)")
+    pl.add_argument(
+        "--head", metavar="TYPE", help="add a head node of this type (on-demand, runs no trials)"
+    )
     pl.add_argument("--prices", metavar="FILE", help="price table (default: rlsweep/prices.yaml)")
     pl.set_defaults(func=cmd_plan)
 

@@ -37,8 +37,12 @@ class Plan:
     """Spot (True) or on-demand prices."""
     hourly_usd: float | None = None
     """USD per hour of one instance."""
+    head: str | None = None
+    """Head node's instance type, billed on-demand for the whole wall time (None: no head)."""
+    head_usd: float | None = None
+    """The head's share of `est_cost_usd`."""
     est_cost_usd: float | None = None
-    """instances x estimated hours x hourly_usd."""
+    """instances x estimated hours x hourly_usd (+ head_usd)."""
 
     def summary(self) -> str:
         hours = self.est_wall_s / 3600
@@ -50,9 +54,11 @@ class Plan:
         if self.est_cost_usd is not None:
             market = "spot" if self.spot else "on-demand"
             text += (
-                f"; {self.instances} x {self.instance} ({market}, ${self.hourly_usd:.3f}/h each): "
-                f"estimated cost ${self.est_cost_usd:,.2f}"
+                f"; {self.instances} x {self.instance} ({market}, ${self.hourly_usd:.3f}/h each)"
             )
+            if self.head is not None:
+                text += f" + head {self.head} (on-demand, ${self.head_usd:,.2f})"
+            text += f": estimated cost ${self.est_cost_usd:,.2f}"
         return text
 
 
@@ -64,6 +70,7 @@ def make_plan(
     spot: bool = False,
     prices: cost.Prices | None = None,
     instances: int | None = None,
+    head: str | None = None,
 ) -> Plan:
     """Trial list, totals and a wall-time estimate: trials run in waves of `concurrent`, each at
     `steps_per_cpu_s` x its CPUs (evaluation and start-up not counted).
@@ -71,7 +78,10 @@ def make_plan(
     With `instance` (an EC2 type in `prices`, default rlsweep/prices.yaml) the plan also
     estimates the bill: `instances` of that type (then they, not `cpus`, set the CPUs planned
     for), or as many as `concurrent` trials need, x the estimated hours x its spot or on-demand
-    $/h. `steps_per_cpu_s` was measured on another machine: scale it for the instance's vCPUs."""
+    $/h. `head` adds a head node's on-demand bill for the whole wall time; the estimate places
+    no trials on it (a head with spare CPUs or a GPU runs trials in practice, so the estimate
+    errs high). `steps_per_cpu_s` was measured on another machine: scale it for the instance's
+    vCPUs."""
     trials = spec.trials()
     per_trial = max(trial_cpus(t) for t in trials)
     gpus_per_trial = max(t.num_gpus for t in trials)
@@ -100,11 +110,16 @@ def make_plan(
             row[k] = spec.space[k].to_raw()
         row["samples"] = spec.search.num_samples
         rows.append(row)
-    billed = usd = None
+    billed = usd = head_usd = None
+    if head is not None and instance is None:
+        raise ValueError("head: a head instance type needs an instance type for the workers")
     if instance is not None:
         billed, usd = cost.plan_cost(
             est, concurrent, per_trial, gpus_per_trial, instance, instances, spot, prices
         )
+        if head is not None:
+            head_usd = cost.cluster_cost(est, head, prices=prices)
+            usd += head_usd
     return Plan(
         num_trials=spec.num_trials,
         total_env_steps=spec.num_trials * spec.budget,
@@ -116,5 +131,7 @@ def make_plan(
         instances=billed,
         spot=spot,
         hourly_usd=p.hourly(spot) if p is not None else None,
+        head=head,
+        head_usd=head_usd,
         est_cost_usd=usd,
     )

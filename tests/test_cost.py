@@ -121,6 +121,15 @@ def test_plan_estimate_with_instance(prices):
     plan = make_plan(spec, cpus=2, instance="cpu8", instances=3, spot=True, prices=prices)
     assert (plan.concurrent, plan.instances) == (3, 3)
     assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10)
+    # + an on-demand head for the 2 h, whatever the workers' market
+    plan = make_plan(
+        spec, cpus=2, instance="cpu8", instances=3, spot=True, head="gpu4", prices=prices
+    )
+    assert plan.head_usd == pytest.approx(2 * 4.00)
+    assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10 + 2 * 4.00)
+    assert "+ head gpu4 (on-demand, $8.00): estimated cost $8.60" in plan.summary()
+    with pytest.raises(ValueError, match="head: a head instance type needs an instance type"):
+        make_plan(spec, cpus=2, head="gpu4", prices=prices)
     # GPU trials on a CPU instance cannot run
     gpu_spec = SweepSpec.from_dict({"name": "g", "params": {"num_gpus": 1}})
     with pytest.raises(PriceError, match="cpu8: has no GPUs"):
@@ -140,6 +149,8 @@ def test_plan_cli_prints_the_cost(tmp_path, capsys):
     assert "estimated cost $2.40" in capsys.readouterr().out
     assert main([*argv, "--spot"]) == 0
     assert "2 x cpu8 (spot, $0.100/h each): estimated cost $0.60" in capsys.readouterr().out
+    assert main([*argv, "--spot", "--head", "gpu4"]) == 0
+    assert "+ head gpu4 (on-demand, $12.00): estimated cost $12.60" in capsys.readouterr().out
     # the shipped table; --instance alone plans for one instance: 32 vCPUs, 4 trials at once
     assert main(["plan", str(spec), "--instance", "c6i.8xlarge"]) == 0
     out = capsys.readouterr().out
@@ -148,4 +159,6 @@ def test_plan_cli_prints_the_cost(tmp_path, capsys):
     table.write_text("cpu8: {vcpus: 8, gpus: 0, on_demand: 0.4}\n")
     assert main(argv) == 2
     assert f"{table}: cpu8.spot: missing" in capsys.readouterr().err
+    assert main(["plan", str(spec), "--head", "gpu4"]) == 2
+    assert "--head needs --instance TYPE" in capsys.readouterr().err
     assert main(["plan", str(spec), "--instances", "2"]) == 2
