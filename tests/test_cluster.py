@@ -8,17 +8,20 @@ cluster often has none to spare: trials can only run on the two 1-CPU worker nod
 local dir, which on one machine every node shares (Ray checks that a node sees the experiment
 dir before it uploads a checkpoint from there; the check passes).
 
-Plumbing only: the trials are `rlsweep.testing.fake_trial`, pausing `ITER_S` per iteration so
-that they overlap and can be killed mid-way.
+Plumbing: the trials are `rlsweep.testing.fake_trial`, pausing `ITER_S` per iteration so that
+they overlap and can be killed mid-way; one test runs a real RLlib trial through the CLI.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -286,3 +289,32 @@ def test_trial_on_a_killed_node_resumes_from_its_checkpoint_on_another(
     (final,) = final_scores(load_curves(result.path)).to_dict("records")
     assert final["status"] == "TERMINATED" and final[M.ENV_STEPS] == spec.budget
     assert final["error"].startswith("recovered after: ")
+
+
+@pytest.mark.rllib
+def test_cli_runs_a_real_trial_on_the_joined_cluster(cluster: LocalCluster, tmp_path: Path):
+    """`rlsweep run --address` from a shell: a real RLlib PPO trial on real Procgen, on a worker
+    node of the running cluster (1 CPU), to its budget; the CLI leaves the cluster up."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        "name: joined\ngames: [leaper]\nseeds: [0]\nbudget: 512\n"
+        f"storage_path: {tmp_path}\n"
+        "params: {num_envs_per_env_runner: 16, rollout_length: 16, minibatch_size: 128,\n"
+        "         num_epochs: 1, eval_episodes: 4}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlsweep.cli", "run", str(spec), "--address", cluster.address],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "TERMINATED" in proc.stdout
+    (trial_dir,) = [p for p in (tmp_path / "joined").iterdir() if p.name.startswith("leaper_s0")]
+    rows = _rows(trial_dir)
+    assert rows[-1][M.ENV_STEPS] >= 512 and rows[-1][M.TRIAL_DONE]
+    assert math.isfinite(rows[-1]["loss/total"]), "a real PPO update (the fake trial has none)"
+    assert {r[M.NODE_ID] for r in rows} <= {n.node_id for n in cluster.workers}
+    run = json.loads((tmp_path / "joined" / RUN_FILE).read_text())
+    assert run["ray_address"] == cluster.address
+    assert cluster.cluster.remaining_processes_alive()
