@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -261,6 +263,35 @@ def algorithm_config(cfg: TrialConfig, envpool_threads: int = 0) -> AlgorithmCon
 
 def build_algorithm(cfg: TrialConfig, envpool_threads: int = 0) -> Algorithm:
     return algorithm_config(cfg, envpool_threads).build_algo()
+
+
+REPLAY_FILE = "replay_buffer.pkl"
+"""The replay buffer's state in a checkpoint dir (RLlib's new API stack saves none)."""
+
+
+def save_checkpoint(algo: Algorithm, cfg: TrialConfig, path: str) -> None:
+    """The algorithm's state (modules, optimizers, connectors, counters) to `path`, and with
+    `cfg.checkpoint_replay_buffer` its replay buffer."""
+    algo.save_to_path(path)
+    buffer = getattr(algo, "local_replay_buffer", None)
+    if buffer is not None and cfg.checkpoint_replay_buffer:
+        with open(os.path.join(path, REPLAY_FILE), "wb") as f:
+            pickle.dump(buffer.get_state(), f, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def restore_checkpoint(algo: Algorithm, path: str) -> bool:
+    """Restore what `save_checkpoint` wrote. False: the algorithm replays, but the checkpoint
+    holds no replay buffer (it starts empty)."""
+    algo.restore_from_path(path)
+    buffer = getattr(algo, "local_replay_buffer", None)
+    if buffer is None:
+        return True
+    file = os.path.join(path, REPLAY_FILE)
+    if not os.path.exists(file):
+        return False
+    with open(file, "rb") as f:
+        buffer.set_state(pickle.load(f))
+    return True
 
 
 def trial_resources(cfg: TrialConfig):

@@ -8,6 +8,7 @@ schedulers always find the metric.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import tempfile
@@ -38,6 +39,7 @@ from rlsweep.metrics import (
 )
 
 _TEST_STREAM = 1  # env_seed stream id of the evaluation envs
+logger = logging.getLogger(__name__)
 
 
 def jemalloc_loaded() -> bool:
@@ -75,7 +77,12 @@ def train_trial(config: dict[str, Any]) -> None:
     restored = tune.get_checkpoint()
     if restored is not None:
         with restored.as_directory() as path:
-            algo.restore_from_path(path)
+            if not algos.restore_checkpoint(algo, path):
+                logger.warning(
+                    "%s: restored without its replay buffer (checkpoint_replay_buffer is off): "
+                    "replay starts empty",
+                    cfg.game,
+                )
     eval_env = ProcgenVectorEnv(
         cfg.env_config(),
         num_envs=cfg.eval_episodes,
@@ -127,7 +134,7 @@ def train_trial(config: dict[str, Any]) -> None:
             )
             if save:
                 with tempfile.TemporaryDirectory() as tmp:
-                    algo.save_to_path(os.path.join(tmp, "algo"))
+                    algos.save_checkpoint(algo, cfg, os.path.join(tmp, "algo"))
                     tune.report(
                         metrics,
                         checkpoint=tune.Checkpoint.from_directory(os.path.join(tmp, "algo")),

@@ -287,3 +287,44 @@ def test_placement_resources_reach_the_trials_placement_group():
     assert trial_resources(TrialConfig()).bundles == [{"CPU": 1.0}]
     with pytest.raises(ConfigError, match="learner_resources: got {'g': 0}; allowed: a mapping"):
         TrialConfig(learner_resources={"g": 0})
+
+
+@pytest.mark.rllib
+def test_dqn_checkpoint_keeps_its_replay_buffer(ray_local, tmp_path):
+    """RLlib's new API stack checkpoints no replay buffer; with checkpoint_replay_buffer a
+    restored DQN trial replays exactly what it had, and trains on it at once."""
+    from rlsweep.algos import (
+        REPLAY_FILE,
+        build_algorithm,
+        read_result,
+        restore_checkpoint,
+        save_checkpoint,
+    )
+
+    cfg = TrialConfig(**DQN_TINY, checkpoint_replay_buffer=True)
+    algo = build_algorithm(cfg)
+    try:
+        for _ in range(2):
+            algo.train()
+        buffer = algo.local_replay_buffer
+        saved_steps = buffer.get_num_timesteps()
+        saved_obs = np.asarray(buffer.episodes[0].get_observations())
+        save_checkpoint(algo, cfg, str(tmp_path / "with"))
+        save_checkpoint(algo, TrialConfig(**DQN_TINY), str(tmp_path / "without"))
+    finally:
+        algo.stop()
+    assert saved_steps >= 2 * 256
+    assert (tmp_path / "with" / REPLAY_FILE).exists()
+    assert not (tmp_path / "without" / REPLAY_FILE).exists()
+
+    restored = build_algorithm(cfg)
+    try:
+        assert restored.local_replay_buffer.get_num_timesteps() == 0
+        assert restore_checkpoint(restored, str(tmp_path / "with"))
+        buffer = restored.local_replay_buffer
+        assert buffer.get_num_timesteps() == saved_steps
+        np.testing.assert_array_equal(np.asarray(buffer.episodes[0].get_observations()), saved_obs)
+        assert read_result(restored.train())["train/module_steps_trained"] > 0
+        assert not restore_checkpoint(restored, str(tmp_path / "without"))
+    finally:
+        restored.stop()
