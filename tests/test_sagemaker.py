@@ -304,11 +304,24 @@ def test_heterogeneous_jobs_place_learners_and_env_runners_by_group(tmp_path):
     spec = entry.placed_spec(str(path), entry.parse_resource_config(HETERO_CONFIG), "learner")
     (trial,) = spec.trials()
     share = entry.PLACEMENT_SHARE
+    rollout = entry.ROLLOUT_RESOURCE
     assert trial_resources(trial).bundles == [
         {"CPU": 1.0, "group_learner": share},
-        {"CPU": 1.0, "group_rollout": share},
-        {"CPU": 1.0, "group_rollout": share},
+        {"CPU": 1.0, rollout: share},
+        {"CPU": 1.0, rollout: share},
     ]
+    # Several rollout groups (say spot c5 and c6i): EnvRunners may go to any of their nodes.
+    several = {
+        **HETERO_CONFIG,
+        "hosts": [*HETERO_CONFIG["hosts"], "a4"],
+        "instance_groups": [
+            *HETERO_CONFIG["instance_groups"],
+            {"instance_group_name": "c6i", "instance_type": "ml.c6i.8xlarge", "hosts": ["a4"]},
+        ],
+    }
+    spec = entry.placed_spec(str(path), entry.parse_resource_config(several), "learner")
+    (trial,) = spec.trials()
+    assert trial.env_runner_resources == {rollout: share}
     homogeneous = entry.parse_resource_config({"current_host": "a", "hosts": ["a", "b"]})
     (trial,) = entry.placed_spec(str(path), homogeneous, "homogeneousCluster").trials()
     assert trial.learner_resources == {} and trial.env_runner_resources == {}
@@ -317,7 +330,7 @@ def test_heterogeneous_jobs_place_learners_and_env_runners_by_group(tmp_path):
     spec = entry.placed_spec(str(path), entry.parse_resource_config(HETERO_CONFIG), "learner")
     (trial,) = spec.trials()
     assert trial.learner_resources == {"gpu_box": 1}
-    assert trial.env_runner_resources == {"group_rollout": share}
+    assert trial.env_runner_resources == {rollout: share}
     assert TrialConfig.from_dict(trial.to_dict()) == trial
 
 
@@ -350,12 +363,14 @@ def test_ray_start_argv():
         port=6379,
         head_address="10.0.0.1:6379",
         group="rollout group",
+        rollout=True,
         num_cpus=4,
         ports={"dashboard-agent-listen-port": 50001},
     )
     assert "--head" not in worker and worker[worker.index("--address") + 1] == "10.0.0.1:6379"
     assert "--dashboard-host" not in worker and worker[worker.index("--num-cpus") + 1] == "4"
-    assert json.loads(worker[worker.index("--resources") + 1]) == {"group_rollout_group": 1}
+    resources = json.loads(worker[worker.index("--resources") + 1])
+    assert resources == {"group_rollout_group": 1, entry.ROLLOUT_RESOURCE: 1}
     assert worker[worker.index("--dashboard-agent-listen-port") + 1] == "50001"
     assert len(set(entry.free_ports(5))) == 5
 
@@ -451,6 +466,9 @@ def test_bootstrap_two_hosts_runs_the_sweep(tmp_path):
         resources = [n["resources"] for n in summary["nodes"]]
         assert len(resources) == 2  # both hosts joined before the sweep
         assert {"group_learner", "group_rollout"} <= {k for r in resources for k in r}
+        # Only the rollout group's node takes EnvRunners.
+        assert [entry.ROLLOUT_RESOURCE in r for r in resources].count(True) == 1
+        assert all(("group_rollout" in r) == (entry.ROLLOUT_RESOURCE in r) for r in resources)
         assert sum(r.get("CPU", 0) for r in resources) == 2
         assert "is the head" in text["algo-1"] and "head 127.0.0.1" in text["algo-2"]
 

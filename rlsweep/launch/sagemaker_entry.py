@@ -122,14 +122,19 @@ def group_resource(group: str) -> str:
     return "group_" + re.sub(r"[^A-Za-z0-9_]", "_", group)
 
 
+ROLLOUT_RESOURCE = "rollout_node"
+"""The custom resource every node of a heterogeneous job's rollout groups (all groups but the
+learner's) advertises, so that EnvRunners can be placed on any of them."""
+
 PLACEMENT_SHARE = 0.001
-"""What one trial process asks of a `group_<name>` resource (1 per node): a tag, not a limit."""
+"""What one trial process or EnvRunner asks of a placement resource (1 per node): a tag, not a
+limit."""
 
 
 def placed_spec(spec_path: str, cfg: ResourceConfig, learner_group: str):
     """The spec with its trials placed by instance group in a heterogeneous job: the trial
-    process (the learner) on the learner group's nodes, remote EnvRunners on the rollout
-    group's (when there is exactly one). Placement the spec sets itself is kept."""
+    process (the learner) on the learner group's nodes, remote EnvRunners on the nodes of the
+    rollout groups (every other group). Placement the spec sets itself is kept."""
     from rlsweep.spec import SweepSpec
 
     spec = SweepSpec.from_yaml(spec_path)
@@ -140,8 +145,8 @@ def placed_spec(spec_path: str, cfg: ResourceConfig, learner_group: str):
     params = dict(spec.params)
     if not base.get("learner_resources"):
         params["learner_resources"] = {group_resource(learner_group): PLACEMENT_SHARE}
-    if len(rollout) == 1 and not base.get("env_runner_resources"):
-        params["env_runner_resources"] = {group_resource(rollout[0]): PLACEMENT_SHARE}
+    if not base.get("env_runner_resources"):
+        params["env_runner_resources"] = {ROLLOUT_RESOURCE: PLACEMENT_SHARE}
     return SweepSpec.from_dict({**spec.to_dict(), "params": params}, source=spec_path)
 
 
@@ -160,6 +165,7 @@ def ray_start_argv(
     port: int,
     head_address: str | None = None,
     group: str | None = None,
+    rollout: bool = False,
     num_cpus: int | None = None,
     num_gpus: int | None = None,
     object_store_memory: int | None = None,
@@ -191,7 +197,8 @@ def ray_start_argv(
         if value is not None:
             argv += [flag, str(value)]
     if group is not None:
-        argv += ["--resources", json.dumps({group_resource(group): 1})]
+        resources = {group_resource(group): 1} | ({ROLLOUT_RESOURCE: 1} if rollout else {})
+        argv += ["--resources", json.dumps(resources)]
         argv += ["--labels", f"{GROUP_LABEL}={re.sub(r'[^A-Za-z0-9_.-]', '_', group)}"]
     for name, value in (ports or {}).items():
         argv += [f"--{name}", str(value)]
@@ -369,8 +376,10 @@ def _node_kwargs(args: argparse.Namespace, cfg: ResourceConfig) -> dict[str, Any
     head = cfg.current_host == args.head
     names = ["dashboard-agent-listen-port"] + (["ray-client-server-port"] if head else [])
     ports = dict(zip(names, free_ports(len(names)), strict=True))
+    learner_group = args.head_group or cfg.head_group_default
     return {
         "group": cfg.current_group,
+        "rollout": len(cfg.groups) > 1 and cfg.current_group != learner_group,
         "num_cpus": args.num_cpus,
         "num_gpus": args.num_gpus,
         "object_store_memory": args.object_store_memory,
