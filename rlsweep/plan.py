@@ -48,7 +48,8 @@ class Plan:
         hours = self.est_wall_s / 3600
         text = (
             f"{self.num_trials} trials x budget = {self.total_env_steps:,} env steps; "
-            f"{self.concurrent} at a time ({self.cpus_per_trial} CPUs each); "
+            f"{self.concurrent} at a time ({self.cpus_per_trial} "
+            f"CPU{'s' if self.cpus_per_trial != 1 else ''} each); "
             f"estimated wall time {hours:.1f} h"
         )
         if self.est_cost_usd is not None:
