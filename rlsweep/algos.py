@@ -22,7 +22,10 @@ from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.algorithms.impala import IMPALAConfig
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.tune.registry import register_env
 
 from rlsweep.config import TrialConfig
@@ -75,7 +78,36 @@ class RlsweepPPOLearner(PPOTorchLearner):
     - A restored fixed learning rate is the config's, not the checkpoint's: restoring loads the
       optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
       iteration (ray#62173). Entropy and clip come from the config already.
+
+    And one option: `vf_clip_mode: ppo2` (PPO2-style value clipping; see `ppo2_value_excess`).
     """
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        total = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        clip = config.learner_config_dict.get(PPO2_VF_CLIP)
+        if clip is None:
+            return total
+        # RLlib's term is the plain squared error here (its clamp is off, see ppo_config):
+        # adding the excess makes it max(unclipped, clipped), PPO2's value loss.
+        if Columns.VF_PREDS not in batch:
+            raise RuntimeError("vf_clip_mode ppo2 needs the rollout's value estimates (vf_preds)")
+        values = (
+            self.module[module_id]
+            .unwrapped()
+            .compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+        )
+        targets = batch[Postprocessing.VALUE_TARGETS]
+        unclipped = (values - targets) ** 2
+        excess = ppo2_value_excess(values, batch[Columns.VF_PREDS], targets, clip)
+        if Columns.LOSS_MASK in batch:
+            mask = batch[Columns.LOSS_MASK]
+            excess, unclipped = excess[mask], unclipped[mask]
+        self.metrics.log_value(
+            (module_id, VF_LOSS_KEY), (unclipped + excess).mean().detach(), window=1
+        )
+        return total + config.vf_loss_coeff * excess.mean()
 
     def set_state(self, state) -> None:
         super().set_state(state)
@@ -106,17 +138,38 @@ class RlsweepPPOLearner(PPOTorchLearner):
         return super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
 
 
+def ppo2_value_excess(
+    values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor, clip: float
+) -> torch.Tensor:
+    """max(unclipped, clipped) - unclipped, per sample, of PPO2's value loss, where unclipped =
+    (v - target)^2 and clipped = (v_old + clamp(v - v_old, -clip, clip) - target)^2: what PPO2
+    adds to a plain squared error. Positive only where the value moved more than `clip` towards
+    (or past) its target: there the clipped error counts, and it has no gradient."""
+    clipped_values = old_values + (values - old_values).clamp(-clip, clip)
+    return torch.relu((clipped_values - targets) ** 2 - (values - targets) ** 2)
+
+
+PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
+"""learner_config_dict key: the clip of PPO2-style value clipping (absent: RLlib's clamp)."""
+
+
 def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
     """The RLlib PPOConfig for one trial."""
     return (
         _common(PPOConfig(), cfg, envpool_threads)
-        .learners(learner_class=RlsweepPPOLearner)
+        .learners(
+            learner_class=RlsweepPPOLearner,
+            learner_config_dict=(
+                {PPO2_VF_CLIP: cfg.vf_clip_param} if cfg.vf_clip_mode == "ppo2" else {}
+            ),
+        )
         .training(
             gamma=cfg.gamma,
             lambda_=cfg.lambda_,
             lr=_lr(cfg),
             clip_param=cfg.clip_param,
-            vf_clip_param=cfg.vf_clip_param,
+            # ppo2: RLlib's clamp off, our learner clips the value instead.
+            vf_clip_param=cfg.vf_clip_param if cfg.vf_clip_mode == "loss" else math.inf,
             vf_loss_coeff=cfg.vf_loss_coeff,
             entropy_coeff=cfg.entropy_coeff,
             use_kl_loss=cfg.kl_coeff > 0,

@@ -19,6 +19,7 @@ from rlsweep.errors import ConfigError
 from rlsweep.models import ModelConfig
 
 ALGORITHMS = ("ppo", "impala", "appo", "dqn")
+VF_CLIP_MODES = ("loss", "ppo2")
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,12 @@ class TrialConfig:
     clip_param: float = 0.2
     """PPO ratio clip."""
     vf_clip_param: float = 10.0
-    """RLlib clamps the squared value error at this (not PPO2's value clipping)."""
+    """Value clip; what it clips depends on vf_clip_mode."""
+    vf_clip_mode: str = "loss"
+    """loss: clamp each squared value error at vf_clip_param (RLlib's new API stack) |
+    ppo2: keep the value within +-vf_clip_param of the rollout's estimate, counting the larger of
+    the clipped and unclipped squared errors (openai/baselines PPO2 as in Cobbe et al. 2019,
+    CleanRL's clip_vloss, RLlib before its new API stack). ppo only."""
     vf_loss_coeff: float = 0.5
     """Value loss weight."""
     entropy_coeff: float = 0.01
@@ -297,6 +303,9 @@ class TrialConfig:
             )
         for name in ("clip_param", "vf_clip_param"):
             check(name, number(name) and getattr(self, name) > 0, "a number > 0")
+        check("vf_clip_mode", self.vf_clip_mode in VF_CLIP_MODES, ", ".join(VF_CLIP_MODES))
+        if self.vf_clip_mode == "ppo2":
+            check("vf_clip_mode", self.algorithm == "ppo", "loss for algorithm " + self.algorithm)
         for name in ("vf_loss_coeff", "entropy_coeff", "kl_coeff"):
             check(name, number(name) and getattr(self, name) >= 0, "a number >= 0")
         check("kl_target", number("kl_target") and self.kl_target > 0, "a number > 0")

@@ -60,6 +60,11 @@ def test_default_algorithm_is_ppo_and_round_trips():
             {"algorithm": "dqn", "augment": "flip"},
             "augment: got 'flip'; allowed: none for algorithm",
         ),
+        ({"vf_clip_mode": "huber"}, "vf_clip_mode: got 'huber'; allowed: loss, ppo2"),
+        (
+            {"algorithm": "appo", "vf_clip_mode": "ppo2"},
+            "vf_clip_mode: got 'ppo2'; allowed: loss for algorithm appo",
+        ),
         (
             {"algorithm": "impala", "minibatch_size": 100},
             "minibatch_size: got 100; allowed: a multiple of rollout_length (64) for impala",
@@ -70,6 +75,31 @@ def test_bad_algorithm_values_name_the_key(overrides, message):
     with pytest.raises(ConfigError) as e:
         TrialConfig(**overrides)
     assert str(e.value).startswith(message)
+
+
+def test_ppo2_value_clipping_by_hand():
+    """PPO2's value loss max((v - R)^2, (v_old + clamp(v - v_old, -c, c) - R)^2), c = 1, all
+    v_old = 0: within the clip, or moved away from the target, it is the plain squared error;
+    moved past the clip towards (or beyond) the target, the clipped error counts, which has no
+    gradient."""
+    from rlsweep.algos import ppo2_value_excess
+
+    values = torch.tensor([1.0, 3.0, 4.0, 8.0, -4.0], requires_grad=True)
+    targets = torch.tensor([2.0, 0.0, 5.0, 5.0, -5.0])
+    excess = ppo2_value_excess(values, torch.zeros(5), targets, clip=1.0)
+    # clipped values 1, 1, 1, 1, -1: squared errors 1, 1, 16, 16, 16; unclipped 1, 9, 1, 9, 1
+    assert excess.tolist() == [0.0, 0.0, 15.0, 7.0, 15.0]
+    ((values - targets) ** 2 + excess).sum().backward()
+    assert values.grad.tolist() == [-2.0, 6.0, 0.0, 0.0, 0.0]
+
+
+def test_ppo_vf_clip_modes_reach_rllib():
+    from rlsweep.algos import PPO2_VF_CLIP, algorithm_config
+
+    c = algorithm_config(TrialConfig(vf_clip_param=0.2, vf_clip_mode="ppo2"))
+    assert c.vf_clip_param == math.inf and c.learner_config_dict == {PPO2_VF_CLIP: 0.2}
+    c = algorithm_config(TrialConfig(vf_clip_param=0.2))
+    assert c.vf_clip_param == 0.2 and PPO2_VF_CLIP not in c.learner_config_dict
 
 
 def test_dqn_config_mapping():
