@@ -90,7 +90,8 @@ class RlsweepPPOLearner(PPOTorchLearner):
         if clip is None:
             return total
         # RLlib's term is the plain squared error here (its clamp is off, see ppo_config):
-        # adding the excess makes it max(unclipped, clipped), PPO2's value loss.
+        # adding the excess makes it max(unclipped, clipped), PPO2's value loss. The values are
+        # recomputed from the trunk's embeddings: one linear layer, no second trunk pass.
         if Columns.VF_PREDS not in batch:
             raise RuntimeError("vf_clip_mode ppo2 needs the rollout's value estimates (vf_preds)")
         values = (
