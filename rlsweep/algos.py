@@ -11,9 +11,11 @@ import dataclasses
 import math
 import os
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -22,10 +24,15 @@ from ray.rllib.algorithms.dqn import DQNConfig
 from ray.rllib.algorithms.impala import IMPALAConfig
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
 from ray.tune.registry import register_env
 
 from rlsweep.config import TrialConfig
@@ -65,24 +72,152 @@ def _log_raw_episode(*, env, env_index: int, metrics_logger, **_: Any) -> None:
     )
 
 
+# learner_config_dict keys: how RlsweepPPOLearner updates (see TrialConfig for each option).
+PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
+"""The clip of PPO2-style value clipping (absent: RLlib's clamp of the squared error)."""
+MINIBATCHING = "rlsweep_minibatching"
+ADVANTAGE_NORM = "rlsweep_advantage_norm"
+ADAM_EPS = "rlsweep_adam_eps"
+SHUFFLE_SEED = "rlsweep_shuffle_seed"
+
+
+class ReferenceGAE(ConnectorV2):
+    """GAE(lambda) advantages and value targets, left unstandardized (RLlib's own
+    GeneralAdvantageEstimation standardizes over the whole batch, bootstrap rows included;
+    RlsweepPPOLearner standardizes as `advantage_norm` says). Same convention as RLlib's: each
+    episode chunk carries one artificial bootstrap timestep (AddOneTsToEpisodesAndTruncate)."""
+
+    def __init__(self, input_observation_space=None, input_action_space=None, *, gamma, lambda_):
+        super().__init__(input_observation_space, input_action_space)
+        self.gamma, self.lambda_ = gamma, lambda_
+
+    def __call__(self, *, rl_module, episodes, batch, **kwargs):
+        for module_id, module_batch in batch.items():
+            module = rl_module[module_id]
+            if not isinstance(module, ValueFunctionAPI):
+                continue
+            values = module.compute_values(module_batch)
+            v = values.detach().cpu().numpy()
+            targets = compute_value_targets(
+                values=v,
+                rewards=_numpy(module_batch[Columns.REWARDS]),
+                terminateds=_numpy(module_batch[Columns.TERMINATEDS]),
+                truncateds=_numpy(module_batch[Columns.TRUNCATEDS]),
+                gamma=self.gamma,
+                lambda_=self.lambda_,
+            )
+            module_batch[Postprocessing.ADVANTAGES] = torch.as_tensor(
+                targets - v, device=values.device
+            )
+            module_batch[Postprocessing.VALUE_TARGETS] = torch.as_tensor(
+                targets, device=values.device
+            )
+        return batch
+
+
+def _numpy(x: Any) -> np.ndarray:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(x - mean) / (std + 1e-8) with the unbiased std (CleanRL's advantage normalization; PPO2
+    takes numpy's biased std, a 2.4e-4 relative difference at 2048 rows), the statistics over
+    the rows in `mask` (the real transitions)."""
+    real = x if mask is None else x[mask]
+    return (x - real.mean()) / (real.std() + 1e-8)
+
+
+def shuffled_minibatches(
+    batch: MultiAgentBatch,
+    *,
+    num_epochs: int,
+    minibatch_size: int,
+    minibatches_per_epoch: int,
+    generator: torch.Generator,
+) -> Iterator[MultiAgentBatch]:
+    """PPO2's / CleanRL's minibatch loop: every epoch a fresh permutation of the batch's real
+    transitions (bootstrap rows dropped), cut into `minibatches_per_epoch` minibatches of
+    exactly `minibatch_size`. The permutation is `torch.randperm(n, generator=generator)`,
+    one per epoch: a reference loop given the same generator draws the same minibatches."""
+    real: dict[str, dict[str, Any]] = {}
+    for module_id, b in batch.policy_batches.items():
+        rows = b[Columns.LOSS_MASK].nonzero().squeeze(-1) if Columns.LOSS_MASK in b else None
+        real[module_id] = {k: v if rows is None else v[rows] for k, v in b.items()}
+        n = len(next(iter(real[module_id].values())))
+        if n < minibatches_per_epoch * minibatch_size:
+            raise ValueError(
+                f"{n} transitions cannot fill {minibatches_per_epoch} minibatches of "
+                f"{minibatch_size}"
+            )
+    for _ in range(num_epochs):
+        perms = {
+            m: torch.randperm(len(next(iter(d.values()))), generator=generator)
+            for m, d in real.items()
+        }
+        for j in range(minibatches_per_epoch):
+            policy_batches = {}
+            for module_id, data in real.items():
+                idx = perms[module_id][j * minibatch_size : (j + 1) * minibatch_size]
+                policy_batches[module_id] = SampleBatch(
+                    {k: v[idx.to(v.device)] for k, v in data.items()}
+                )
+            yield MultiAgentBatch(policy_batches, env_steps=minibatch_size)
+
+
 class RlsweepPPOLearner(PPOTorchLearner):
-    """PPO's torch Learner with two fixes that cost nothing in learning terms.
+    """RLlib's PPO torch Learner, made to do the reference update (baselines' PPO2 as in
+    train-procgen, CleanRL's ppo_procgen) where the options say so, plus speed fixes that do
+    not change learning. `tests/test_ppo_reference.py` holds it equal to CleanRL's loop.
 
-    - The learner connector (GAE) runs under `no_grad`: RLlib computes value estimates for
-      advantages with autograd on, building a graph it never uses. And it reuses the values
-      the rollout computed (see ImpalaPPOModule.compute_values) instead of a second trunk pass
-      over the whole batch.
-    - Exactly `num_epochs * (train_batch / minibatch)` minibatches per update: RLlib appends one
-      artificial timestep per episode chunk for bootstrapping, so its "cover every row
-      num_epochs times" loop runs an extra, mostly-repeated minibatch per epoch.
-    - A restored fixed learning rate is the config's, not the checkpoint's: restoring loads the
-      optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
-      iteration (ray#62173). Entropy and clip come from the config already.
+    The update, option by option (learner_config_dict, from TrialConfig):
+    - GAE advantages stay raw (`ReferenceGAE` replaces RLlib's batch-wide standardization);
+      `advantage_norm` standardizes them per minibatch (PPO2, CleanRL), per batch over real
+      rows (2020's RLlib), or as RLlib's new stack does (whole batch, bootstrap rows in).
+    - `minibatching: shuffle`: a fresh permutation of the real transitions every epoch, exactly
+      num_epochs x train_batch / minibatch minibatches of exactly minibatch_size real rows
+      (`shuffled_minibatches`). RLlib's own iterator shuffles only when it wraps around, so its
+      first epoch walks whole trajectories in order, and its bootstrap rows take minibatch
+      slots. `rllib` keeps RLlib's iterator, with exactly that many minibatches.
+    - `vf_clip_mode: ppo2`: PPO2's value clipping (see `ppo2_value_excess`).
+    - Adam with `adam_eps` (PPO2 and CleanRL use 1e-5; torch's default is 1e-8).
 
-    And one option: `vf_clip_mode: ppo2` (PPO2-style value clipping; see `ppo2_value_excess`).
+    Speed, same numbers:
+    - GAE runs under `no_grad` and reuses the values the rollout computed (see
+      ImpalaPPOModule.compute_values) instead of a second trunk pass over the whole batch.
+
+    And a fix: a restored fixed learning rate is the config's, not the checkpoint's: restoring
+    loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
+    iteration (ray#62173). Entropy and clip come from the config already.
     """
 
+    def build(self) -> None:
+        super().build()
+        opts = self.config.learner_config_dict
+        self._shuffle_rng = torch.Generator().manual_seed(int(opts.get(SHUFFLE_SEED, 0)))
+        if (
+            self._learner_connector is not None
+            and self.config.add_default_connectors_to_learner_pipeline
+        ):
+            self._learner_connector.remove(GeneralAdvantageEstimation)
+            self._learner_connector.append(
+                ReferenceGAE(gamma=self.config.gamma, lambda_=self.config.lambda_)
+            )
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        # RLlib's TorchLearner default, with Adam's epsilon from the config.
+        params = self.get_parameters(self._module[module_id])
+        eps = float(config.learner_config_dict.get(ADAM_EPS, 1e-8))
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer=torch.optim.Adam(params, eps=eps),
+            params=params,
+            lr_or_lr_schedule=config.lr,
+        )
+
     def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        if config.learner_config_dict.get(ADVANTAGE_NORM) == "minibatch":
+            adv = standardize(batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK))
+            batch = {**batch, Postprocessing.ADVANTAGES: adv}
         total = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
@@ -122,10 +257,44 @@ class RlsweepPPOLearner(PPOTorchLearner):
             m.use_rollout_values = True
         try:
             with torch.no_grad():
-                return super()._make_batch_if_necessary(training_data)
+                batch = super()._make_batch_if_necessary(training_data)
         finally:
             for m in modules:
                 m.use_rollout_values = False
+        norm = self.config.learner_config_dict.get(ADVANTAGE_NORM)
+        for b in batch.policy_batches.values():
+            if Postprocessing.ADVANTAGES not in b:
+                continue
+            adv = b[Postprocessing.ADVANTAGES]
+            if norm == "rllib":  # RLlib's GeneralAdvantageEstimation, verbatim in effect
+                b[Postprocessing.ADVANTAGES] = (adv - adv.mean()) / adv.std(
+                    unbiased=False
+                ).clamp_min(1e-4)
+            elif norm == "batch":
+                b[Postprocessing.ADVANTAGES] = standardize(adv, b.get(Columns.LOSS_MASK))
+        return batch
+
+    def _create_iterator_if_necessary(
+        self, *, training_data, num_epochs: int = 1, minibatch_size: int | None = None, **kwargs
+    ):
+        if (
+            self.config.learner_config_dict.get(MINIBATCHING) != "shuffle"
+            or training_data.data_iterators
+            or not minibatch_size
+        ):
+            return super()._create_iterator_if_necessary(
+                training_data=training_data,
+                num_epochs=num_epochs,
+                minibatch_size=minibatch_size,
+                **kwargs,
+            )
+        return shuffled_minibatches(
+            self._make_batch_if_necessary(training_data=training_data),
+            num_epochs=num_epochs,
+            minibatch_size=minibatch_size,
+            minibatches_per_epoch=self.config.train_batch_size_per_learner // minibatch_size,
+            generator=self._shuffle_rng,
+        )
 
     def update(self, *args, num_total_minibatches: int = 0, **kwargs):
         # The lr this update trains with (RLlib logs the lr after the update's schedule step).
@@ -134,7 +303,9 @@ class RlsweepPPOLearner(PPOTorchLearner):
             self.metrics.log_value((module_id, LR_IN_UPDATE), float(lr), window=1)
         minibatch = kwargs.get("minibatch_size")
         if not num_total_minibatches and minibatch:
-            per_epoch = max(1, round(self.config.train_batch_size_per_learner / minibatch))
+            # RLlib's iterator (minibatching: rllib) otherwise runs an extra, mostly repeated
+            # minibatch per epoch for the artificial bootstrap timesteps.
+            per_epoch = max(1, self.config.train_batch_size_per_learner // minibatch)
             num_total_minibatches = kwargs.get("num_epochs", 1) * per_epoch
         return super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
 
@@ -150,19 +321,19 @@ def ppo2_value_excess(
     return torch.relu((clipped_values - targets) ** 2 - (values - targets) ** 2)
 
 
-PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
-"""learner_config_dict key: the clip of PPO2-style value clipping (absent: RLlib's clamp)."""
-
-
 def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
     """The RLlib PPOConfig for one trial."""
     return (
         _common(PPOConfig(), cfg, envpool_threads)
         .learners(
             learner_class=RlsweepPPOLearner,
-            learner_config_dict=(
-                {PPO2_VF_CLIP: cfg.vf_clip_param} if cfg.vf_clip_mode == "ppo2" else {}
-            ),
+            learner_config_dict={
+                MINIBATCHING: cfg.minibatching,
+                ADVANTAGE_NORM: cfg.advantage_norm,
+                ADAM_EPS: cfg.adam_eps,
+                SHUFFLE_SEED: cfg.seed,
+                **({PPO2_VF_CLIP: cfg.vf_clip_param} if cfg.vf_clip_mode == "ppo2" else {}),
+            },
         )
         .training(
             gamma=cfg.gamma,

@@ -1,8 +1,9 @@
 """One trial's complete, flat configuration: what it plays, the model, PPO, budget and evaluation.
 
 A Tune trial receives this as a plain dict (`TrialConfig.to_dict()`); `TrialConfig.from_dict`
-rebuilds and validates it. Defaults follow openai/train-procgen (Cobbe et al., 2019), except
-the rollout shape, which is sized for a small machine (see the baselines for the papers').
+rebuilds and validates it. The defaults are openai/train-procgen's run (Cobbe et al., 2019,
+`baselines/cobbe2019.yaml` states the same values with their sources): baselines' PPO2 update on
+64 envs x 256 steps with VecNormalize'd rewards; a test holds the two equal.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from rlsweep.models import ModelConfig
 
 ALGORITHMS = ("ppo", "impala", "appo", "dqn")
 VF_CLIP_MODES = ("loss", "ppo2")
+MINIBATCHINGS = ("shuffle", "rllib")
+ADVANTAGE_NORMS = ("minibatch", "batch", "rllib")
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,16 @@ class TrialConfig:
     """k for stack and gap."""
     reward_shaping: bool = False
     """Train on sign(r)(sqrt(|r|+1)-1) + 0.001 r; reported returns are always raw."""
-    normalize_reward: bool = False
-    """Scale rewards by a running std of the gamma-discounted return, clip to +-reward_clip."""
+    normalize_reward: bool = True
+    """Scale rewards by the running std of a discounted return, clip to +-reward_clip
+    (baselines' VecNormalize(ob=False), as train-procgen; gymnasium NormalizeReward in CleanRL)."""
+    reward_norm_gamma: float = 0.99
+    """Discount of that return: VecNormalize's own 0.99 (train-procgen); CleanRL uses gamma."""
     reward_clip: float = 10.0
     """Clip for normalized rewards."""
+    time_limit: str = "terminate"
+    """terminate: an episode ended by the game's time limit is terminal (procgen reports a plain
+    done; train-procgen, CleanRL, 2020's RLlib) | truncate: bootstrap from its last state."""
     seed: int = 0
     """Seeds torch, RLlib and every env of the trial."""
 
@@ -74,15 +83,16 @@ class TrialConfig:
     """Piecewise-linear [[env_step, lr], ...] starting at step 0 (RLlib's schedule semantics)."""
     clip_param: float = 0.2
     """PPO ratio clip."""
-    vf_clip_param: float = 10.0
+    vf_clip_param: float = 0.2
     """Value clip; what it clips depends on vf_clip_mode."""
-    vf_clip_mode: str = "loss"
+    vf_clip_mode: str = "ppo2"
     """loss: clamp each squared value error at vf_clip_param (RLlib's new API stack) |
     ppo2: keep the value within +-vf_clip_param of the rollout's estimate, counting the larger of
     the clipped and unclipped squared errors (openai/baselines PPO2 as in Cobbe et al. 2019,
-    CleanRL's clip_vloss, RLlib before its new API stack). ppo only."""
-    vf_loss_coeff: float = 0.5
-    """Value loss weight."""
+    CleanRL's clip_vloss, RLlib before its new API stack). ppo only: the other algorithms'
+    value losses are RLlib's own."""
+    vf_loss_coeff: float = 0.25
+    """Value loss weight on the mean squared error (PPO2's 0.5 x squared error x vf_coef 0.5)."""
     entropy_coeff: float = 0.01
     """Entropy bonus weight."""
     kl_coeff: float = 0.0
@@ -91,8 +101,8 @@ class TrialConfig:
     """KL target for the adaptive coefficient."""
     grad_clip: float | None = 0.5
     """Global gradient-norm clip; None disables."""
-    rollout_length: int = 64
-    """Env steps per env per rollout (train-procgen: 256)."""
+    rollout_length: int = 256
+    """Env steps per env per rollout."""
     num_envs_per_env_runner: int = 64
     """Envs batched in one envpool per EnvRunner."""
     num_env_runners: int = 0
@@ -103,6 +113,17 @@ class TrialConfig:
     """SGD minibatch size."""
     num_epochs: int = 3
     """SGD passes over each train batch."""
+    minibatching: str = "shuffle"
+    """shuffle: every epoch a fresh permutation of the batch's real transitions, cut into
+    train_batch / minibatch_size minibatches of exactly minibatch_size (baselines' PPO2,
+    CleanRL, 2020's RLlib) | rllib: RLlib's cyclic iterator over the batch with its bootstrap
+    rows (shuffled only when it wraps around). ppo only."""
+    advantage_norm: str = "minibatch"
+    """Standardize advantages over each minibatch (PPO2, CleanRL) | over the batch's real
+    transitions (2020's RLlib) | rllib: over the whole batch, bootstrap rows included (RLlib's
+    new API stack). ppo only."""
+    adam_eps: float = 1e-5
+    """Adam's epsilon (PPO2 and CleanRL: 1e-5; torch's default, RLlib's: 1e-8). ppo only."""
     num_gpus: float = 0
     """GPUs for the learner (0 = CPU)."""
     num_cpus: int = 1
@@ -222,8 +243,9 @@ class TrialConfig:
             framestack_k=self.framestack_k,
             reward_shaping=self.reward_shaping,
             normalize_reward=self.normalize_reward,
-            reward_norm_gamma=self.gamma,
+            reward_norm_gamma=self.reward_norm_gamma,
             reward_clip=self.reward_clip,
+            time_limit=self.time_limit,
         )
 
     def model_config(self) -> ModelConfig:
@@ -304,8 +326,9 @@ class TrialConfig:
         for name in ("clip_param", "vf_clip_param"):
             check(name, number(name) and getattr(self, name) > 0, "a number > 0")
         check("vf_clip_mode", self.vf_clip_mode in VF_CLIP_MODES, ", ".join(VF_CLIP_MODES))
-        if self.vf_clip_mode == "ppo2":
-            check("vf_clip_mode", self.algorithm == "ppo", "loss for algorithm " + self.algorithm)
+        check("minibatching", self.minibatching in MINIBATCHINGS, ", ".join(MINIBATCHINGS))
+        check("advantage_norm", self.advantage_norm in ADVANTAGE_NORMS, ", ".join(ADVANTAGE_NORMS))
+        check("adam_eps", number("adam_eps") and self.adam_eps > 0, "a number > 0")
         for name in ("vf_loss_coeff", "entropy_coeff", "kl_coeff"):
             check(name, number(name) and getattr(self, name) >= 0, "a number >= 0")
         check("kl_target", number("kl_target") and self.kl_target > 0, "a number > 0")
@@ -345,6 +368,13 @@ class TrialConfig:
             self.minibatch_size <= batch,
             f"<= the train batch ({batch} env steps)",
         )
+        if self.algorithm == "ppo" and self.minibatching == "shuffle":
+            check(
+                "minibatch_size",
+                batch % self.minibatch_size == 0,
+                f"a divisor of the train batch ({batch} env steps): minibatching shuffle cuts "
+                "it into equal minibatches",
+            )
         self._validate_algorithm_fields(check, number, integer)
 
     def _validate_algorithm_fields(self, check, number, integer) -> None:

@@ -22,6 +22,7 @@ from rlsweep import procgen
 from rlsweep.errors import ConfigError
 
 FRAMESTACKS = ("none", "stack", "gap")
+TIME_LIMITS = ("terminate", "truncate")
 Split = Literal["train", "test"]
 
 
@@ -34,9 +35,10 @@ class EnvConfig:
     distribution_mode: str = "easy"
     """easy, hard, or a game's extra modes (extreme, memory, exploration)."""
     num_levels: int | None = None
-    """Training levels; None = the mode's default (easy 200, others 500). 0 = all levels."""
+    """Training levels; None = the mode's default (easy 200, others 500). 0 = all levels.
+    Exploration mode plays one fixed level per game (as procgen does): only None."""
     start_level: int = 0
-    """First training level seed."""
+    """First training level seed (exploration mode: only 0)."""
     framestack: str = "none"
     """'none'; 'stack' = the last k frames; 'gap' = frames t and t-(k-1) only."""
     framestack_k: int = 4
@@ -44,12 +46,18 @@ class EnvConfig:
     reward_shaping: bool = False
     """Train on sign(r)*(sqrt(|r|+1)-1) + 0.001*r; reported returns stay raw."""
     normalize_reward: bool = False
-    """Scale rewards by a running std of the discounted return, then clip (CleanRL's
-    NormalizeReward + clip); statistics are per env runner. Reported returns stay raw."""
-    reward_norm_gamma: float = 0.999
-    """Discount of the return whose std normalizes rewards (the trial's gamma)."""
+    """Scale rewards by a running std of the discounted return, then clip: baselines'
+    VecNormalize(ob=False) (train-procgen), gymnasium's NormalizeReward + clip (CleanRL).
+    Statistics are per env runner. Reported returns stay raw."""
+    reward_norm_gamma: float = 0.99
+    """Discount of the return whose std normalizes rewards: VecNormalize's own 0.99 in
+    train-procgen, the agent's gamma (0.999) in CleanRL."""
     reward_clip: float = 10.0
     """Clip normalized rewards to [-reward_clip, reward_clip]."""
+    time_limit: str = "terminate"
+    """How an episode that hits the game's time limit ends: 'terminate' (no bootstrap; procgen
+    0.10.7 reports a plain done, and train-procgen, CleanRL and 2020's RLlib treat it as
+    terminal) or 'truncate' (bootstrap from the last state's value; envpool reports it so)."""
 
     def __post_init__(self) -> None:
         if self.game not in procgen.GAMES:
@@ -66,6 +74,15 @@ class EnvConfig:
             )
         if not _is_int(self.start_level, minimum=0):
             raise ConfigError("start_level", f"got {self.start_level!r}; allowed: an integer >= 0")
+        if self.distribution_mode == "exploration":
+            # procgen 0.10.7 plays hard mode on one fixed level per game and refuses level
+            # settings; envpool aborts the process (CHECK_EQ) unless num_levels=start_level=0.
+            level = procgen.exploration_level(self.game)
+            why = f"exploration mode plays {self.game}'s one fixed level, seed {level}"
+            if self.num_levels is not None:
+                raise ConfigError("num_levels", f"got {self.num_levels!r}; allowed: null ({why})")
+            if self.start_level != 0:
+                raise ConfigError("start_level", f"got {self.start_level!r}; allowed: 0 ({why})")
         if self.framestack not in FRAMESTACKS:
             raise ConfigError(
                 "framestack", f"got {self.framestack!r}; allowed: {', '.join(FRAMESTACKS)}"
@@ -79,6 +96,15 @@ class EnvConfig:
                 raise ConfigError(flag, f"got {getattr(self, flag)!r}; allowed: true, false")
         if not (isinstance(self.reward_clip, int | float) and self.reward_clip > 0):
             raise ConfigError("reward_clip", f"got {self.reward_clip!r}; allowed: a number > 0")
+        g = self.reward_norm_gamma
+        if not (isinstance(g, int | float) and not isinstance(g, bool) and 0 < g <= 1):
+            raise ConfigError(
+                "reward_norm_gamma", f"got {g!r}; allowed: 0 < reward_norm_gamma <= 1"
+            )
+        if self.time_limit not in TIME_LIMITS:
+            raise ConfigError(
+                "time_limit", f"got {self.time_limit!r}; allowed: {', '.join(TIME_LIMITS)}"
+            )
 
     @property
     def train_levels(self) -> int:
@@ -86,6 +112,16 @@ class EnvConfig:
         if self.num_levels is None:
             return procgen.DEFAULT_NUM_LEVELS[self.distribution_mode]
         return self.num_levels
+
+    @property
+    def train_level_range(self) -> tuple[int, int] | None:
+        """Level seeds [lo, hi) training plays; None = the full distribution. In exploration
+        mode the game's fixed level, which testing plays too (there are no unseen levels)."""
+        if self.distribution_mode == "exploration":
+            level = procgen.exploration_level(self.game)
+            return level, level + 1
+        n = self.train_levels
+        return (self.start_level, self.start_level + n) if n else None
 
     @property
     def frames_per_obs(self) -> int:
@@ -103,23 +139,31 @@ def shape_reward(r: np.ndarray) -> np.ndarray:
 
 
 class RewardNormalizer:
-    """Divides rewards by the running std of each env's discounted return (as gymnasium's
-    NormalizeReward does per env), pooled over the batch, then clips."""
+    """baselines' VecNormalize(ob=False) on rewards: each env keeps its discounted return
+    `ret = gamma * ret + r`; the running variance of those returns (pooled over envs, Chan et
+    al.'s parallel update, count starting at 1e-4) scales the reward, r / sqrt(var + 1e-8),
+    which is then clipped; a finished episode's return restarts at 0.
+
+    `real` marks the rows that are transitions: envpool's autoreset rows (the step after an
+    episode ends, which only resets) neither update the statistics nor the returns, so the
+    statistics are those of the gym3 env the references wrapped, which has no such rows.
+    """
 
     def __init__(self, num_envs: int, gamma: float, clip: float, epsilon: float = 1e-8) -> None:
         self.gamma, self.clip, self.epsilon = gamma, clip, epsilon
         self.returns = np.zeros(num_envs)
-        self.mean, self.var, self.count = 0.0, 1.0, epsilon
+        self.mean, self.var, self.count = 0.0, 1.0, 1e-4
 
-    def __call__(self, reward: np.ndarray, done: np.ndarray) -> np.ndarray:
-        self.returns = self.returns * self.gamma + reward
-        self._update(self.returns)
+    def __call__(self, reward: np.ndarray, done: np.ndarray, real: np.ndarray) -> np.ndarray:
+        self.returns[real] = self.returns[real] * self.gamma + reward[real]
+        if real.any():
+            self._update(self.returns[real])
         self.returns[done] = 0.0
         scaled = reward / np.sqrt(self.var + self.epsilon)
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
     def _update(self, x: np.ndarray) -> None:
-        # Chan et al.'s parallel mean/variance merge.
+        # Chan et al.'s parallel mean/variance merge (baselines' RunningMeanStd).
         b_mean, b_var, b_count = float(x.mean()), float(x.var()), x.size
         delta, total = b_mean - self.mean, self.count + b_count
         m2 = self.var * self.count + b_var * b_count + delta**2 * self.count * b_count / total
@@ -208,6 +252,10 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         else:
             raise ValueError(f"split must be 'train' or 'test', got {split!r}")
         self.level_range = (start_level, start_level + num_levels) if num_levels else None
+        if config.distribution_mode == "exploration":
+            # envpool picks the fixed level itself and aborts unless given 0 and 0.
+            num_levels, start_level = 0, 0
+            self.level_range = config.train_level_range
         self._pool_kwargs = dict(
             task_id=procgen.task_id(config.game, config.distribution_mode),
             env_type="gymnasium",
@@ -215,6 +263,8 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
             num_levels=num_levels,
             start_level=start_level,
             num_threads=num_threads,
+            # procgen's own limit; envpool registers one per game (1000 for jumper memory).
+            max_episode_steps=procgen.max_episode_steps(config.game, config.distribution_mode),
         )
         self.seed = seed
         self._pool = _import_envpool().make(seed=seed, **self._pool_kwargs)
@@ -264,6 +314,9 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         self._ep_length[started] = 0
         self._ep_return += reward
         self._ep_length += ~started
+        if self.config.time_limit == "terminate":
+            # Procgen's only truncation is its time limit: a plain done, as procgen reports it.
+            terminated, truncated = terminated | truncated, np.zeros_like(truncated)
         self._done = terminated | truncated
         if self._done.any():
             done = self._done
@@ -274,7 +327,7 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         if self.config.reward_shaping:
             reward = shape_reward(reward)
         if self._normalizer is not None:
-            reward = self._normalizer(reward, self._done)
+            reward = self._normalizer(reward, self._done, real=~started)
         # Infos stay empty: RLlib stores one dict per env step, and nothing downstream reads it.
         return obs, reward.astype(np.float32), terminated, truncated, {}
 

@@ -1,10 +1,15 @@
-"""Procgen facts: games, distribution modes, default level splits and score normalization.
+"""Procgen facts: games, distribution modes, default level splits, time limits and score
+normalization.
 
 Normalization constants are those of openai/train-procgen (`train_procgen/constants.py`), used
-by Cobbe et al. (2019): normalized = (R - min) / (max - min), per game and per mode.
+by Cobbe et al. (2019): normalized = (R - min) / (max - min), per game, for easy and hard only.
+Other modes have no reference constants: their normalized scores are NaN (`normalization_note`
+says why), never another mode's constants.
 """
 
 from __future__ import annotations
+
+import math
 
 # game: (easy_min, easy_max, hard_min, hard_max)
 _NORMALIZATION: dict[str, tuple[float, float, float, float]] = {
@@ -52,9 +57,34 @@ _EXTRA_MODES: dict[str, tuple[str, ...]] = {
     "starpilot": ("extreme",),
 }
 
-# Cobbe et al. (2019): 200 training levels in easy mode, 500 in hard; we use 500 for the
-# remaining modes too (they are at least as hard).
-DEFAULT_NUM_LEVELS = {"easy": 200, "hard": 500, "extreme": 500, "memory": 500, "exploration": 500}
+# Exploration mode is not a level distribution: procgen 0.10.7 (procgen/env.py,
+# EXPLORATION_LEVEL_SEEDS) plays hard mode on one fixed level per game, and refuses num_levels
+# and start_level; envpool does the same (envpool/procgen/procgen_env.h GetExplorationLevelSeed)
+# and aborts the process unless it gets num_levels=0 and start_level=0.
+EXPLORATION_LEVEL_SEEDS: dict[str, int] = {
+    "coinrun": 1949448038,
+    "caveflyer": 1259048185,
+    "leaper": 1318677581,
+    "jumper": 1434825276,
+    "maze": 158988835,
+    "heist": 876640971,
+    "climber": 1561126160,
+    "ninja": 1123500215,
+}
+
+# Cobbe et al. (2019): 200 training levels in easy mode, 500 in hard; we use 500 for extreme
+# and memory too (they are at least as hard). Exploration mode plays its one fixed level.
+DEFAULT_NUM_LEVELS = {"easy": 200, "hard": 500, "extreme": 500, "memory": 500, "exploration": 1}
+
+# Episode time limits in steps, procgen 0.10.7: 1000 unless a game sets its own (src/game.cpp
+# Game::Game; src/games/{bigfish,bossfight,leaper,maze,plunder}.cpp), whatever the mode, except
+# jumper in memory mode (src/games/jumper.cpp, game_reset: 2000). envpool registers one limit
+# per game (envpool/procgen/registration.py), so jumper memory would end at 1000 there.
+_TIMEOUT = {"bigfish": 6000, "bossfight": 4000, "leaper": 500, "maze": 500, "plunder": 4000}
+_MODE_TIMEOUT = {("jumper", "memory"): 2000}
+
+# Modes openai/train-procgen has normalization constants for.
+CALIBRATED_MODES = ("easy", "hard")
 
 
 def modes_for(game: str) -> tuple[str, ...]:
@@ -82,15 +112,43 @@ def task_id(game: str, mode: str) -> str:
     return f"{game.capitalize()}{_MODE_SUFFIX[mode]}-v0"
 
 
+def max_episode_steps(game: str, mode: str) -> int:
+    """Procgen 0.10.7's time limit for `game` in `mode` (exploration mode is hard mode)."""
+    check_mode(game, mode)
+    return _MODE_TIMEOUT.get((game, mode), _TIMEOUT.get(game, 1000))
+
+
+def exploration_level(game: str) -> int:
+    """The one level seed procgen's exploration mode plays for `game`."""
+    check_mode(game, "exploration")
+    return EXPLORATION_LEVEL_SEEDS[game]
+
+
+def normalization_note(game: str, mode: str) -> str | None:
+    """Why `normalize(game, mode, ...)` is NaN, or None where it is calibrated."""
+    check_game(game)
+    if mode in CALIBRATED_MODES:
+        return None
+    return (
+        f"no reference normalization constants for {game} {mode} "
+        f"(train-procgen calibrates easy and hard only)"
+    )
+
+
 def score_range(game: str, mode: str) -> tuple[float, float]:
-    """(min, max) return used for normalization. Modes other than easy use the hard constants,
-    as train-procgen does."""
+    """(min, max) return used for normalization: train-procgen's constants for easy and hard;
+    (nan, nan) for the modes it does not calibrate (see `normalization_note`)."""
     check_game(game)
     e_min, e_max, h_min, h_max = _NORMALIZATION[game]
-    return (e_min, e_max) if mode == "easy" else (h_min, h_max)
+    if mode == "easy":
+        return e_min, e_max
+    if mode == "hard":
+        return h_min, h_max
+    return math.nan, math.nan
 
 
 def normalize(game: str, mode: str, raw_return: float) -> float:
-    """Normalized score: 0 at the game's min, 1 at its max (may leave [0, 1])."""
+    """Normalized score: 0 at the game's min, 1 at its max (may leave [0, 1]); NaN for modes
+    without reference constants (see `normalization_note`)."""
     lo, hi = score_range(game, mode)
     return (raw_return - lo) / (hi - lo)

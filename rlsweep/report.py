@@ -175,9 +175,14 @@ def score_table(exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 
     counts = exp.final["status"].value_counts()
     n_counted = len(exp.counted)
     not_counted = [f"{counts.get(s, 0)} {s}" for s in (R.ERROR, R.INCOMPLETE) if counts.get(s, 0)]
-    dropped = int((exp.final["status"] == R.TERMINATED).sum()) - n_counted
+    notes = _norm_notes(exp.final)
+    terminated = exp.final["status"] == R.TERMINATED
+    uncalibrated = int((terminated & notes.notna()).sum())
+    dropped = int(terminated.sum()) - n_counted - uncalibrated
     if dropped:
         not_counted.append(f"{dropped} TERMINATED without an unseen-level score")
+    if uncalibrated:
+        not_counted.append(f"{uncalibrated} TERMINATED in a mode without normalization constants")
     by = ", ".join(f"`{p}`" for p in exp.by) or "nothing (one variant)"
     lines += [
         "",
@@ -190,7 +195,19 @@ def score_table(exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 
         f"Percentile bootstrap, {n_resamples} resamples, seed {seed}. Counted: {n_counted} "
         f"finished trials; not counted: {', '.join(not_counted) or 'none'}.",
     ]
+    lines += [
+        f"Not normalized (NaN, shown as —): {note}; raw returns (`{M.TEST_RETURN}`) are in "
+        "final.csv."
+        for note in dict.fromkeys(notes.dropna())
+    ]
     return "\n".join(lines) + "\n"
+
+
+def _norm_notes(final: pd.DataFrame) -> pd.Series:
+    """Per trial: why it has no normalized scores (a mode without reference constants), or
+    None."""
+    notes = [R.normalization_note(r) for _, r in final.iterrows()]
+    return pd.Series(notes, index=final.index, dtype=object)
 
 
 # --- curves -------------------------------------------------------------------------------
@@ -682,7 +699,7 @@ def _why(r) -> str:
     if r.error:
         return r.error
     if r.status == R.TERMINATED:
-        return "no unseen-level score"
+        return R.normalization_note(r._asdict()) or "no unseen-level score"
     if r.iteration == 0:
         return "no results yet (not started or interrupted at once)"
     return "stopped before its budget (running, interrupted or stopped early)"

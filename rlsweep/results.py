@@ -11,9 +11,9 @@ trial. Every trial found is kept, and its `status` says whether its numbers may 
   half-written last line), or the trial stopped itself as failed (`trial/error`, e.g. a
   non-finite loss), or a number is unusable: a stable metric is ±inf on any row,
   `test/return(_norm)` is NaN on a row that evaluated (`test/fresh`: evaluation always plays its
-  episodes to the end), `env_steps` is missing, or a `loss/*` value is non-finite on the last
-  row (training diverged). NaN `train/return` is *not* an error: it means no training episode
-  ended that iteration.
+  episodes to the end; `_norm` only where the mode is calibrated), `env_steps` is missing, or
+  a `loss/*` value is non-finite on the last row (training diverged). NaN `train/return` is
+  *not* an error: it means no training episode ended that iteration.
 - `TERMINATED`: not an error, and the last row's `env_steps` reached the trial's
   `total_env_steps` budget (a crash that a Tune retry recovered from is noted in `error`).
 - `INCOMPLETE`: everything else — still running, interrupted, not started yet (no result.json:
@@ -21,6 +21,10 @@ trial. Every trial found is kept, and its `status` says whether its numbers may 
   scheduler (the files do not say why a trial stopped, so these cannot be told apart).
 
 Only TERMINATED trials belong in aggregates (`finished()`); reports list the others.
+
+Normalized metrics (`*_norm`) are NaN for modes train-procgen has no constants for (extreme,
+memory, exploration; `normalization_note` says why), whatever result.json recorded: older
+trials normalized them with hard mode's constants.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ import pandas as pd
 import yaml
 
 from rlsweep import metrics as M
-from rlsweep import storage
+from rlsweep import procgen, storage
 from rlsweep.spec import CELL_INDEX, SweepSpec
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
@@ -52,6 +56,16 @@ _TEST_AT_EVAL = (M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
 """Final view: taken from the last row that evaluated, not the last row."""
 _ERROR_FILES = ("error.txt", "error.pkl")
 _NOT_PARAMS = {*ID_COLUMNS, ITERATION, *METRIC_COLUMNS, *STATUS_COLUMNS, *FINAL_EXTRA}
+_NORM_METRICS = (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM)
+
+
+def normalization_note(params: Any) -> str | None:
+    """Why a trial (its params, a dict or a results row) has no normalized scores, or None:
+    `procgen.normalization_note` for its game and distribution mode."""
+    game, mode = params.get("game"), params.get("distribution_mode")
+    if game not in procgen.GAMES or not isinstance(mode, str):
+        return None
+    return procgen.normalization_note(game, mode)
 
 
 # --- finding trials -----------------------------------------------------------------------
@@ -115,8 +129,9 @@ def _error_file_text(trial_dir: Path) -> str:
     return ""
 
 
-def _number_error(frame: pd.DataFrame, last: dict[str, Any]) -> str:
-    """Why this trial's numbers are unusable, or ''."""
+def _number_error(frame: pd.DataFrame, last: dict[str, Any], normalized: bool = True) -> str:
+    """Why this trial's numbers are unusable, or ''. `normalized`: its mode has normalization
+    constants (else `test/return_norm` is NaN by design)."""
     for col in M.METRICS:
         bad = frame.index[np.isinf(frame[col].to_numpy(dtype=float))]
         if len(bad):
@@ -125,7 +140,7 @@ def _number_error(frame: pd.DataFrame, last: dict[str, Any]) -> str:
     if len(missing):
         return f"{M.ENV_STEPS} missing at iteration {missing.iloc[0]}"
     fresh = frame[frame[M.TEST_FRESH]]
-    for col in (M.TEST_RETURN, M.TEST_RETURN_NORM):
+    for col in (M.TEST_RETURN, M.TEST_RETURN_NORM) if normalized else (M.TEST_RETURN,):
         bad = fresh.index[fresh[col].isna()]
         if len(bad):
             return f"{col} is NaN at evaluation iteration {frame.at[bad[0], ITERATION]}"
@@ -151,6 +166,7 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
     if spec is not None and CELL_INDEX in params:
         params = spec.resolve(params, keep_label=True)
 
+    uncalibrated = normalization_note(params) is not None
     records = []
     for r in rows or [{"training_iteration": 0}]:
         rec = {ITERATION: int(r.get("training_iteration", 0))}
@@ -160,15 +176,19 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
         fresh = r.get(M.TEST_FRESH)
         # A trainable without the flag: a finite test score means it evaluated that iteration.
         rec[M.TEST_FRESH] = (
-            bool(fresh) if fresh is not None else math.isfinite(rec[M.TEST_RETURN_NORM])
+            bool(fresh)
+            if fresh is not None
+            else math.isfinite(rec[M.TEST_RETURN_NORM]) or math.isfinite(rec[M.TEST_RETURN])
         )
+        if uncalibrated:  # never another mode's constants (older trials recorded hard's)
+            rec.update(dict.fromkeys(_NORM_METRICS, math.nan))
         records.append(rec)
     frame = pd.DataFrame.from_records(records)
 
     budget = params.get("total_env_steps")
     steps = frame[M.ENV_STEPS].iloc[-1]
     reached = bool(rows) and isinstance(budget, int | float) and steps >= budget
-    error = error or (_number_error(frame, rows[-1]) if rows else "")
+    error = error or (_number_error(frame, rows[-1], not uncalibrated) if rows else "")
     crashed = _error_file_text(trial_dir)
     if crashed and reached and not error:
         # Tune retried the trial from a checkpoint and the retry finished: its numbers count.

@@ -1,24 +1,33 @@
 """Aggregate statistics with confidence intervals over runs x games of normalized scores.
 
-The method is that of Agarwal et al. (2021), "Deep RL at the Edge of the Statistical Precipice":
-point estimates over all runs x games (mean, median, interquartile mean, optimality gap,
-probability of improvement) with 95% *stratified* bootstrap confidence intervals — runs are
-resampled with replacement within each game, never across games, so games with very different
-score spreads keep their own variability.
+The method is that of Agarwal et al. (2021), "Deep RL at the Edge of the Statistical Precipice",
+and the numbers are those of its library, rliable 1.2.0: point estimates (mean, median,
+interquartile mean, optimality gap, probability of improvement) with 95% *stratified* bootstrap
+percentile confidence intervals — runs are resampled with replacement within each game, never
+across games, so games with very different score spreads keep their own variability.
 
-Why SciPy and not `rliable`, the paper's library: rliable 1.2.0 needs `arch` < 8; arch 7.x fails
-to import under pandas 3 and arch 8 breaks rliable's bootstrap call, so rliable only works beside
-pandas < 3, while Ray 2.60 brings pandas 3. `scipy.stats.bootstrap` given one sample per game
-with `paired=False` resamples the runs of each game independently, which is exactly rliable's
-stratified bootstrap, so we use that maintained implementation of the same method
-(`method="percentile"`, as rliable).
+Definitions (rliable's `metrics`): mean = mean over games of the per-game mean over runs;
+median = median over games of the per-game means (not the median of all scores); IQM = 25%
+trimmed mean of all runs x games scores pooled; optimality gap = 1 − mean of min(score, 1);
+probability of improvement P(X > Y) = per game, the chance a run of X beats a run of Y (ties
+count half: the Mann-Whitney U / (n_x n_y)), averaged over games.
+
+CIs are those of rliable's `get_interval_estimates` (arch's percentile method over its
+`StratifiedBootstrap`, or `StratifiedIndependentBootstrap` for a pair X, Y, with
+`task_bootstrap=False`): with the same `n_resamples` as its `reps`, and `seed` as in
+`np.random.seed(seed)` before the call (rliable draws its indices from NumPy's global legacy
+RNG; its `random_state` argument does not reach them), they are the same numbers, because
+`stratified_bootstrap` draws the same indices in the same order. `tests/test_stats_rliable.py`
+checks this against a fixture made by rliable itself. We reimplement rather than import
+rliable because it cannot share rlsweep's environment: it needs arch < 8, which works only beside
+pandas < 3, while Ray 2.60 brings pandas 3.
 
 Inputs: a 2-D array shaped (runs, games), or a sequence with one 1-D array of runs per game (for
-games with different numbers of finished runs). Mean and optimality gap average the per-game
-means (every game weighs the same; for a full array this equals the mean over all scores);
-median and IQM pool all scores, as rliable does. NaN raises `ValueError`: callers drop or mark
-errored trials first (see `rlsweep.results`). A CI needs at least two runs in every game;
-otherwise its bounds are NaN. Everything is deterministic given `seed`.
+games with different numbers of finished runs, which rliable does not take: there mean, median
+and optimality gap weigh every game the same, and IQM pools all scores). NaN raises
+`ValueError`: callers drop or mark errored trials first (see `rlsweep.results`). A CI needs at
+least two runs in every game; otherwise its bounds are NaN. Everything is deterministic given
+`seed`.
 """
 
 from __future__ import annotations
@@ -89,27 +98,31 @@ def _pooled(games: Sequence[np.ndarray]) -> np.ndarray:
     return np.concatenate(games, axis=-1)
 
 
-def _mean(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+def _mean(*games: np.ndarray) -> np.ndarray:
+    # rliable's aggregate_mean: the mean over games of each game's mean over runs.
     return np.mean([g.mean(axis=-1) for g in games], axis=0)
 
 
-def _median(*games: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.median(_pooled(games), axis=-1)
+def _median(*games: np.ndarray) -> np.ndarray:
+    # rliable's aggregate_median: the median over games of each game's mean over runs.
+    return np.median([g.mean(axis=-1) for g in games], axis=0)
 
 
-def _iqm(*games: np.ndarray, axis: int = -1) -> np.ndarray:
-    # Mean of the middle 50% of all runs x games scores (25% trimmed from each end).
+def _iqm(*games: np.ndarray) -> np.ndarray:
+    # rliable's aggregate_iqm: mean of the middle 50% of all runs x games scores (25% trimmed
+    # from each end).
     return scipy.stats.trim_mean(_pooled(games), 0.25, axis=-1)
 
 
-def _optimality_gap(*games: np.ndarray, axis: int = -1) -> np.ndarray:
-    # How far below a normalized score of 1 the runs fall; scores above 1 earn no credit.
-    return np.mean([np.maximum(0.0, 1.0 - g).mean(axis=-1) for g in games], axis=0)
+def _optimality_gap(*games: np.ndarray) -> np.ndarray:
+    # rliable's aggregate_optimality_gap (gamma 1): how far below a normalized score of 1 the
+    # runs fall; scores above 1 earn no credit.
+    return 1.0 - _mean(*(np.minimum(g, 1.0) for g in games))
 
 
-def _improvement(*games: np.ndarray, axis: int = -1) -> np.ndarray:
+def _improvement(*games: np.ndarray) -> np.ndarray:
     # First half: X's games, second half: Y's. Per game P(X > Y) over all run pairs, ties 0.5,
-    # which is the Mann-Whitney U statistic / (n * m); then the mean over games.
+    # which is the Mann-Whitney U statistic / (n * m) as in rliable; then the mean over games.
     k = len(games) // 2
     probs = []
     for x, y in zip(games[:k], games[k:], strict=True):
@@ -132,6 +145,7 @@ def mean(scores: Scores) -> float:
 
 
 def median(scores: Scores) -> float:
+    """Median over games of each game's mean score (rliable's "median of sample means")."""
     return float(_median(*per_game(scores)))
 
 
@@ -141,7 +155,7 @@ def iqm(scores: Scores) -> float:
 
 
 def optimality_gap(scores: Scores) -> float:
-    """Mean of max(0, 1 - score): 0 when every run reaches a normalized score of 1."""
+    """1 − mean of min(score, 1): 0 when every run reaches a normalized score of 1."""
     return float(_optimality_gap(*per_game(scores)))
 
 
@@ -154,6 +168,31 @@ def probability_of_improvement(x: Scores, y: Scores) -> float:
 # --- bootstrap ------------------------------------------------------------------------------
 
 
+def _resample_indices(
+    lengths: Sequence[int], sets: Sequence[int], n_resamples: int, seed: int
+) -> list[np.ndarray]:
+    """Bootstrap draws of run indices: one (n_resamples, runs) array per game.
+
+    Drawn as rliable 1.2.0 draws them after `np.random.seed(seed)`: for each resample, for each
+    score set (consecutive games: all of them, or X's then Y's), `np.random.choice(runs,
+    (runs, games))`, i.e. one legacy-RandomState integer per (run, game) slot, runs-major. A game
+    with fewer runs than its set's longest has no slot in the missing rows (rliable only takes
+    full matrices). Legacy draws are sequential, so one call yields rliable's per-resample calls.
+    """
+    highs, owner, start = [], [], 0
+    for size in sets:
+        n = np.asarray(lengths[start : start + size])
+        _, game = np.nonzero(np.arange(n.max())[:, None] < n)  # (run, game) slots, runs-major
+        highs.append(n[game])
+        owner.append(start + game)
+        start += size
+    draws = np.random.RandomState(seed).randint(
+        0, np.concatenate(highs), size=(n_resamples, sum(map(len, highs)))
+    )
+    games = np.concatenate(owner)
+    return [draws[:, games == g] for g in range(len(lengths))]
+
+
 def stratified_bootstrap(
     samples: Sequence[np.ndarray],
     statistic: Callable[..., np.ndarray],
@@ -161,27 +200,24 @@ def stratified_bootstrap(
     n_resamples: int = N_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
+    sets: Sequence[int] | None = None,
 ) -> tuple[float, float]:
     """Percentile CI of `statistic(*samples)`, resampling each sample (a game's runs) with
-    replacement independently of the others. NaN bounds if a sample has fewer than 2 runs."""
+    replacement independently of the others. NaN bounds if a sample has fewer than 2 runs.
+
+    `sets`: how many consecutive samples form each score set (default: one set of all), e.g.
+    (k, k) for X's and Y's k games. It only orders the draws, as rliable's independent
+    bootstrap of a pair orders them, so the same `seed` gives rliable's CI exactly."""
     if min(len(s) for s in samples) < 2:
         return np.nan, np.nan
-    with warnings.catch_warnings():
-        # Identical runs give a degenerate (but correct) bootstrap distribution; SciPy warns.
-        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
-        res = scipy.stats.bootstrap(
-            tuple(samples),
-            statistic,
-            n_resamples=n_resamples,
-            vectorized=True,
-            paired=False,
-            axis=-1,
-            confidence_level=confidence,
-            method="percentile",
-            rng=np.random.default_rng(seed),
-        )
-    ci = res.confidence_interval
-    return float(ci.low), float(ci.high)
+    sets = (len(samples),) if sets is None else tuple(sets)
+    if sum(sets) != len(samples):
+        raise ValueError(f"sets {sets} do not add up to the {len(samples)} samples")
+    indices = _resample_indices([len(s) for s in samples], sets, n_resamples, seed)
+    values = statistic(*(s[i] for s, i in zip(samples, indices, strict=True)))
+    alpha = (1 - confidence) / 2  # as arch's conf_int: np.percentile, linear interpolation
+    low, high = np.percentile(values, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high)
 
 
 def interval(
@@ -191,12 +227,14 @@ def interval(
     n_resamples: int = N_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = 0,
+    sets: Sequence[int] | None = None,
 ) -> Interval:
-    """A statistic (a name in STATISTICS, or a per-game function) with its stratified CI."""
+    """A statistic (a name in STATISTICS, or a per-game function) with its stratified CI
+    (`sets`: see `stratified_bootstrap`)."""
     fn = STATISTICS[statistic] if isinstance(statistic, str) else statistic
     games = per_game(scores)
     low, high = stratified_bootstrap(
-        games, fn, n_resamples=n_resamples, confidence=confidence, seed=seed
+        games, fn, n_resamples=n_resamples, confidence=confidence, seed=seed, sets=sets
     )
     return Interval(float(fn(*games)), low, high)
 
@@ -238,12 +276,14 @@ def probability_of_improvement_ci(
     seed: int = 0,
 ) -> Interval:
     """P(X > Y) with a CI resampling X's and Y's runs independently within each game."""
+    games = _two_variants(x, y)
     return interval(
-        _two_variants(x, y),
+        games,
         _improvement,
         n_resamples=n_resamples,
         confidence=confidence,
         seed=seed,
+        sets=(len(games) // 2,) * 2,
     )
 
 

@@ -4,17 +4,15 @@ from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
 
 
-def test_defaults_follow_train_procgen():
-    cfg = TrialConfig()
-    assert (cfg.gamma, cfg.lambda_, cfg.lr, cfg.clip_param) == (0.999, 0.95, 5e-4, 0.2)
-    assert (cfg.entropy_coeff, cfg.vf_loss_coeff, cfg.grad_clip, cfg.num_epochs) == (
-        0.01,
-        0.5,
-        0.5,
-        3,
-    )
-    assert cfg.widths == (16, 32, 32)
-    assert cfg.effective_train_batch_size == 64 * 64
+def test_defaults_are_train_procgens_run():
+    """TrialConfig's defaults are baselines/cobbe2019.yaml (train-procgen), field for field."""
+    from rlsweep.spec import load_baseline
+
+    cobbe = load_baseline("cobbe2019")
+    defaults = TrialConfig().to_dict()
+    assert {k: defaults[k] for k in cobbe} == cobbe
+    assert TrialConfig(**cobbe) == TrialConfig()
+    assert TrialConfig().effective_train_batch_size == 64 * 256
 
 
 def test_round_trip_through_dict():
@@ -25,8 +23,8 @@ def test_round_trip_through_dict():
 
 
 def test_train_batch_follows_runners():
-    assert TrialConfig(num_env_runners=3, minibatch_size=64).effective_train_batch_size == 3 * 4096
-    assert TrialConfig(train_batch_size=8192).effective_train_batch_size == 8192
+    assert TrialConfig(num_env_runners=3, minibatch_size=64).effective_train_batch_size == 3 * 16384
+    assert TrialConfig(train_batch_size=32768).effective_train_batch_size == 32768
 
 
 @pytest.mark.parametrize(
@@ -37,7 +35,13 @@ def test_train_batch_follows_runners():
         ({"lambda_": -0.1}, "lambda_: got -0.1; allowed: 0 <= lambda_ <= 1"),
         ({"lr": 0}, "lr: got 0; allowed: a number > 0"),
         ({"lr": "fast"}, "lr: got 'fast'; allowed: a number > 0"),
-        ({"minibatch_size": 8192}, "minibatch_size: got 8192; allowed: <= the train batch (4096"),
+        ({"minibatch_size": 32768}, "minibatch_size: got 32768; allowed: <= the train batch (16384"),
+        ({"minibatch_size": 3000}, "minibatch_size: got 3000; allowed: a divisor of the train batch"),
+        ({"minibatching": "cyclic"}, "minibatching: got 'cyclic'; allowed: shuffle, rllib"),
+        ({"advantage_norm": "none"}, "advantage_norm: got 'none'; allowed: minibatch, batch, rllib"),
+        ({"adam_eps": 0}, "adam_eps: got 0; allowed: a number > 0"),
+        ({"time_limit": "cut"}, "time_limit: got 'cut'; allowed: terminate, truncate"),
+        ({"reward_norm_gamma": 0}, "reward_norm_gamma: got 0; allowed: 0 < reward_norm_gamma"),
         ({"train_batch_size": 5000}, "train_batch_size: got 5000; allowed: a multiple of"),
         ({"widths": [16, 0]}, "widths: got (16, 0); allowed: a non-empty list of positive"),
         ({"downsample": "avg"}, "downsample: got 'avg'; allowed: maxpool, conv"),
@@ -74,6 +78,7 @@ def test_rllib_config_mapping():
         lr_schedule=[[0, 1e-4], [500_000, 8e-4]],
         clip_param=0.3,
         vf_clip_param=30.0,
+        vf_clip_mode="loss",
         vf_loss_coeff=0.7,
         entropy_coeff=0.02,
         kl_coeff=0.2,
@@ -102,4 +107,16 @@ def test_rllib_config_mapping():
     assert c.env_config["game"] == "maze" and c.env_config["framestack"] == "gap"
     assert c.rl_module_spec.model_config["widths"] == [32, 64, 64]
     assert c.rl_module_spec.model_config["global_pool"] is True
+    assert c.learner_config_dict == {
+        "rlsweep_minibatching": "shuffle",
+        "rlsweep_advantage_norm": "minibatch",
+        "rlsweep_adam_eps": 1e-5,
+        "rlsweep_shuffle_seed": 7,
+    }
     assert not ppo_config(TrialConfig()).use_kl_loss  # kl_coeff 0 turns the KL term off
+
+
+def test_env_options_reach_the_env_config():
+    cfg = TrialConfig(reward_norm_gamma=0.999, time_limit="truncate", normalize_reward=False)
+    env = cfg.env_config()
+    assert (env.reward_norm_gamma, env.time_limit, env.normalize_reward) == (0.999, "truncate", False)

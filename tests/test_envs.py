@@ -30,16 +30,40 @@ def test_reward_normalizer_divides_by_the_std_of_discounted_returns():
         done = rng.random(3) < 0.05
         ret = ret * 0.9 + r
         history.append(ret.copy())
-        out = norm(r, done)
-        np.testing.assert_allclose(out, r / np.std(np.concatenate(history)), rtol=1e-4)
+        out = norm(r, done, real=np.ones(3, bool))
+        # The pooled variance of every return so far and RunningMeanStd's prior (mean 0,
+        # var 1, count 1e-4), as baselines' VecNormalize keeps it.
+        x = np.concatenate(history)
+        count = 1e-4 + x.size
+        mean = x.sum() / count
+        var = (1e-4 * (1.0 + mean**2) + ((x - mean) ** 2).sum()) / count
+        np.testing.assert_allclose(out, r / np.sqrt(var + 1e-8), rtol=1e-5)
         ret[done] = 0.0
 
 
 def test_reward_normalizer_clips():
     norm = RewardNormalizer(num_envs=1, gamma=0.0, clip=2.0)
+    real = np.array([True])
     for _ in range(50):
-        norm(np.array([0.01]), np.array([False]))
-    assert norm(np.array([1000.0]), np.array([False]))[0] == 2.0
+        norm(np.array([0.01]), np.array([False]), real)
+    assert norm(np.array([1000.0]), np.array([False]), real)[0] == 2.0
+
+
+def test_reward_normalizer_skips_reset_only_rows():
+    """envpool's autoreset rows (not transitions) leave the statistics and returns alone."""
+    a = RewardNormalizer(num_envs=2, gamma=0.99, clip=10.0)
+    b = RewardNormalizer(num_envs=1, gamma=0.99, clip=10.0)
+    rng = np.random.default_rng(1)
+    for t in range(30):
+        r = rng.normal(size=2)
+        reset_row = t % 3 == 0  # env 1 is resetting on these steps
+        real = np.array([True, not reset_row])
+        a(np.where(real, r, 0.0), np.zeros(2, bool), real)
+        if not reset_row:
+            b(r[1:], np.zeros(1, bool), np.array([True]))
+    assert a.returns[1] == pytest.approx(b.returns[0])
+    assert a.count > b.count  # env 0's rows counted, env 1's reset rows not: 30 + 20 vs 20
+    assert a.count == pytest.approx(50 + 1e-4)
 
 
 def _frames(n: int, value) -> np.ndarray:
@@ -211,3 +235,104 @@ def test_reset_seed_reseeds_the_level_sampler():
 
     assert first_levels(11) == first_levels(11)
     assert first_levels(11) != first_levels(12)
+
+
+# --- exploration mode and time limits (procgen 0.10.7 semantics) ----------------------------
+
+
+def test_exploration_mode_plays_procgens_fixed_level_without_level_settings():
+    cfg = EnvConfig(game="maze", distribution_mode="exploration")
+    assert cfg.train_levels == 1
+    assert cfg.train_level_range == (158988835, 158988836)  # procgen/env.py, maze
+    for kwargs, key, allowed in [
+        ({"num_levels": 500}, "num_levels", "null"),
+        ({"num_levels": 0}, "num_levels", "null"),
+        ({"start_level": 7}, "start_level", "0"),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            EnvConfig(game="maze", distribution_mode="exploration", **kwargs)
+        assert e.value.path == key
+        assert f"allowed: {allowed} (exploration mode plays maze's one fixed level" in str(e.value)
+
+
+def test_exploration_mode_errors_name_the_trial_key_path():
+    from rlsweep.config import TrialConfig
+
+    d = {"game": "coinrun", "distribution_mode": "exploration", "num_levels": 500}
+    with pytest.raises(ConfigError) as e:
+        TrialConfig.from_dict(d)
+    assert e.value.path == "num_levels" and "allowed: null" in e.value.message
+    TrialConfig.from_dict({**d, "num_levels": None})  # the default is fine
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_exploration_mode_runs_on_envpool_on_its_fixed_level(split):
+    # envpool aborts the process (exit 134) unless num_levels=start_level=0 reach it.
+    rng = np.random.default_rng(4)
+    env = ProcgenVectorEnv(
+        EnvConfig(game="leaper", distribution_mode="exploration"), 4, seed=1, split=split
+    )
+    env.reset()
+    seeds = set(env.level_seeds.tolist())
+    dones = 0
+    for _, _, term, trunc, _ in _run(env, 300, rng):
+        seeds.update(env.level_seeds.tolist())
+        dones += int((term | trunc).sum())
+    env.close()
+    assert dones > 0 and seeds == {1318677581}  # every episode, train or test
+    assert env.level_range == (1318677581, 1318677582)
+
+
+def test_procgen_time_limits_reach_envpool_for_every_game_and_mode():
+    from rlsweep import procgen
+    from rlsweep.envs import _import_envpool
+
+    envpool = _import_envpool()
+    differ = set()
+    for game in procgen.GAMES:
+        for mode in procgen.modes_for(game):
+            registered = envpool.make_spec(procgen.task_id(game, mode)).config.max_episode_steps
+            if registered != procgen.max_episode_steps(game, mode):
+                differ.add((game, mode))
+    assert differ == {("jumper", "memory")}  # envpool registers 1000, procgen uses 2000
+    for game, mode in [("jumper", "memory"), ("jumper", "hard"), ("bigfish", "easy")]:
+        env = ProcgenVectorEnv(EnvConfig(game=game, distribution_mode=mode), 1)
+        assert env._pool.spec.config.max_episode_steps == procgen.max_episode_steps(game, mode)
+        env.close()
+
+
+def test_envpool_marks_a_done_truncated_from_the_limit_it_was_given():
+    # envpool never cuts a Procgen episode itself (the game's own timeout ends it); its
+    # max_episode_steps only decides `truncated` = done and elapsed >= max_episode_steps
+    # (envpool/core/env.h). With jumper memory's registered 1000, a level finished after step
+    # 1000 would read as truncated; hence rlsweep passes procgen's limit.
+    from rlsweep.envs import _import_envpool
+
+    rng = np.random.default_rng(5)
+    kinds = {}
+    for limit in (500, 10):
+        env = _import_envpool().make(
+            "MazeEasy-v0", env_type="gymnasium", num_envs=8, seed=3, max_episode_steps=limit
+        )
+        env.reset()
+        for _ in range(500):
+            _, r, term, trunc, info = env.step(rng.integers(0, 15, 8).astype(np.int32))
+            for i in np.flatnonzero(term | trunc):
+                kinds.setdefault(limit, []).append((r[i] > 0, bool(trunc[i])))
+        env.close()
+    solved_500 = [t for won, t in kinds[500] if won]
+    solved_10 = [t for won, t in kinds[10] if won]
+    assert solved_500 and not any(solved_500)  # a solved maze is terminal...
+    assert solved_10 and all(solved_10)  # ...but reads as truncated past a too-short limit
+
+
+def test_jumper_memory_episodes_last_procgens_2000_steps():
+    env = ProcgenVectorEnv(
+        EnvConfig(game="jumper", distribution_mode="memory", time_limit="truncate"), 1, seed=0
+    )
+    env.reset()
+    noop = np.array([4])  # jumper has no hazards in memory mode: standing still never ends it
+    flags = [env.step(noop)[2:4] for _ in range(2001)]
+    env.close()
+    ends = [(t, bool(term[0]), bool(trunc[0])) for t, (term, trunc) in enumerate(flags)]
+    assert [e for e in ends if e[1] or e[2]] == [(1999, False, True)]  # the 2000th step

@@ -60,3 +60,44 @@ def test_every_game_and_mode_exists_in_envpool():
     for game in procgen.GAMES:
         for mode in procgen.modes_for(game):
             assert procgen.task_id(game, mode) in registered
+
+
+# --- time limits, exploration levels, uncalibrated modes ------------------------------------
+
+
+def test_time_limits_follow_procgen_0_10_7():
+    # src/game.cpp: 1000 by default; src/games/*.cpp set their own; jumper memory 2000.
+    own = {"bigfish": 6000, "bossfight": 4000, "leaper": 500, "maze": 500, "plunder": 4000}
+    for game in procgen.GAMES:
+        for mode in procgen.modes_for(game):
+            expected = 2000 if (game, mode) == ("jumper", "memory") else own.get(game, 1000)
+            assert procgen.max_episode_steps(game, mode) == expected, (game, mode)
+
+
+def test_exploration_levels_are_procgens_and_cover_the_exploration_games():
+    games = {g for g in procgen.GAMES if "exploration" in procgen.modes_for(g)}
+    assert games == set(procgen.EXPLORATION_LEVEL_SEEDS)
+    assert procgen.exploration_level("coinrun") == 1949448038
+    assert procgen.DEFAULT_NUM_LEVELS["exploration"] == 1
+    with pytest.raises(ValueError, match="not offered for bigfish"):
+        procgen.exploration_level("bigfish")
+
+
+@pytest.mark.parametrize(
+    ("game", "mode"),
+    [("chaser", "extreme"), ("maze", "memory"), ("coinrun", "exploration"), ("jumper", "memory")],
+)
+def test_uncalibrated_modes_normalize_to_nan_with_a_reason(game, mode):
+    import math
+
+    assert all(math.isnan(v) for v in procgen.score_range(game, mode))
+    assert math.isnan(procgen.normalize(game, mode, 10.0))
+    assert procgen.normalization_note(game, mode) == (
+        f"no reference normalization constants for {game} {mode} "
+        "(train-procgen calibrates easy and hard only)"
+    )
+
+
+def test_calibrated_modes_have_no_note():
+    assert procgen.normalization_note("coinrun", "easy") is None
+    assert procgen.normalization_note("bigfish", "hard") is None

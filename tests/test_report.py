@@ -115,3 +115,55 @@ def test_cli(experiment, tmp_path, capsys):
     assert "| game | lr=0.0005 |" in text and f"report: {out / 'report.md'}" in text
     assert main(["report", str(experiment), "--by", "nope", "--out", str(out)]) == 2
     assert "--by nope: not a parameter" in capsys.readouterr().err
+
+
+def test_uncalibrated_mode_has_no_normalized_score_and_the_report_says_why(tmp_path):
+    from rlsweep import results as R
+
+    exp = tmp_path / "results" / "modes"
+    for seed in (0, 1):
+        _trial(exp, "maze", "none", seed, 0.5)
+    # maze memory: one trial as older rlsweep recorded it (hard mode's constants borrowed), one
+    # as it records now (NaN normalized scores, raw returns only).
+    borrowed = _trial(exp / "memory", "maze", "none", 0, 0.9)
+    nan = _trial(exp / "memory", "maze", "none", 1, 0.9)
+    lines = [json.loads(ln) for ln in (nan / "result.json").read_text().splitlines()]
+    for r in lines:
+        r.update({M.TEST_RETURN: 7.0, M.TRAIN_RETURN_NORM: float("nan")})
+        r.update({M.TEST_RETURN_NORM: float("nan"), M.GAP_NORM: float("nan")})
+    (nan / "result.json").write_text("\n".join(map(json.dumps, lines)) + "\n")
+    for d in (borrowed, nan):
+        d.rename(exp / f"{d.name}_memory")
+        params = json.loads((exp / f"{d.name}_memory" / "params.json").read_text())
+        (exp / f"{d.name}_memory" / "params.json").write_text(
+            json.dumps({**params, "distribution_mode": "memory"})
+        )
+    (exp / "memory").rmdir()
+    for d in exp.iterdir():
+        if not d.name.endswith("_memory"):
+            params = json.loads((d / "params.json").read_text())
+            (d / "params.json").write_text(json.dumps({**params, "distribution_mode": "easy"}))
+
+    final = R.final_scores(R.load_curves(exp))
+    memory = final[final["distribution_mode"] == "memory"]
+    assert list(memory["status"]) == [R.TERMINATED, R.TERMINATED]  # NaN by design, no error
+    for col in (M.TEST_RETURN_NORM, M.TRAIN_RETURN_NORM, M.GAP_NORM):
+        assert memory[col].isna().all()  # never the borrowed constants
+    assert memory[M.TEST_RETURN].notna().all()
+
+    report = build_report([exp], out=tmp_path / "out")
+    table = (report.parent / "table.md").read_text()
+    note = (
+        "no reference normalization constants for maze memory (train-procgen calibrates easy "
+        "and hard only)"
+    )
+    assert table.startswith(
+        "| game | distribution_mode=easy | distribution_mode=memory |\n"
+        "| :--- | ---: | ---: |\n"
+        "| maze | 0.500 ± 0.000 | — |\n"
+    )
+    assert "not counted: 2 TERMINATED in a mode without normalization constants." in table
+    assert f"Not normalized (NaN, shown as —): {note}; raw returns" in table
+    md = report.read_text()
+    assert "| modes | maze_s1_none_memory | distribution_mode=memory | TERMINATED | 4 " in md
+    assert md.count(f"| {note} |") == 2  # why each memory trial is not counted

@@ -59,7 +59,7 @@ def fake_sweep(tmp_path_factory):
         name="fake",
         games=["coinrun"],
         seeds=[0, 1],
-        budget=2 * 4096,
+        budget=2 * 16384,
         space={"framestack": ["none", "gap"]},
         storage_path=str(tmp_path_factory.mktemp("results")),
     )

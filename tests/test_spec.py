@@ -175,8 +175,8 @@ BAD = [
     ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: 0 < gamma <= 1"),
     ({"params": {"seed": 3}}, "params.seed: set this with the top-level 'seeds' key"),
     (
-        {"params": {"minibatch_size": 9000}},
-        "params.minibatch_size: got 9000; allowed: <= the train batch",
+        {"params": {"minibatch_size": 20000}},
+        "params.minibatch_size: got 20000; allowed: <= the train batch",
     ),
     (
         {"params": {"distribution_mode": "extreme"}},

@@ -15,7 +15,8 @@ def test_iqm_is_the_mean_of_the_middle_half():
     assert S.iqm(x) == pytest.approx(4.5)
     assert S.iqm(x) == pytest.approx(scipy.stats.trim_mean(x.ravel(), 0.25))
     assert S.mean(x) == pytest.approx(128 / 8)
-    assert S.median(x) == pytest.approx(4.5)
+    # Median of the per-game means (4, 28), as rliable: not the median of all 8 scores (4.5).
+    assert S.median(x) == pytest.approx(16.0)
 
 
 def test_optimality_gap_counts_only_the_shortfall_below_one():
@@ -100,6 +101,18 @@ def test_games_with_different_numbers_of_runs():
     assert S.mean(ragged) == pytest.approx(5.25)
     assert S.iqm(ragged) == pytest.approx(scipy.stats.trim_mean([0.0, 1.0, 10.0], 0.25))
     assert not S.interval(ragged, "mean", **FAST).has_ci  # game 1 cannot be resampled
+
+    # With two or more runs each, each game is resampled from its own runs, at its own size.
+    games = [np.array([0.0, 1.0, 2.0]), np.array([10.0, 11.0, 12.0, 13.0, 14.0])]
+
+    def check(a, b):
+        assert a.shape == (2000, 3) and b.shape == (2000, 5)
+        assert np.isin(a, games[0]).all() and np.isin(b, games[1]).all()
+        assert len(np.unique(a)) == 3 and len(np.unique(b)) == 5
+        return S._mean(a, b)
+
+    low, high = S.stratified_bootstrap(games, check, **FAST)
+    assert low < S.mean(games) < high
 
 
 def test_generalization_gap():

@@ -116,7 +116,7 @@ def s3_sweep(s3_server, tmp_path_factory):
         name="s3fake",
         games=["coinrun"],
         seeds=[0, 1],
-        budget=4 * 4096,
+        budget=4 * 16384,
         params={"checkpoint_interval": 2},
         storage_path=f"s3://{s3_server.bucket}/sweeps",
     )
@@ -144,7 +144,7 @@ def test_results_and_checkpoints_land_in_the_bucket(s3_server, s3_sweep):
         assert len(objects[base + "result.json"].decode().splitlines()) == 4
         states = [k for k in objects if k.startswith(base) and k.endswith("/state.json")]
         assert states, f"no checkpoint of {trial} in the bucket"
-        assert {json.loads(objects[k])["env_steps"] for k in states} <= {2 * 4096, 4 * 4096}
+        assert {json.loads(objects[k])["env_steps"] for k in states} <= {2 * 16384, 4 * 16384}
 
 
 def test_report_from_s3_and_no_credentials_anywhere(s3_server, s3_sweep, tmp_path, monkeypatch):

@@ -27,7 +27,7 @@ def fake_sweep(tmp_path_factory):
         name="fake",
         games=["coinrun", "maze"],
         seeds=[0, 1],
-        budget=4 * 4096,
+        budget=4 * 16384,
         space={"framestack": ["none", "gap"]},
         storage_path=str(tmp_path_factory.mktemp("results")),
     )
@@ -41,7 +41,7 @@ def test_one_row_per_trial_with_every_column(fake_sweep):
     assert set(df.columns) >= {"game", "seed", "framestack", *RESULT_COLUMNS, "status"}
     assert not df[list(RESULT_COLUMNS)].isna().any().any()
     assert (df["status"] == "TERMINATED").all()
-    assert (df["env_steps"] == 4 * 4096).all() and (df["iterations"] == 4).all()
+    assert (df["env_steps"] == 4 * 16384).all() and (df["iterations"] == 4).all()
     assert set(zip(df.game, df.seed, df.framestack, strict=True)) == {
         (t.game, t.seed, t.framestack) for t in spec.trials()
     }
@@ -70,7 +70,7 @@ def test_results_land_in_storage(fake_sweep):
 
 
 def _run(tmp_path, **spec_kwargs):
-    spec = SweepSpec(name="search", budget=8 * 4096, storage_path=str(tmp_path), **spec_kwargs)
+    spec = SweepSpec(name="search", budget=8 * 16384, storage_path=str(tmp_path), **spec_kwargs)
     return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2).to_dataframe()
 
 
@@ -173,7 +173,7 @@ def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
     from rlsweep.sweep import can_resume, run_or_resume
 
     spec = SweepSpec(
-        name="again", games=["coinrun"], seeds=[0, 1], budget=2 * 4096, storage_path=str(tmp_path)
+        name="again", games=["coinrun"], seeds=[0, 1], budget=2 * 16384, storage_path=str(tmp_path)
     )
     assert not can_resume(tmp_path / "again")
     first = run_or_resume(spec, trainable=fake_trial, num_cpus=2)

@@ -34,7 +34,7 @@ def random_sweep(ray_session, tmp_path_factory):
         name="tracked",
         games=["coinrun", "maze"],
         seeds=[0],
-        budget=3 * 4096,
+        budget=3 * 16384,
         params={"checkpoint_interval": 0},
         space={"lr": {"loguniform": [1e-5, 1e-3]}, "entropy_coeff": {"uniform": [0.0, 0.02]}},
         search={"algorithm": "random", "num_samples": 4, "seed": 3},
@@ -122,7 +122,7 @@ def test_trial_runs_hold_the_reported_metrics(random_sweep):
             continue
         history = _history(recs)
         assert len(history) == 3  # one per iteration
-        assert [h[M.ENV_STEPS] for h in history] == [4096, 8192, 12288]
+        assert [h[M.ENV_STEPS] for h in history] == [16384, 32768, 49152]
         config = {i.key: json.loads(i.value_json) for i in run.config.update}
         lr = config["lr"]["value"] if isinstance(config["lr"], dict) else config["lr"]
         row = trials[trials["lr"] == lr]
@@ -190,7 +190,7 @@ def test_tensorboard_event_files_per_trial_with_env_steps_as_x(random_sweep):
             for v in ev.summary.value
             if v.tag == "ray/tune/" + M.TEST_RETURN_NORM
         ]
-        assert [s for s, _ in scalars] == [4096, 8192, 12288]
+        assert [s for s, _ in scalars] == [16384, 32768, 49152]
         last = json.loads((Path(trial_dir) / "result.json").read_text().splitlines()[-1])
         assert scalars[-1][1] == pytest.approx(last[M.TEST_RETURN_NORM], rel=1e-6)
 
@@ -249,7 +249,7 @@ def test_optuna_study_persists_and_feeds_importances(ray_session, tmp_path):
         name="tpe",
         games=["coinrun"],
         seeds=[0],
-        budget=2 * 4096,
+        budget=2 * 16384,
         params={"checkpoint_interval": 0},
         space={"lr": {"loguniform": [1e-5, 1e-3]}, "gamma": {"uniform": [0.95, 0.999]}},
         search={"algorithm": "optuna", "num_samples": 5},

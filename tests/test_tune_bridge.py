@@ -31,7 +31,7 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
         name="pbt",
         games=["coinrun"],
         seeds=[0, 1, 2, 3],
-        budget=8 * 4096,
+        budget=8 * 16384,
         space={"lr": {"loguniform": [1e-6, 1e-3]}},
         search={
             "algorithm": "random",
