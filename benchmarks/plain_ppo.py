@@ -1,52 +1,251 @@
-"""A minimal single-process PPO on Procgen in plain PyTorch (CleanRL ppo_procgen style).
+"""The reference PPO: CleanRL's ppo_procgen.py loop in plain PyTorch, one process, outside Ray.
 
-The reference the throughput benchmark holds rlsweep's RLlib trial against: the same network
-(`ImpalaActorCritic`), the same envs (`ProcgenVectorEnv`), the same batch and PPO settings, with
-nothing but a rollout, GAE and minibatch SGD. It reads top to bottom and is a real PPO.
+CleanRL's loop is baselines' PPO2 as openai/train-procgen ran it: 64 envs x 256 steps, rewards
+through VecNormalize (baselines' `VecNormalize(ob=False)`, gamma 0.99, clip 10), GAE, then 3
+epochs over a fresh permutation of the batch in 8 minibatches, advantages standardized per
+minibatch, PPO2's clipped policy and value losses, gradients clipped at 0.5, Adam(eps=1e-5).
+Procgen's episode ends, its time limit included, are terminal.
 
-The env autoresets in gymnasium's NEXT_STEP mode: after a step reports terminated/truncated, the
-next step ignores the action and returns the first observation of a new episode with reward 0.
-That "reset step" is not a transition: its row is masked out of the loss and not counted as an
-env step (as RLlib does not count it either). Its observation is the episode's final one, so its
-value doubles as the bootstrap value of a truncated episode.
+It is the reference twice over: `tests/test_ppo_reference.py` holds rlsweep's RLlib update equal
+to `ppo_update` (same weights, rollout and permutation), and `benchmarks/learning.py` and
+`benchmarks/throughput.py` hold rlsweep's trials against `PlainPPO`'s learning and speed. It
+shares nothing with an rlsweep trial but the network (`ImpalaActorCritic`) and, for scores, the
+evaluator: the env is envpool itself, rewards are normalized here.
+
+envpool resets an env on the step after its episode ends (the action is ignored, the reward 0):
+such a step is not a transition. The rollout runs until it holds `num_envs * num_steps` real
+transitions (as RLlib's EnvRunner does) and everything below skips the reset-only steps.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch.distributions import Categorical
 
-from rlsweep.envs import EnvConfig, ProcgenVectorEnv, env_seed
+from rlsweep import procgen
 from rlsweep.models import ImpalaActorCritic, ModelConfig
 
 
 @dataclass(frozen=True)
 class PPOArgs:
+    game: str = "coinrun"
+    """Procgen game."""
+    distribution_mode: str = "easy"
+    """Procgen distribution mode."""
+    num_levels: int = 200
+    """Training levels [start_level, start_level + num_levels); 0 = all."""
+    start_level: int = 0
+    """First training level."""
     num_envs: int = 64
-    num_steps: int = 64
-    """Rollout length per env; the batch is num_envs * num_steps rows."""
+    """Parallel envs."""
+    num_steps: int = 256
+    """Steps per env per rollout: the batch is num_envs * num_steps transitions."""
     minibatch_size: int = 2048
-    num_epochs: int = 3
+    """Transitions per minibatch (the batch / 8 minibatches)."""
+    update_epochs: int = 3
+    """Passes over each batch."""
     lr: float = 5e-4
+    """Adam learning rate."""
+    adam_eps: float = 1e-5
+    """Adam epsilon (PPO2's)."""
     gamma: float = 0.999
+    """Discount."""
     gae_lambda: float = 0.95
-    clip: float = 0.2
-    vf_coef: float = 0.5
-    vf_clip: float = 10.0
-    """Clamp on the squared value error (RLlib's vf_clip_param, as in the rlsweep trial)."""
+    """GAE lambda."""
+    clip_coef: float = 0.2
+    """Ratio clip, and PPO2's value clip."""
     ent_coef: float = 0.01
+    """Entropy bonus."""
+    vf_coef: float = 0.5
+    """Weight of 0.5 x the clipped squared value error."""
     max_grad_norm: float = 0.5
+    """Global gradient-norm clip."""
+    reward_norm_gamma: float = 0.99
+    """VecNormalize's gamma (train-procgen leaves it at its default 0.99)."""
+    reward_clip: float = 10.0
+    """VecNormalize's cliprew."""
     num_threads: int = 2
+    """torch threads."""
     seed: int = 0
+    """Seeds torch, the envs and the minibatch permutations."""
+    device: str = "cpu"
+    """Where the network trains and infers."""
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+
+@dataclass
+class Rollout:
+    """K steps of N envs as envpool returned them (raw rewards): what PPO learns from."""
+
+    obs: list[np.ndarray] = field(default_factory=list)
+    """K + 1 frames (N, C, H, W): before each step, and after the last."""
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[np.ndarray] = field(default_factory=list)
+    terminated: list[np.ndarray] = field(default_factory=list)
+    truncated: list[np.ndarray] = field(default_factory=list)
+    """envpool's time-limit endings (terminal here, as procgen reports a plain done)."""
+    first_step_resets: np.ndarray | None = None
+    """Envs whose first step only resets (their episode ended on the previous rollout's last)."""
+
+    def started(self, k: int) -> np.ndarray:
+        """Envs for which step k only resets: not a transition."""
+        if k == 0:
+            n = self.obs[0].shape[0]
+            return np.zeros(n, bool) if self.first_step_resets is None else self.first_step_resets
+        return self.terminated[k - 1] | self.truncated[k - 1]
+
+    def real_transitions(self) -> list[tuple[int, int]]:
+        """(step, env) of every real transition, time-major: CleanRL's flattening order."""
+        return [(k, i) for k in range(len(self.actions)) for i in np.flatnonzero(~self.started(k))]
+
+
+class VecNormalize:
+    """baselines' VecNormalize(ob=False), reward path: the running variance (RunningMeanStd,
+    count from 1e-4) of each env's discounted return scales its rewards, then they are clipped.
+    Reset-only steps are skipped (the gym3 env the references wrapped has none)."""
+
+    def __init__(self, num_envs: int, gamma: float, cliprew: float) -> None:
+        self.ret = np.zeros(num_envs)
+        self.mean, self.var, self.count = 0.0, 1.0, 1e-4
+        self.gamma, self.cliprew = gamma, cliprew
+
+    def __call__(self, rews: np.ndarray, news: np.ndarray, real: np.ndarray) -> np.ndarray:
+        self.ret[real] = self.ret[real] * self.gamma + rews[real]
+        x = self.ret[real]
+        if x.size:
+            batch_mean, batch_var, batch_count = x.mean(), x.var(), x.size
+            delta, tot = batch_mean - self.mean, self.count + batch_count
+            m2 = self.var * self.count + batch_var * batch_count
+            m2 += delta**2 * self.count * batch_count / tot
+            self.mean, self.var, self.count = self.mean + delta * batch_count / tot, m2 / tot, tot
+        self.ret[news] = 0.0
+        return np.clip(rews / np.sqrt(self.var + 1e-8), -self.cliprew, self.cliprew)
+
+    def rollout(self, r: Rollout) -> torch.Tensor:
+        """The rollout's rewards, normalized step by step as the env wrapper would have."""
+        out = [
+            self(r.rewards[k], r.terminated[k] | r.truncated[k], ~r.started(k))
+            for k in range(len(r.actions))
+        ]
+        return torch.from_numpy(np.stack(out)).float()
+
+
+@torch.no_grad()
+def values_and_logprobs(
+    net: ImpalaActorCritic, r: Rollout, chunk: int = 1024
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V(obs) for the K + 1 observations and log pi(action) for the K steps, (K[+1], N)."""
+    obs = torch.from_numpy(np.stack(r.obs))
+    k1, n = obs.shape[:2]
+    flat = obs.flatten(0, 1)
+    device = next(net.parameters()).device
+    outs = [net(flat[i : i + chunk].to(device)) for i in range(0, len(flat), chunk)]
+    logits = torch.cat([o[0] for o in outs]).view(k1, n, -1)
+    values = torch.cat([o[1] for o in outs]).view(k1, n)
+    actions = torch.from_numpy(np.stack(r.actions)).long().to(device)
+    return values, Categorical(logits=logits[:-1]).log_prob(actions)
+
+
+def ppo_update(
+    net: ImpalaActorCritic,
+    optimizer: torch.optim.Optimizer,
+    r: Rollout,
+    values: torch.Tensor,
+    logprobs: torch.Tensor,
+    rewards: torch.Tensor,
+    args: PPOArgs,
+    generator: torch.Generator,
+    order: list[tuple[int, int]] | None = None,
+) -> dict[str, float]:
+    """GAE, then `update_epochs` epochs of `batch_size // minibatch_size` minibatches, each
+    from a fresh `torch.randperm(len(order), generator=generator)` of the real transitions.
+    `order` lists them as (step, env); default time-major (a test passes RLlib's row order so
+    that the same permutation picks the same transitions)."""
+    device = values.device
+    num_steps = len(r.actions)
+    dones = torch.from_numpy(np.stack(r.terminated) | np.stack(r.truncated)).float().to(device)
+    rewards = rewards.to(device)
+
+    # GAE with CleanRL's recursion; `dones[t]` = the transition at t ended its episode.
+    advantages = torch.zeros_like(rewards)
+    lastgaelam = torch.zeros_like(rewards[0])
+    for t in reversed(range(num_steps)):
+        real = torch.from_numpy(~r.started(t)).to(device)
+        nextnonterminal = 1.0 - dones[t]
+        delta = rewards[t] + args.gamma * values[t + 1] * nextnonterminal - values[t]
+        gae = delta + args.gamma * args.gae_lambda * nextnonterminal * lastgaelam
+        advantages[t] = torch.where(real, gae, advantages[t])
+        lastgaelam = torch.where(real, gae, lastgaelam)
+    returns = advantages + values[:-1]
+
+    order = order if order is not None else r.real_transitions()
+    ks, envs = (torch.tensor(x, device=device) for x in zip(*order, strict=True))
+    obs = torch.from_numpy(np.stack(r.obs)).to(device)
+    actions = torch.from_numpy(np.stack(r.actions)).long().to(device)
+    b_obs, b_actions, b_logprobs = obs[ks, envs], actions[ks, envs], logprobs[ks, envs]
+    b_advantages, b_returns, b_values = advantages[ks, envs], returns[ks, envs], values[ks, envs]
+
+    mb, stats = args.minibatch_size, {}
+    for _ in range(args.update_epochs):
+        b_inds = torch.randperm(len(order), generator=generator).to(device)
+        for start in range(0, args.batch_size, mb):
+            mb_inds = b_inds[start : start + mb]
+            newlogits, newvalue = net(b_obs[mb_inds])
+            dist = Categorical(logits=newlogits)
+            newlogprob, entropy = dist.log_prob(b_actions[mb_inds]), dist.entropy()
+            ratio = (newlogprob - b_logprobs[mb_inds]).exp()
+
+            mb_advantages = b_advantages[mb_inds]
+            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+            pg_loss1 = -mb_advantages * ratio
+            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
+            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
+
+            v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
+            v_clipped = b_values[mb_inds] + torch.clamp(
+                newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+            )
+            v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
+            v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
+
+            entropy_loss = entropy.mean()
+            loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
+            optimizer.step()
+            stats = {"loss": loss.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item()}
+    return stats
+
+
+def make_envpool(args: PPOArgs):
+    """envpool's Procgen, raw: training levels, no reward processing."""
+    from rlsweep.qt import load_qt5
+
+    load_qt5()  # envpool's Procgen links Qt5
+    import envpool
+
+    return envpool.make(
+        procgen.task_id(args.game, args.distribution_mode),
+        env_type="gymnasium",
+        num_envs=args.num_envs,
+        num_levels=args.num_levels,
+        start_level=args.start_level,
+        seed=args.seed,
+    )
 
 
 @dataclass(frozen=True)
 class IterationStats:
     env_steps: int
-    """Real transitions sampled (reset steps excluded)."""
+    """Real transitions sampled (reset-only steps excluded)."""
     sample_s: float
     """Rollout: policy forward passes and env steps."""
     learn_s: float
@@ -55,110 +254,58 @@ class IterationStats:
 
 
 class PlainPPO:
-    def __init__(self, args: PPOArgs = PPOArgs(), env_config: EnvConfig | None = None) -> None:
+    """The loop: `train_iteration()` = one rollout of `batch_size` real transitions + one
+    `ppo_update`. `net` is the policy (for evaluation)."""
+
+    def __init__(self, args: PPOArgs = PPOArgs()) -> None:
         self.args = a = args
         torch.set_num_threads(a.num_threads)
         torch.manual_seed(a.seed)
-        self.env = ProcgenVectorEnv(
-            env_config or EnvConfig(game="coinrun"), num_envs=a.num_envs, seed=env_seed(a.seed, 0)
-        )
-        obs_shape = tuple(self.env.single_observation_space.shape)
-        num_actions = int(self.env.single_action_space.n)
-        self.agent = ImpalaActorCritic(obs_shape, num_actions, ModelConfig())
-        self.optimizer = torch.optim.Adam(self.agent.parameters(), lr=a.lr)
-
-        # Rollout storage, (num_steps, num_envs, ...), reused every iteration.
-        shape = (a.num_steps, a.num_envs)
-        self.obs = torch.zeros(shape + obs_shape, dtype=torch.uint8)
-        self.actions = torch.zeros(shape, dtype=torch.long)
-        self.logprobs = torch.zeros(shape)
-        self.values = torch.zeros(shape)
-        self.rewards = torch.zeros(shape)
-        self.terminated = torch.zeros(shape)
-        self.done = torch.zeros(shape)  # terminated or truncated
-        self.valid = torch.zeros(shape, dtype=torch.bool)  # False on reset steps
-
-        obs, _ = self.env.reset()
-        self.next_obs = torch.from_numpy(obs)
-        self.next_done = torch.zeros(a.num_envs, dtype=torch.bool)
+        self.env = make_envpool(a)
+        obs_shape = tuple(self.env.observation_space.shape)
+        num_actions = int(self.env.action_space.n)
+        self.net = ImpalaActorCritic(obs_shape, num_actions, ModelConfig()).to(a.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=a.lr, eps=a.adam_eps)
+        self.normalizer = VecNormalize(a.num_envs, a.reward_norm_gamma, a.reward_clip)
+        self.generator = torch.Generator().manual_seed(a.seed)
+        self.next_obs, _ = self.env.reset()
+        self.next_resets = np.zeros(a.num_envs, bool)
+        self.env_steps = 0
 
     def close(self) -> None:
         self.env.close()
 
-    def rollout(self) -> None:
-        for t in range(self.args.num_steps):
-            self.obs[t] = self.next_obs
-            # The previous step ended an episode: this step only resets, whatever the action.
-            self.valid[t] = ~self.next_done
-            with torch.no_grad():
-                logits, value = self.agent(self.next_obs)
-                dist = Categorical(logits=logits)
-                action = dist.sample()
-            self.actions[t] = action
-            self.logprobs[t] = dist.log_prob(action)
-            self.values[t] = value
-            obs, reward, terminated, truncated, _ = self.env.step(action.numpy())
-            self.next_obs = torch.from_numpy(obs)
-            self.next_done = torch.from_numpy(terminated | truncated)
-            self.rewards[t] = torch.from_numpy(reward)
-            self.terminated[t] = torch.from_numpy(terminated).float()
-            self.done[t] = self.next_done.float()
-
     @torch.no_grad()
-    def advantages(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """GAE(lambda). Row t's successor is row t+1 (or next_obs after the last row); after a
-        done, row t+1 holds the episode's final observation, so V(row t+1) bootstraps truncated
-        episodes, terminated ones get no bootstrap, and (1 - done) stops the recursion there."""
-        a = self.args
-        _, last_value = self.agent(self.next_obs)
-        next_values = torch.cat([self.values[1:], last_value[None]])
-        deltas = self.rewards + a.gamma * next_values * (1 - self.terminated) - self.values
-        adv = torch.zeros_like(self.rewards)
-        running = torch.zeros(a.num_envs)
-        for t in reversed(range(a.num_steps)):
-            running = deltas[t] + a.gamma * a.gae_lambda * (1 - self.done[t]) * running
-            adv[t] = running
-        return adv, adv + self.values
-
-    def update(self, adv: torch.Tensor, returns: torch.Tensor) -> float:
-        a = self.args
-        b_obs = self.obs.flatten(0, 1)
-        b_actions = self.actions.flatten()
-        b_logprobs = self.logprobs.flatten()
-        b_returns = returns.flatten()
-        b_valid = self.valid.flatten()
-        b_adv = adv.flatten()
-        # Standardize over the batch's real transitions (as RLlib's PPO does).
-        real = b_adv[b_valid]
-        b_adv = (b_adv - real.mean()) / (real.std() + 1e-8)
-        b_mask = b_valid.float()
-
-        batch = b_obs.shape[0]
-        loss = torch.zeros(())
-        for _ in range(a.num_epochs):
-            perm = torch.randperm(batch)
-            for start in range(0, batch, a.minibatch_size):
-                idx = perm[start : start + a.minibatch_size]
-                logits, value = self.agent(b_obs[idx])
-                dist = Categorical(logits=logits)
-                ratio = (dist.log_prob(b_actions[idx]) - b_logprobs[idx]).exp()
-                mb_adv = b_adv[idx]
-                pg_loss = -torch.min(ratio * mb_adv, ratio.clamp(1 - a.clip, 1 + a.clip) * mb_adv)
-                v_loss = ((value - b_returns[idx]) ** 2).clamp(max=a.vf_clip)
-                per_row = pg_loss + a.vf_coef * v_loss - a.ent_coef * dist.entropy()
-                mask = b_mask[idx]
-                loss = (per_row * mask).sum() / mask.sum().clamp(min=1)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.agent.parameters(), a.max_grad_norm)
-                self.optimizer.step()
-        return float(loss.detach())
+    def rollout(self) -> tuple[Rollout, torch.Tensor, torch.Tensor]:
+        a, device = self.args, self.args.device
+        r = Rollout(obs=[self.next_obs], first_step_resets=self.next_resets)
+        values, logprobs, real = [], [], 0
+        while real < a.batch_size:
+            real += int((~r.started(len(r.actions))).sum())
+            logits, value = self.net(torch.from_numpy(r.obs[-1]).to(device))
+            dist = Categorical(logits=logits)
+            action = dist.sample()
+            values.append(value)
+            logprobs.append(dist.log_prob(action))
+            obs, reward, terminated, truncated, _ = self.env.step(action.cpu().numpy())
+            r.obs.append(obs)
+            r.actions.append(action.cpu().numpy())
+            r.rewards.append(reward)
+            r.terminated.append(terminated)
+            r.truncated.append(truncated)
+        _, last_value = self.net(torch.from_numpy(r.obs[-1]).to(device))
+        self.next_obs, self.next_resets = r.obs[-1], r.terminated[-1] | r.truncated[-1]
+        self.env_steps += real
+        return r, torch.stack([*values, last_value]), torch.stack(logprobs)
 
     def train_iteration(self) -> IterationStats:
         t0 = time.perf_counter()
-        self.rollout()
+        r, values, logprobs = self.rollout()
         t1 = time.perf_counter()
-        adv, returns = self.advantages()
-        loss = self.update(adv, returns)
+        rewards = self.normalizer.rollout(r)
+        stats = ppo_update(
+            self.net, self.optimizer, r, values, logprobs, rewards, self.args, self.generator
+        )
         t2 = time.perf_counter()
-        return IterationStats(int(self.valid.sum()), t1 - t0, t2 - t1, loss)
+        real = sum(int((~r.started(k)).sum()) for k in range(len(r.actions)))
+        return IterationStats(real, t1 - t0, t2 - t1, stats.get("loss", float("nan")))

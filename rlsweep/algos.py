@@ -37,6 +37,7 @@ from ray.tune.registry import register_env
 
 from rlsweep.config import TrialConfig
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
+from rlsweep.metrics import TRAIN_EPISODE_RETURN_MEAN
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
 
 # Our custom metric, logged by the episode callback into RLlib's env-runner metrics.
@@ -546,8 +547,8 @@ def read_result(result: dict[str, Any]) -> dict[str, float]:
             if "num_env_steps_sampled_lifetime" in result
             else _get(env_runners, "num_env_steps_sampled_lifetime")
         ),
-        "train/return": float(_get(env_runners, RAW_RETURN)),
-        "train/episode_length": float(_get(env_runners, RAW_LENGTH)),
+        TRAIN_EPISODE_RETURN_MEAN: float(_get(env_runners, RAW_RETURN)),
+        "train/episode_length_mean": float(_get(env_runners, RAW_LENGTH)),
         "train/episodes": float(_get(env_runners, "num_episodes_lifetime", default=0.0)),
         # Samples trained on this iteration: 0 when no update ran (DQN before learning_starts,
         # an async IMPALA/APPO iteration without a full batch), i.e. when losses are NaN.

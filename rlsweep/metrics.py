@@ -2,12 +2,19 @@
 
 ENV_STEPS = "env_steps"
 TRAIN_RETURN = "train/return"
+"""Mean raw return of one episode per evaluation env on the training levels (the evaluator of
+test/return, at the same iterations)."""
 TRAIN_RETURN_NORM = "train/return_norm"
 TEST_RETURN = "test/return"
 TEST_RETURN_NORM = "test/return_norm"
 GAP_NORM = "gap/return_norm"
 """train/return_norm - test/return_norm: the generalization gap."""
 WALL_S = "time/wall_s"
+EVAL_S = "time/eval_s"
+"""Seconds of time/wall_s spent evaluating (train and test levels)."""
+TRAIN_EPISODE_RETURN_MEAN = "train/episode_return_mean"
+"""RLlib's rolling mean over the last 100 training episodes that finished: biased towards short
+episodes early in training, so not a score; kept to watch training."""
 TEST_FRESH = "test/fresh"
 """True on iterations that evaluated; others carry the last evaluation forward."""
 

@@ -52,8 +52,8 @@ ITERATION = "iteration"
 STATUS_COLUMNS = ("status", "error")
 FINAL_EXTRA = ("test_iteration", "test_env_steps")
 """Final view only: the iteration and env steps of the evaluation its test score comes from."""
-_TEST_AT_EVAL = (M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
-"""Final view: taken from the last row that evaluated, not the last row."""
+_TEST_AT_EVAL = (M.TRAIN_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
+"""Final view: taken from the last row that evaluated (train and test levels), not the last row."""
 _ERROR_FILES = ("error.txt", "error.pkl")
 _NOT_PARAMS = {*ID_COLUMNS, ITERATION, *METRIC_COLUMNS, *STATUS_COLUMNS, *FINAL_EXTRA}
 _NORM_METRICS = (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM)
@@ -233,8 +233,8 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
 
 
 def final_scores(curves: pd.DataFrame) -> pd.DataFrame:
-    """One row per trial: its last row, except that the unseen-level metrics (`test/return`,
-    `test/return_norm`, `gap/return_norm`) come from the last row that evaluated
+    """One row per trial: its last row, except that the evaluated scores (`train/return`,
+    `test/return`, their `_norm`, `gap/return_norm`) come from the last row that evaluated
     (`test/fresh`), whose iteration and env steps are `test_iteration`/`test_env_steps`
     (NaN if it never evaluated). `iteration` is the number of the last reported iteration."""
     keys = ["sweep", "trial_id"]

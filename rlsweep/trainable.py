@@ -1,9 +1,13 @@
-"""One trial, top to bottom: build PPO, train to the budget, evaluate on unseen levels, report.
+"""One trial, top to bottom: build PPO, train to the budget, evaluate, report.
 
 Every `tune.report` carries the stable metric names below; nothing downstream reads RLlib's own
-keys. Test metrics are refreshed every `eval_interval` iterations and at the end; in between
-they carry the last evaluation forward (`test/fresh` says which rows are new) so that Tune's
-schedulers always find the metric.
+keys. `train/return` and `test/return` are measured alike, by the evaluator (one episode per env,
+actions sampled from the policy), on the training levels and on unseen levels, at the same
+iterations, so that their difference is a generalization gap and not an artefact of sampling:
+RLlib's rolling mean of finished training episodes favours short episodes early in training
+(it is still reported, as `train/episode_return_mean`). Scores are refreshed every
+`eval_interval` iterations and at the end; in between they carry the last evaluation forward
+(`test/fresh` says which rows are new) so that Tune's schedulers always find the metric.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from rlsweep.envs import ProcgenVectorEnv, env_seed
 from rlsweep.evaluation import EvalResult, evaluate, sampling_policy
 from rlsweep.metrics import (
     ENV_STEPS,
+    EVAL_S,
     GAP_NORM,
     NODE_ID,
     TEST_FRESH,
@@ -38,7 +43,8 @@ from rlsweep.metrics import (
     WALL_S,
 )
 
-_TEST_STREAM = 1  # env_seed stream id of the evaluation envs
+_TEST_STREAM = 1  # env_seed stream ids of the evaluation envs: unseen levels ...
+_TRAIN_STREAM = 2  # ... and training levels (never the training envs themselves)
 logger = logging.getLogger(__name__)
 
 
@@ -50,21 +56,20 @@ def jemalloc_loaded() -> bool:
         return False
 
 
-def _test_metrics(cfg: TrialConfig, ev: EvalResult) -> dict[str, Any]:
-    in_train = 0
-    levels = cfg.env_config().train_levels  # 0: training used all levels, nothing is unseen
-    if levels:
-        lo, hi = cfg.start_level, cfg.start_level + levels
-        in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
+def _eval_metrics(cfg: TrialConfig, split: str, ev: EvalResult) -> dict[str, Any]:
+    """`<split>/return(_norm)` and what was played, checked against the training levels."""
+    lo, hi = cfg.env_config().train_level_range or (0, 2**31)
+    in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
     return {
-        TEST_RETURN: ev.mean_return,
-        TEST_RETURN_NORM: procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
-        "test/episodes": len(ev.returns),
-        "test/episode_length": float(ev.lengths.mean()),
-        # Level seeds actually played, checked against the training range.
-        "test/levels_in_train_range": in_train,
-        "test/level_seed_min": int(ev.level_seeds.min()),
-        "test/level_seed_max": int(ev.level_seeds.max()),
+        f"{split}/return": ev.mean_return,
+        f"{split}/return_norm": procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
+        f"{split}/episodes": len(ev.returns),
+        f"{split}/episode_length": float(ev.lengths.mean()),
+        # Level seeds actually played: all of them in the training range for train/, none
+        # for test/ (unless training used every level, or exploration mode's single one).
+        f"{split}/levels_in_train_range": in_train,
+        f"{split}/level_seed_min": int(ev.level_seeds.min()),
+        f"{split}/level_seed_max": int(ev.level_seeds.max()),
     }
 
 
@@ -83,19 +88,25 @@ def train_trial(config: dict[str, Any]) -> None:
                     "replay starts empty",
                     cfg.game,
                 )
-    eval_env = ProcgenVectorEnv(
-        cfg.env_config(),
-        num_envs=cfg.eval_episodes,
-        seed=env_seed(cfg.seed, _TEST_STREAM),
-        split="test",
-    )
+    eval_envs = {
+        split: ProcgenVectorEnv(
+            cfg.env_config(),
+            num_envs=cfg.eval_episodes,
+            seed=env_seed(cfg.seed, stream),
+            split=split,
+        )
+        for split, stream in (("train", _TRAIN_STREAM), ("test", _TEST_STREAM))
+    }
     policy = sampling_policy(
         lambda obs: algo.get_module().forward_inference({"obs": obs})["action_dist_inputs"],
         seed=cfg.seed,
     )
     start = time.monotonic()
     steps_at_start: float | None = None  # a restored trial's steps were not taken in this process
-    test: dict[str, Any] = {TEST_RETURN: math.nan, TEST_RETURN_NORM: math.nan}
+    scores: dict[str, Any] = dict.fromkeys(
+        (TRAIN_RETURN, TRAIN_RETURN_NORM, TEST_RETURN, TEST_RETURN_NORM), math.nan
+    )
+    eval_s = 0.0
     iteration = 0
     try:
         while True:
@@ -107,18 +118,20 @@ def train_trial(config: dict[str, Any]) -> None:
             finished = m[ENV_STEPS] >= cfg.total_env_steps
             fresh = finished or iteration % cfg.eval_interval == 0
             if fresh:
-                test = _test_metrics(cfg, evaluate(policy, eval_env))
+                t0 = time.monotonic()
+                for split, env in eval_envs.items():
+                    scores.update(_eval_metrics(cfg, split, evaluate(policy, env)))
+                eval_s += time.monotonic() - t0
             wall = time.monotonic() - start
-            train_norm = procgen.normalize(cfg.game, cfg.distribution_mode, m[TRAIN_RETURN])
             metrics = {
                 **m,
                 TUNE_STEPS: m[ENV_STEPS],
-                TRAIN_RETURN_NORM: train_norm,
-                **test,
+                **scores,
                 TEST_FRESH: fresh,
                 TRIAL_DONE: finished,
-                GAP_NORM: train_norm - test[TEST_RETURN_NORM],
+                GAP_NORM: scores[TRAIN_RETURN_NORM] - scores[TEST_RETURN_NORM],
                 WALL_S: wall,
+                EVAL_S: eval_s,
                 "time/env_steps_per_s": (m[ENV_STEPS] - steps_at_start) / wall,
                 "perf/jemalloc": jemalloc_loaded(),
                 NODE_ID: ray.get_runtime_context().get_node_id(),
@@ -144,5 +157,6 @@ def train_trial(config: dict[str, Any]) -> None:
             if finished:
                 break
     finally:
-        eval_env.close()
+        for env in eval_envs.values():
+            env.close()
         algo.stop()

@@ -59,7 +59,7 @@ def test_trial_trains_with_finite_losses_and_changes_weights(ray_local):
             assert math.isfinite(r[key]), (key, r)
     steps = [r["env_steps"] for r in results]
     assert steps[0] >= 256 and steps[0] < steps[1] < steps[2]
-    assert math.isfinite(results[-1]["train/return"])  # raw returns reached our callback
+    assert math.isfinite(results[-1]["train/episode_return_mean"])  # raw returns reached it
     changed = [k for k in before if not np.array_equal(before[k], after[k])]
     assert "net.trunk.stages.0.down.0.weight" in changed and "net.pi.weight" in changed
     assert algo.get_module().observation_space.shape == (6, 64, 64)  # gap stack reached RLlib
@@ -100,10 +100,16 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         last = results[-1]
         assert set(METRICS) <= set(last)
         assert [r["test/fresh"] for r in results] == [False, True, False, True]
-        # Evaluation played unseen levels, as reported by the env itself.
+        # Evaluation played unseen levels, as reported by the env itself ...
         assert last["test/episodes"] == 8
         assert last["test/levels_in_train_range"] == 0
         assert last["test/level_seed_max"] >= 1020 or last["test/level_seed_min"] < 1000
+        # ... and the same evaluator scored the training levels, at the same iterations.
+        assert last["train/episodes"] == 8 and last["train/levels_in_train_range"] == 8
+        assert 1000 <= last["train/level_seed_min"] <= last["train/level_seed_max"] < 1020
+        fresh = [r for r in results if r["test/fresh"]]
+        assert len({r["train/return"] for r in fresh} | {math.nan}) >= 2
+        assert 0 < last["time/eval_s"] < last["time/wall_s"]
         assert last["perf/jemalloc"] is True
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]

@@ -1,6 +1,6 @@
-"""rlsweep's PPO update equals the reference update, written here from CleanRL's ppo_procgen.py
-(itself baselines' PPO2 as train-procgen ran it): same initial weights, same rollout, same
-minibatch permutation, weights compared after one iteration.
+"""rlsweep's PPO update equals the reference update, benchmarks/plain_ppo.py's `ppo_update`
+(written from CleanRL's ppo_procgen.py, itself baselines' PPO2 as train-procgen ran it): same
+initial weights, same rollout, same minibatch permutation, weights compared after one iteration.
 
 The rlsweep side is the real thing: RLlib's EnvRunner samples our ProcgenVectorEnv, and
 RlsweepPPOLearner (built from `algos.ppo_config`) updates on those episodes. The reference side
@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from unittest import mock
 
 import numpy as np
 import pytest
 import torch
-from torch.distributions import Categorical
 
 pytestmark = pytest.mark.rllib
 
@@ -31,32 +32,17 @@ TOLERANCE = 1e-5
 """Relative error of the weights after one iteration, ||w - w_ref|| / ||w_ref||."""
 
 
-# --- the reference: CleanRL's ppo_procgen loop over a logged rollout ------------------------
+# --- the reference: benchmarks/plain_ppo.py, CleanRL's loop -------------------------------
 
-
-@dataclass
-class Log:
-    """envpool's raw outputs for K steps of N envs: what the reference learns from."""
-
-    obs: list[np.ndarray]  # K + 1 arrays (N, C, H, W): before step k, and after the last
-    actions: list[np.ndarray]  # K arrays (N,)
-    rewards: list[np.ndarray]  # raw
-    terminated: list[np.ndarray]
-    truncated: list[np.ndarray]  # envpool's time-limit endings
-
-    def started(self, k: int) -> np.ndarray:
-        """Envs for which step k only resets (envpool's next-step autoreset): not a
-        transition. procgen's gym3 env, which the references ran, has no such steps."""
-        if k == 0:
-            return np.zeros_like(self.terminated[0])
-        return self.terminated[k - 1] | self.truncated[k - 1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from plain_ppo import PPOArgs, Rollout, VecNormalize, ppo_update, values_and_logprobs  # noqa: E402
 
 
 class _Recorder:
     """Stands in for the envpool object inside ProcgenVectorEnv and logs its raw outputs from
     its last reset on."""
 
-    def __init__(self, pool, log: Log) -> None:
+    def __init__(self, pool, log: Rollout) -> None:
         self.pool, self.log = pool, log
 
     def __getattr__(self, name):
@@ -64,116 +50,46 @@ class _Recorder:
 
     def reset(self, *args, **kwargs):
         frames, info = self.pool.reset(*args, **kwargs)
-        for f in dataclasses.fields(self.log):
-            getattr(self.log, f.name).clear()
+        for f in ("obs", "actions", "rewards", "terminated", "truncated"):
+            getattr(self.log, f).clear()
         self.log.obs.append(frames.copy())
         return frames, info
 
     def step(self, actions):
         frames, reward, terminated, truncated, info = self.pool.step(actions)
         for seq, x in zip(
-            (self.log.obs, self.log.actions, self.log.rewards, self.log.terminated),
-            (frames, actions, reward, terminated),
+            (self.log.obs, self.log.actions, self.log.rewards),
+            (frames, actions, reward),
             strict=True,
         ):
             seq.append(np.array(x, copy=True))
+        self.log.terminated.append(np.array(terminated, copy=True))
         self.log.truncated.append(np.array(truncated, copy=True))
         return frames, reward, terminated, truncated, info
 
 
-class VecNormalizeRewards:
-    """baselines' VecNormalize(ob=False) reward path (RunningMeanStd, epsilon 1e-4 count)."""
-
-    def __init__(self, num_envs: int, gamma: float, cliprew: float = 10.0) -> None:
-        self.ret = np.zeros(num_envs)
-        self.mean, self.var, self.count = 0.0, 1.0, 1e-4
-        self.gamma, self.cliprew = gamma, cliprew
-
-    def __call__(self, rews: np.ndarray, news: np.ndarray, real: np.ndarray) -> np.ndarray:
-        self.ret[real] = self.ret[real] * self.gamma + rews[real]
-        x = self.ret[real]
-        if x.size:
-            batch_mean, batch_var, batch_count = x.mean(), x.var(), x.size
-            delta = batch_mean - self.mean
-            tot = self.count + batch_count
-            new_mean = self.mean + delta * batch_count / tot
-            m2 = self.var * self.count + batch_var * batch_count
-            m2 += delta**2 * self.count * batch_count / tot
-            self.mean, self.var, self.count = new_mean, m2 / tot, tot
-        out = np.clip(rews / np.sqrt(self.var + 1e-8), -self.cliprew, self.cliprew)
-        self.ret[news] = 0.0
-        return out
-
-
-def reference_update(net, log: Log, order, cfg, generator: torch.Generator) -> None:
-    """One PPO iteration as CleanRL's ppo_procgen.py does it, on the logged rollout. `order`
-    lists the (step, env) of each real transition in the row order of rlsweep's batch, so that
-    a permutation drawn from the same generator picks the same transitions."""
-    K, N = len(log.actions), log.actions[0].shape[0]
-    obs = torch.from_numpy(np.stack(log.obs))  # (K + 1, N, C, H, W)
-    with torch.no_grad():
-        logits, values = net(obs.flatten(0, 1))
-    logits, values = logits.view(K + 1, N, -1), values.view(K + 1, N)
-    actions = torch.from_numpy(np.stack(log.actions)).long()
-    logprobs = Categorical(logits=logits[:K]).log_prob(actions)
-
-    # Rewards through VecNormalize; every episode end is terminal (procgen reports no truncation).
-    norm = VecNormalizeRewards(N, cfg.reward_norm_gamma, cfg.reward_clip)
-    rewards, dones = torch.zeros(K, N), torch.zeros(K, N)
-    for k in range(K):
-        done = log.terminated[k] | log.truncated[k]
-        rewards[k] = torch.from_numpy(norm(log.rewards[k], done, ~log.started(k))).float()
-        dones[k] = torch.from_numpy(done).float()
-
-    # GAE (CleanRL's recursion, with `dones[t]` = the transition at t ended its episode).
-    advantages = torch.zeros(K, N)
-    lastgaelam = torch.zeros(N)
-    for t in reversed(range(K)):
-        real = torch.from_numpy(~log.started(t))
-        nextnonterminal = 1.0 - dones[t]
-        delta = rewards[t] + cfg.gamma * values[t + 1] * nextnonterminal - values[t]
-        gae = delta + cfg.gamma * cfg.lambda_ * nextnonterminal * lastgaelam
-        advantages[t] = torch.where(real, gae, advantages[t])
-        lastgaelam = torch.where(real, gae, lastgaelam)
-    returns = advantages + values[:K]
-
-    ks, envs = (torch.tensor(x) for x in zip(*order, strict=True))
-    b_obs, b_actions, b_logprobs = obs[ks, envs], actions[ks, envs], logprobs[ks, envs]
-    b_advantages, b_returns, b_values = advantages[ks, envs], returns[ks, envs], values[ks, envs]
-
-    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
-    vf_coef = 0.5  # with PPO2's 0.5 x squared error: rlsweep's vf_loss_coeff 0.25
-    mb = cfg.minibatch_size
-    for _ in range(cfg.num_epochs):
-        b_inds = torch.randperm(len(order), generator=generator)
-        for start in range(0, cfg.effective_train_batch_size, mb):
-            mb_inds = b_inds[start : start + mb]
-            newlogits, newvalue = net(b_obs[mb_inds])
-            dist = Categorical(logits=newlogits)
-            newlogprob, entropy = dist.log_prob(b_actions[mb_inds]), dist.entropy()
-            ratio = (newlogprob - b_logprobs[mb_inds]).exp()
-            mb_advantages = b_advantages[mb_inds]
-            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
-            pg_loss1 = -mb_advantages * ratio
-            pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - cfg.clip_param, 1 + cfg.clip_param)
-            pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-            v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
-            v_clipped = b_values[mb_inds] + torch.clamp(
-                newvalue - b_values[mb_inds], -cfg.vf_clip_param, cfg.vf_clip_param
-            )
-            v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
-            v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-            loss = pg_loss - cfg.entropy_coeff * entropy.mean() + v_loss * vf_coef
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.grad_clip)
-            optimizer.step()
+def reference_args(cfg) -> PPOArgs:
+    """The reference's arguments for a TrialConfig's setting (the values PPO2 would get)."""
+    return PPOArgs(
+        game=cfg.game,
+        num_envs=cfg.num_envs_per_env_runner,
+        num_steps=cfg.rollout_length,
+        minibatch_size=cfg.minibatch_size,
+        update_epochs=cfg.num_epochs,
+        lr=cfg.lr,
+        gamma=cfg.gamma,
+        gae_lambda=cfg.lambda_,
+        clip_coef=cfg.clip_param,
+        ent_coef=cfg.entropy_coeff,
+        max_grad_norm=cfg.grad_clip,
+        seed=cfg.seed,
+    )
 
 
 # --- the rlsweep side -----------------------------------------------------------------------
 
 
-def match_episodes(episodes, log: Log) -> list[tuple[int, int]]:
+def match_episodes(episodes, log: Rollout) -> list[tuple[int, int]]:
     """(step, env) of every transition of every episode chunk, in episode order: the row
     order of the learner's batch without its bootstrap rows. Each chunk is found in the log by
     its first observation and verified action by action."""
@@ -200,7 +116,7 @@ def match_episodes(episodes, log: Log) -> list[tuple[int, int]]:
 class Run:
     cfg: object
     episodes: list
-    log: Log
+    log: Rollout
     initial: dict
     runner: object
 
@@ -213,7 +129,7 @@ def sample(cfg) -> Run:
     torch.manual_seed(cfg.seed)
     conf = algos.ppo_config(cfg)
     runner = SingleAgentEnvRunner(config=conf)
-    log = Log([], [], [], [], [])
+    log = Rollout()
     runner.env.unwrapped._pool = _Recorder(runner.env.unwrapped._pool, log)
     learner = conf.build_learner(env=runner.env)
     initial = copy.deepcopy(learner.module.get_state())
@@ -245,6 +161,8 @@ def learn(run: Run, cfg) -> torch.nn.Module:
 
 
 def reference(run: Run) -> torch.nn.Module:
+    """benchmarks/plain_ppo.py's update on the run's rollout, from the same initial weights,
+    with a fresh VecNormalize and Adam, and the learner's permutation seed."""
     from rlsweep.models import ImpalaActorCritic, ModelConfig
 
     env = run.runner.env.unwrapped
@@ -253,9 +171,13 @@ def reference(run: Run) -> torch.nn.Module:
     )
     state = run.initial["default_policy"]
     net.load_state_dict({k.removeprefix("net."): torch.as_tensor(v) for k, v in state.items()})
+    args = reference_args(run.cfg)
+    values, logprobs = values_and_logprobs(net, run.log)
+    rewards = VecNormalize(args.num_envs, args.reward_norm_gamma, args.reward_clip).rollout(run.log)
+    optimizer = torch.optim.Adam(net.parameters(), lr=args.lr, eps=args.adam_eps)
+    generator = torch.Generator().manual_seed(args.seed)
     order = match_episodes(run.episodes, run.log)
-    gen = torch.Generator().manual_seed(run.cfg.seed)
-    reference_update(net, run.log, order, run.cfg, gen)
+    ppo_update(net, optimizer, run.log, values, logprobs, rewards, args, generator, order)
     return net
 
 
@@ -337,12 +259,7 @@ REVERTS = {
 def test_each_reverted_item_breaks_equivalence(runs, item):
     scenario, learner_overrides, env_overrides = REVERTS[item]
     run = runs(scenario, **env_overrides)
-    # The reference stays the reference: it normalizes with gamma 0.99, treats time limits as
-    # terminal, and so on, whatever the reverted config says.
-    ref_cfg = dataclasses.replace(
-        run.cfg, normalize_reward=True, reward_norm_gamma=0.99, time_limit="terminate"
-    )
-    ref = reference(dataclasses.replace(run, cfg=ref_cfg))
+    ref = reference(run)  # PPO2's update whatever the reverted config says
     err = relative_error(learn(run, dataclasses.replace(run.cfg, **learner_overrides)), ref)
     print(f"reverted {item}: relative weight error {err:.2e}")
     assert err > 10 * TOLERANCE, f"reverting {item} left the weights equal ({err:.2e})"

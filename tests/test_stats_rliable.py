@@ -2,13 +2,13 @@
 tests/fixtures/make_rliable_fixture.py in a venv of its own: rliable cannot be installed here).
 
 Point estimates must equal rliable's. CIs are checked twice:
-- exactly, at every seed in the fixture: `stratified_bootstrap` draws the indices rliable's
-  bootstraps draw after `np.random.seed(seed)`, in the same order, and takes the same
-  percentiles, so the bounds agree to rounding (summation order);
+- exactly, at every seed in the fixture (100 per matrix, 20 per pair): `stratified_bootstrap`
+  draws the indices rliable's bootstraps draw after `np.random.seed(seed)`, in the same order,
+  and takes the same percentiles, so the bounds agree to rounding (measured: 2.2e-16 at worst);
 - statistically, on a stream the fixture has not seen (seed OTHER_SEED): bootstrap bounds from
   different streams differ by Monte Carlo noise only, so each bound must lie within
-  MC_SIGMAS standard deviations of that noise of rliable's, the standard deviation being the
-  one the fixture measured across rliable's own seeds at the same `reps`.
+  `_tolerance` of rliable's, which is set from how much rliable's own bounds move across its
+  seeds at the same `reps` (the fixture's `ci_spread` and `ci_by_seed`).
 """
 
 import json
@@ -29,14 +29,20 @@ POINT_TOL = 1e-9
 EXACT_TOL = 1e-12  # same draws, same percentiles: only summation order differs
 OTHER_SEED = 12345  # not among the fixture's seeds
 MC_SIGMAS = 4.0
-"""A bound from one stream minus a bound from another has standard deviation sqrt(2) * spread
-(spread: the standard deviation of rliable's bound across its seeds, in the fixture); 4 of
-those is a two-sided 6e-5 chance per bound under a normal approximation, over the ~30 bounds
-here, so a failure means a different method, not bad luck."""
 
 
-def _tolerance(spread: float) -> float:
-    return max(MC_SIGMAS * np.sqrt(2) * spread, EXACT_TOL)
+def _tolerance(spread: float, by_seed: list[float]) -> float:
+    """How far a bound from another stream may fall from rliable's bound at CI_SEED.
+
+    Two streams' bounds differ with standard deviation sqrt(2) * spread (spread: the standard
+    deviation of rliable's bound across its seeds, 0.0004 to 0.012 here at 10,000 reps); allow
+    MC_SIGMAS of those. But with few runs the bootstrap distribution is discrete, a bound sits on
+    one of its atoms and now and then jumps a whole atom step (0.004 to 0.08 here), rarely enough
+    to leave the standard deviation small: so allow at least the range the bound spanned across
+    rliable's seeds. Measured over 1,000 streams the fixture has not seen (seeds 10,000 to 10,999),
+    4 sigmas alone let 75 of them fail some of the 28 bounds (6 sigmas: 61, all atom jumps);
+    this tolerance let 2 (3 bounds of 28,000, each an atom jump no fixture seed made)."""
+    return max(MC_SIGMAS * np.sqrt(2) * spread, max(by_seed) - min(by_seed), EXACT_TOL)
 
 
 def test_fixture_is_rliable_1_2_0():
@@ -93,9 +99,12 @@ def test_probability_of_improvement_cis_are_rliables_at_every_seed(case):
         assert [iv.low, iv.high] == pytest.approx(c["ci_by_seed"][i], abs=EXACT_TOL, rel=0), seed
 
 
-def _within_noise(got: S.Interval, ci: list[float], spread: list[float]) -> None:
-    for bound, want, sd in zip((got.low, got.high), ci, spread, strict=True):
-        assert abs(bound - want) <= _tolerance(sd), (bound, want, sd)
+def _within_noise(
+    got: S.Interval, ci: list[float], spread: list[float], by_seed: list[list[float]]
+) -> None:
+    for i, (bound, want) in enumerate(zip((got.low, got.high), ci, strict=True)):
+        tol = _tolerance(spread[i], [b[i] for b in by_seed])
+        assert abs(bound - want) <= tol, (bound, want, tol)
 
 
 @pytest.mark.parametrize("case", AGGREGATES)
@@ -105,7 +114,7 @@ def test_aggregate_cis_agree_with_rliable_on_another_stream(case):
     assert c["ci"] == {name: c["ci_by_seed"][name][i] for name in c["ci"]}
     got = S.aggregate(np.array(c["scores"]), n_resamples=REPS, seed=OTHER_SEED)
     for name, iv in got.items():
-        _within_noise(iv, c["ci"][name], c["ci_spread"][name])
+        _within_noise(iv, c["ci"][name], c["ci_spread"][name], c["ci_by_seed"][name])
 
 
 @pytest.mark.parametrize("case", PAIRS)
@@ -113,4 +122,4 @@ def test_probability_of_improvement_ci_agrees_with_rliable_on_another_stream(cas
     c = PAIRS[case]
     x, y = np.array(c["x"]), np.array(c["y"])
     got = S.probability_of_improvement_ci(x, y, n_resamples=REPS, seed=OTHER_SEED)
-    _within_noise(got, c["ci"], c["ci_spread"])
+    _within_noise(got, c["ci"], c["ci_spread"], c["ci_by_seed"])
