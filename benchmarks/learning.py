@@ -35,7 +35,7 @@ from rlsweep.envs import EnvConfig, ProcgenVectorEnv, env_seed
 from rlsweep.evaluation import evaluate, sampling_policy
 
 BATCH = 64 * 256  # cobbe2019's iteration
-DEFAULT_BUDGET = 6 * BATCH  # ~98k env steps: 3 seeds x 2 algorithms in about an hour on 2 cores
+DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 min on 2 cores
 
 
 def run_rlsweep(game: str, seeds: list[int], budget: int, args) -> dict[int, list[dict]]:
@@ -65,7 +65,7 @@ def run_rlsweep(game: str, seeds: list[int], budget: int, args) -> dict[int, lis
     run_sweep(spec, num_cpus=args.threads)
     curves = load_curves(args.out / spec.name)
     fresh = curves[curves[M.TEST_FRESH]]
-    cols = [M.ENV_STEPS, M.TRAIN_RETURN, M.TEST_RETURN]
+    cols = [M.ENV_STEPS, M.TRAIN_RETURN, M.TEST_RETURN, M.WALL_S, M.EVAL_S]
     return {int(s): g[cols].to_dict("records") for s, g in fresh.groupby("seed")}
 
 
@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> None:
     (a, b) = cis.values()
     overlap = not (a.high < b.low or b.high < a.low) if a.has_ci and b.has_ci else math.nan
     print(f"95% CIs overlap: {overlap}")
+    rl = [rows[-1] for rows in curves["rlsweep (RLlib)"].values()]
+    share = sum(r[M.EVAL_S] for r in rl) / sum(r[M.WALL_S] for r in rl)
+    print(f"rlsweep trials spent {100 * share:.1f}% of their wall time evaluating")
     print(f"wall time: rlsweep {t1 - t0:.0f} s, reference {t2 - t1:.0f} s")
     png = args.out / f"learning_{args.game}.png"
     plot(args.game, curves, png)

@@ -1,4 +1,5 @@
-"""Evaluation on unseen levels: play exactly one episode in each of N envs.
+"""The evaluator: play exactly one episode in each of N envs, on the training levels
+(`train/return`) and on unseen levels (`test/return`), the same way.
 
 Taking the first episode of every env (rather than every episode finished within a step budget)
 avoids the bias towards short episodes. Actions are sampled from the policy, as in Cobbe et al.
@@ -13,9 +14,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from rlsweep.envs import ProcgenVectorEnv
+from rlsweep import procgen
+from rlsweep.config import TrialConfig
+from rlsweep.envs import ProcgenVectorEnv, env_seed
 
 Policy = Callable[[np.ndarray], np.ndarray]  # (N, C, H, W) uint8 -> (N,) actions
+
+SPLITS = {"train": 2, "test": 1}
+"""Evaluated level splits and their env_seed stream ids (never the training envs' streams)."""
 
 
 @dataclass(frozen=True)
@@ -65,3 +71,34 @@ def sampling_policy(logits_fn: Callable[[torch.Tensor], torch.Tensor], seed: int
         return torch.multinomial(probs, 1, generator=gen).squeeze(-1).numpy()
 
     return act
+
+
+def evaluation_envs(cfg: TrialConfig) -> dict[str, ProcgenVectorEnv]:
+    """A trial's evaluation envs: `eval_episodes` envs on its training levels and as many on
+    unseen levels, each seeded from the trial seed and the split's own stream."""
+    return {
+        split: ProcgenVectorEnv(
+            cfg.env_config(),
+            num_envs=cfg.eval_episodes,
+            seed=env_seed(cfg.seed, stream),
+            split=split,
+        )
+        for split, stream in SPLITS.items()
+    }
+
+
+def score_metrics(cfg: TrialConfig, split: str, ev: EvalResult) -> dict[str, float | int]:
+    """`<split>/return(_norm)` and what was played, checked against the training levels."""
+    lo, hi = cfg.env_config().train_level_range or (0, 2**31)
+    in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
+    return {
+        f"{split}/return": ev.mean_return,
+        f"{split}/return_norm": procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
+        f"{split}/episodes": len(ev.returns),
+        f"{split}/episode_length": float(ev.lengths.mean()),
+        # Level seeds actually played: all in the training range for train/, none for test/
+        # (unless training used every level, or exploration mode's single one).
+        f"{split}/levels_in_train_range": in_train,
+        f"{split}/level_seed_min": int(ev.level_seeds.min()),
+        f"{split}/level_seed_max": int(ev.level_seeds.max()),
+    }

@@ -26,6 +26,7 @@ METRICS = (
     TEST_RETURN_NORM,
     GAP_NORM,
     WALL_S,
+    EVAL_S,
 )
 
 TUNE_STEPS = "timesteps_total"

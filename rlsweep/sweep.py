@@ -27,16 +27,8 @@ from rlsweep.spec import SpecError, SweepSpec, check_resources
 from rlsweep.storage import filesystem, is_uri, to_uri
 from rlsweep.tracking import WandbSettings
 
-# Per-trial result columns, in table order.
-RESULT_COLUMNS = (
-    M.ENV_STEPS,
-    M.TRAIN_RETURN,
-    M.TRAIN_RETURN_NORM,
-    M.TEST_RETURN,
-    M.TEST_RETURN_NORM,
-    M.GAP_NORM,
-    M.WALL_S,
-)
+RESULT_COLUMNS = M.METRICS
+"""Per-trial result columns, in table order."""
 
 
 def jemalloc_path() -> str | None:
@@ -47,10 +39,20 @@ def jemalloc_path() -> str | None:
     return path if os.path.exists(path) else None
 
 
+JEMALLOC_CONF = (
+    "oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+    "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+)
+"""jemalloc settings for trial processes. Without them jemalloc hands the pages of every large
+tensor back to the OS and faults them in again on the next allocation: measured on a 2-core
+machine, an RLlib PPO trial ran ~130 env-steps/s with jemalloc alone and ~258 with these."""
+
+
 def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
     env_vars = {}
     if jemalloc and (path := jemalloc_path()):
         env_vars["LD_PRELOAD"] = path
+        env_vars["MALLOC_CONF"] = JEMALLOC_CONF
     return {"env_vars": env_vars}
 
 

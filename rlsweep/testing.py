@@ -60,6 +60,7 @@ def fake_trial(config: dict[str, Any]) -> None:
             M.TRIAL_DONE: steps >= cfg.total_env_steps,
             M.GAP_NORM: train_n - test_n,
             M.WALL_S: 0.01 * iteration,
+            M.EVAL_S: 0.001 * iteration,
             "hp/lr": cfg.lr,
             M.NODE_ID: ray.get_runtime_context().get_node_id(),
         }

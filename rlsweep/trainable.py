@@ -23,10 +23,9 @@ import ray
 import torch
 from ray import tune
 
-from rlsweep import algos, procgen
+from rlsweep import algos
 from rlsweep.config import TrialConfig
-from rlsweep.envs import ProcgenVectorEnv, env_seed
-from rlsweep.evaluation import EvalResult, evaluate, sampling_policy
+from rlsweep.evaluation import evaluate, evaluation_envs, sampling_policy, score_metrics
 from rlsweep.metrics import (
     ENV_STEPS,
     EVAL_S,
@@ -43,8 +42,6 @@ from rlsweep.metrics import (
     WALL_S,
 )
 
-_TEST_STREAM = 1  # env_seed stream ids of the evaluation envs: unseen levels ...
-_TRAIN_STREAM = 2  # ... and training levels (never the training envs themselves)
 logger = logging.getLogger(__name__)
 
 
@@ -54,23 +51,6 @@ def jemalloc_loaded() -> bool:
             return "jemalloc" in f.read()
     except OSError:
         return False
-
-
-def _eval_metrics(cfg: TrialConfig, split: str, ev: EvalResult) -> dict[str, Any]:
-    """`<split>/return(_norm)` and what was played, checked against the training levels."""
-    lo, hi = cfg.env_config().train_level_range or (0, 2**31)
-    in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
-    return {
-        f"{split}/return": ev.mean_return,
-        f"{split}/return_norm": procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
-        f"{split}/episodes": len(ev.returns),
-        f"{split}/episode_length": float(ev.lengths.mean()),
-        # Level seeds actually played: all of them in the training range for train/, none
-        # for test/ (unless training used every level, or exploration mode's single one).
-        f"{split}/levels_in_train_range": in_train,
-        f"{split}/level_seed_min": int(ev.level_seeds.min()),
-        f"{split}/level_seed_max": int(ev.level_seeds.max()),
-    }
 
 
 def train_trial(config: dict[str, Any]) -> None:
@@ -88,15 +68,7 @@ def train_trial(config: dict[str, Any]) -> None:
                     "replay starts empty",
                     cfg.game,
                 )
-    eval_envs = {
-        split: ProcgenVectorEnv(
-            cfg.env_config(),
-            num_envs=cfg.eval_episodes,
-            seed=env_seed(cfg.seed, stream),
-            split=split,
-        )
-        for split, stream in (("train", _TRAIN_STREAM), ("test", _TEST_STREAM))
-    }
+    eval_envs = evaluation_envs(cfg)
     policy = sampling_policy(
         lambda obs: algo.get_module().forward_inference({"obs": obs})["action_dist_inputs"],
         seed=cfg.seed,
@@ -120,7 +92,7 @@ def train_trial(config: dict[str, Any]) -> None:
             if fresh:
                 t0 = time.monotonic()
                 for split, env in eval_envs.items():
-                    scores.update(_eval_metrics(cfg, split, evaluate(policy, env)))
+                    scores.update(score_metrics(cfg, split, evaluate(policy, env)))
                 eval_s += time.monotonic() - t0
             wall = time.monotonic() - start
             metrics = {

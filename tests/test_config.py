@@ -35,10 +35,19 @@ def test_train_batch_follows_runners():
         ({"lambda_": -0.1}, "lambda_: got -0.1; allowed: 0 <= lambda_ <= 1"),
         ({"lr": 0}, "lr: got 0; allowed: a number > 0"),
         ({"lr": "fast"}, "lr: got 'fast'; allowed: a number > 0"),
-        ({"minibatch_size": 32768}, "minibatch_size: got 32768; allowed: <= the train batch (16384"),
-        ({"minibatch_size": 3000}, "minibatch_size: got 3000; allowed: a divisor of the train batch"),
+        (
+            {"minibatch_size": 32768},
+            "minibatch_size: got 32768; allowed: <= the train batch (16384",
+        ),
+        (
+            {"minibatch_size": 3000},
+            "minibatch_size: got 3000; allowed: a divisor of the train batch",
+        ),
         ({"minibatching": "cyclic"}, "minibatching: got 'cyclic'; allowed: shuffle, rllib"),
-        ({"advantage_norm": "none"}, "advantage_norm: got 'none'; allowed: minibatch, batch, rllib"),
+        (
+            {"advantage_norm": "none"},
+            "advantage_norm: got 'none'; allowed: minibatch, batch, rllib",
+        ),
         ({"adam_eps": 0}, "adam_eps: got 0; allowed: a number > 0"),
         ({"time_limit": "cut"}, "time_limit: got 'cut'; allowed: terminate, truncate"),
         ({"reward_norm_gamma": 0}, "reward_norm_gamma: got 0; allowed: 0 < reward_norm_gamma"),
@@ -119,4 +128,8 @@ def test_rllib_config_mapping():
 def test_env_options_reach_the_env_config():
     cfg = TrialConfig(reward_norm_gamma=0.999, time_limit="truncate", normalize_reward=False)
     env = cfg.env_config()
-    assert (env.reward_norm_gamma, env.time_limit, env.normalize_reward) == (0.999, "truncate", False)
+    assert (env.reward_norm_gamma, env.time_limit, env.normalize_reward) == (
+        0.999,
+        "truncate",
+        False,
+    )

@@ -125,6 +125,38 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
     assert "| leaper |" in table
 
 
+def test_same_spec_same_seeds_same_numbers(ray_local, tmp_path):
+    """Two trials side by side (2 CPUs), the whole sweep run twice: every number a trial
+    reports that is not a time or a host detail is identical, iteration by iteration."""
+    from rlsweep.sweep import run_sweep
+
+    volatile = ("time", "timestamp", "date", "pid", "hostname", "node_ip", "trial_id")
+    volatile += ("experiment_tag", "checkpoint_dir_name", "perf/", "trial/node_id")
+
+    def sweep(name: str) -> dict[int, list[dict]]:
+        spec = SweepSpec(
+            name=name,
+            games=["leaper"],
+            seeds=[0, 1],
+            budget=768,
+            params={k: v for k, v in TINY.items() if k != "game"},
+            storage_path=str(tmp_path),
+        )
+        rows = {}
+        for trial_dir in run_sweep(spec).to_dataframe()["trial_dir"]:
+            lines = (Path(trial_dir) / "result.json").read_text().splitlines()
+            results = [json.loads(line) for line in lines]
+            rows[results[0]["config"]["seed"]] = [
+                {k: v for k, v in r.items() if not k.startswith(volatile)} for r in results
+            ]
+        return rows
+
+    first, second = sweep("a"), sweep("b")
+    assert sorted(first) == [0, 1] and all(len(r) == 3 for r in first.values())
+    assert "loss/total" in first[0][-1] and "test/return" in first[0][-1]
+    assert first == second
+
+
 def test_ppo2_value_clipping_trains(ray_local):
     """vf_clip_mode ppo2 on real PPO: the rollout's value estimates reach the loss, and the value
     loss logged is PPO2's, never below the plain squared error RLlib logs beside it (same
