@@ -33,7 +33,8 @@ class TrialConfig:
     distribution_mode: str = "easy"
     """easy, hard, or the game's extreme/memory/exploration mode."""
     num_levels: int | None = None
-    """Training levels [start_level, start_level + num_levels); None = 200 easy, 500 otherwise."""
+    """Training levels [start_level, start_level + num_levels); None = 200 easy, 500 hard,
+    extreme and memory; exploration mode plays its one fixed level (leave None)."""
     start_level: int = 0
     """First training level."""
     framestack: str = "none"

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from rlsweep import procgen
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
 from rlsweep.metrics import METRICS
@@ -347,7 +348,15 @@ class SweepSpec:
         if not isinstance(self.tags, list) or not all(isinstance(t, str) for t in self.tags):
             fail("tags", f"got {self.tags!r}; allowed: a list of strings")
         self._check_search()
-        self.trials()  # builds (and so validates) every grid trial
+        trials = self.trials()  # builds (and so validates) every grid trial
+        if self.metric.endswith("_norm"):
+            for t in trials:
+                if note := procgen.normalization_note(t.game, t.distribution_mode):
+                    fail(
+                        "metric",
+                        f"got {self.metric!r}, which is NaN for {t.game} {t.distribution_mode}"
+                        f" ({note}); allowed: {self.metric.removesuffix('_norm')}",
+                    )
         self._check_sampled()
 
     def _check_search(self) -> None:

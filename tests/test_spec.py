@@ -184,6 +184,10 @@ BAD = [
     ),
     ({"extends": "nope"}, "extends: got 'nope'; allowed: aicrowd_starter"),
     ({"metric": "reward"}, "metric: got 'reward'; allowed: env_steps, train/return"),
+    (
+        {"params": {"distribution_mode": "exploration"}},
+        "metric: got 'test/return_norm', which is NaN for coinrun exploration",
+    ),
     ({"mode": "maximize"}, "mode: got 'maximize'; allowed: max, min"),
     ({"name": "a b"}, "name: got 'a b'; allowed: letters, digits"),
     ({"budegt": 1}, "budegt: unknown key (did you mean 'budget'?); allowed: name, extends"),
