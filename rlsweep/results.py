@@ -13,7 +13,8 @@ trial. Every trial found is kept, and its `status` says whether its numbers may 
   `test/return(_norm)` is NaN on a row that evaluated (`test/fresh`: evaluation always plays its
   episodes to the end; `_norm` only where the mode is calibrated), `env_steps` is missing, or
   a `loss/*` value is non-finite on the last row (training diverged). NaN `train/return` is
-  *not* an error: it means no training episode ended that iteration.
+  *not* an error: it means no evaluation has run yet (trials from before rlsweep scored
+  training levels with the evaluator: no training episode ended that iteration).
 - `TERMINATED`: not an error, and the last row's `env_steps` reached the trial's
   `total_env_steps` budget (a crash that a Tune retry recovered from is noted in `error`).
 - `INCOMPLETE`: everything else — still running, interrupted, not started yet (no result.json:
