@@ -189,6 +189,13 @@ class RlsweepPPOLearner(PPOTorchLearner):
     And a fix: a restored fixed learning rate is the config's, not the checkpoint's: restoring
     loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
     iteration (ray#62173). Entropy and clip come from the config already.
+
+    Private RLlib hooks overridden or used here, checked against Ray 2.60.0:
+    `Learner._make_batch_if_necessary`, `Learner._create_iterator_if_necessary`,
+    `Learner._learner_connector`, `TorchLearner._optimizer_lr_schedules`,
+    `Learner._set_optimizer_lr`, `Learner._get_optimizer_lr`, `Learner._named_optimizers`,
+    `Learner._module_optimizers`. The minibatch permutation generator restarts from the seed
+    when a trial is restored from a checkpoint.
     """
 
     def build(self) -> None:

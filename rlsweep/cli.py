@@ -22,6 +22,23 @@ def _load(path: str) -> SweepSpec:
     return load_ablation(path) if is_ablation(path) else SweepSpec.from_yaml(path)
 
 
+def env_steps(text: str) -> int:
+    """argparse type of `--budget`: env steps as the spec language writes them (25e6 too)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a number of env steps") from None
+    if not value.is_integer() or value <= 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a whole number of env steps > 0")
+    return int(value)
+
+
+def _with_budget(spec: SweepSpec, budget: int | None, source: str) -> SweepSpec:
+    if budget is None:
+        return spec
+    return SweepSpec.from_dict({**spec.to_dict(), "budget": budget}, source=source)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     spec = _load(args.spec)
     print(f"{args.spec}: ok — {len(spec.trials())} trials of {spec.budget:,} env steps")
@@ -40,7 +57,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if value is not None and args.instance is None:
             print(f"rlsweep: error: {flag} needs --instance TYPE", file=sys.stderr)
             return 2
-    spec = _load(args.spec)
+    spec = _with_budget(_load(args.spec), args.budget, args.spec)
     plan = make_plan(
         spec,
         cpus=args.cpus or os.cpu_count() or 1,
@@ -61,9 +78,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from rlsweep.sweep import run_sweep
 
-    spec = SweepSpec.from_yaml(args.spec)
-    if args.budget is not None:
-        spec = SweepSpec.from_dict({**spec.to_dict(), "budget": args.budget}, source=args.spec)
+    spec = _with_budget(SweepSpec.from_yaml(args.spec), args.budget, args.spec)
     n = len(spec.trials())
     print(f"rlsweep: {spec.name}: {n} trials x {spec.budget:,} env steps", flush=True)
     result = run_sweep(spec, storage_path=args.storage, **_where(args))
@@ -244,12 +259,17 @@ def main(argv: list[str] | None = None) -> int:
         "--head", metavar="TYPE", help="add a head node of this type (on-demand, runs no trials)"
     )
     pl.add_argument("--prices", metavar="FILE", help="price table (default: rlsweep/prices.yaml)")
+    pl.add_argument(
+        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the spec)"
+    )
     pl.set_defaults(func=cmd_plan)
 
     r = sub.add_parser("run", help="run a sweep and print its per-trial table")
     r.add_argument("spec")
     r.add_argument("--storage", help="results dir or s3:// URI (overrides the spec's)")
-    r.add_argument("--budget", type=int, help="env steps per trial (overrides the spec)")
+    r.add_argument(
+        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the spec)"
+    )
     _add_where(r)
     r.set_defaults(func=cmd_run)
 
@@ -261,7 +281,9 @@ def main(argv: list[str] | None = None) -> int:
     ab = sub.add_parser("ablate", help="run a named ablation, write its write-up-style table")
     ab.add_argument("name", help="search_spaces/ablations/NAME.yaml (or a path)")
     ab.add_argument("--smoke", action="store_true", help="tiny budget: the machinery in minutes")
-    ab.add_argument("--budget", type=int, help="env steps per trial (overrides the file)")
+    ab.add_argument(
+        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the file)"
+    )
     ab.add_argument("--storage", help="results directory (overrides the file)")
     _add_where(ab)
     ab.set_defaults(func=cmd_ablate)
