@@ -130,7 +130,7 @@ class PlainLoop:
     def __init__(self) -> None:
         from plain_ppo import PlainPPO, PPOArgs  # benchmarks/, on the driver's sys.path
 
-        self.ppo = PlainPPO(PPOArgs(num_threads=NUM_CPUS))
+        self.ppo = PlainPPO(PPOArgs(num_steps=64, num_threads=NUM_CPUS))  # the trial's batch
 
     def jemalloc(self) -> bool:
         from rlsweep.trainable import jemalloc_loaded
