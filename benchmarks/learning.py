@@ -20,6 +20,7 @@ returns at 25M steps (all levels): starpilot 30.99 +- 1.96, bigfish 16.46 +- 2.7
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import shutil
 import time
@@ -31,8 +32,8 @@ from plain_ppo import PlainPPO, PPOArgs  # benchmarks/, beside this script
 
 from rlsweep import metrics as M
 from rlsweep import procgen, stats
-from rlsweep.envs import EnvConfig, ProcgenVectorEnv, env_seed
-from rlsweep.evaluation import evaluate, sampling_policy
+from rlsweep.config import TrialConfig
+from rlsweep.evaluation import evaluate, evaluation_envs, sampling_policy
 
 BATCH = 64 * 256  # cobbe2019's iteration
 DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 min on 2 cores
@@ -72,13 +73,9 @@ def run_rlsweep(game: str, seeds: list[int], budget: int, args) -> dict[int, lis
 def run_plain(game: str, seed: int, budget: int, args) -> list[dict]:
     """The reference loop, evaluated like an rlsweep trial (same evaluator and env streams)."""
     ppo = PlainPPO(PPOArgs(game=game, seed=seed, num_threads=args.threads, device=args.device))
-    env_cfg = EnvConfig(game=game, distribution_mode="easy")
-    evals = {
-        split: ProcgenVectorEnv(
-            env_cfg, num_envs=args.eval_episodes, seed=env_seed(seed, stream), split=split
-        )
-        for split, stream in (("train", 2), ("test", 1))
-    }
+    # The evaluation envs an rlsweep trial of this game and seed would get.
+    trial = TrialConfig(game=game, distribution_mode="easy", eval_episodes=args.eval_episodes)
+    evals = evaluation_envs(dataclasses.replace(trial, seed=seed))
     policy = sampling_policy(lambda obs: ppo.net(obs.to(args.device))[0].cpu(), seed=seed)
     rows, iteration = [], 0
     try:

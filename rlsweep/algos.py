@@ -141,20 +141,18 @@ def shuffled_minibatches(
     exactly `minibatch_size`. The permutation is `torch.randperm(n, generator=generator)`,
     one per epoch: a reference loop given the same generator draws the same minibatches."""
     real: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, int] = {}
     for module_id, b in batch.policy_batches.items():
         rows = b[Columns.LOSS_MASK].nonzero().squeeze(-1) if Columns.LOSS_MASK in b else None
         real[module_id] = {k: v if rows is None else v[rows] for k, v in b.items()}
-        n = len(next(iter(real[module_id].values())))
+        sizes[module_id] = n = len(b) if rows is None else len(rows)
         if n < minibatches_per_epoch * minibatch_size:
             raise ValueError(
                 f"{n} transitions cannot fill {minibatches_per_epoch} minibatches of "
                 f"{minibatch_size}"
             )
     for _ in range(num_epochs):
-        perms = {
-            m: torch.randperm(len(next(iter(d.values()))), generator=generator)
-            for m, d in real.items()
-        }
+        perms = {m: torch.randperm(n, generator=generator) for m, n in sizes.items()}
         for j in range(minibatches_per_epoch):
             policy_batches = {}
             for module_id, data in real.items():
