@@ -3,10 +3,11 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Installed first and pinned, so that resolving `torch>=2.4,<3` never pulls the CUDA wheels.
-TORCH  ?= torch==2.13.0
+# The pin is written once, as rlsweep.launch.ec2.DEFAULT_TORCH (what cluster nodes install).
+TORCH  ?= $(shell sed -n 's/^DEFAULT_TORCH = "\(.*\)"$$/\1/p' rlsweep/launch/ec2.py)
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench lint clean
+.PHONY: install test test-fast demo bench bench-gpu wheelhouse lint clean
 
 install: $(STAMP)
 
@@ -23,11 +24,33 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not rllib"
 
 demo: $(STAMP)
-	$(BIN)/rlsweep run search_spaces/demo.yaml
+	$(BIN)/rlsweep run search_spaces/demo.yaml --overwrite  # the demo reruns from scratch
 	$(BIN)/rlsweep report results/demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py
+
+# benchmarks/gpu.py: model bound, plain PPO loop, one trial, K packed trials (a GPU machine;
+# QUICK=1 runs its tiny CPU path). Results under $$OUT if set, else results/benchmarks/.
+bench-gpu: $(STAMP)
+	$(BIN)/python benchmarks/gpu.py $(if $(QUICK),--quick)
+
+# An offline install for a node without a package index (rlsweep/wheelhouse.py): wheels for
+# Python $(PY) on $(PLATFORM), less the projects in EXCLUDE (and those in HAVE, the node's
+# `pip freeze`), pinned by CONSTRAINTS (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`),
+# in parts of at most $(PART_MB) MiB with a sha256 manifest, under $(WHEELHOUSE)/.
+# On the node: python3 wheelhouse.py install $(WHEELHOUSE)
+PY       ?= 3.12
+PLATFORM ?= manylinux_2_28_x86_64
+PART_MB  ?= 60
+EXCLUDE  ?= torch
+HAVE     ?=
+CONSTRAINTS ?=
+WHEELHOUSE ?= wheelhouse
+wheelhouse: $(STAMP)
+	$(BIN)/python -m rlsweep.wheelhouse build --python $(PY) --platform $(PLATFORM) \
+		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
+		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)
 
 lint: $(STAMP)
 	$(BIN)/ruff check rlsweep tests benchmarks

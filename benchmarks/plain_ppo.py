@@ -309,3 +309,82 @@ class PlainPPO:
         t2 = time.perf_counter()
         real = sum(int((~r.started(k)).sum()) for k in range(len(r.actions)))
         return IterationStats(real, t1 - t0, t2 - t1, stats.get("loss", float("nan")))
+
+
+def _jemalloc_loaded() -> bool:
+    """Whether jemalloc is mapped into this process (LD_PRELOAD reached it)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "jemalloc" in f.read()
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`--bench`: time `train_iteration()` and print one JSON object (benchmarks/throughput.py
+    runs this as a process of its own, as a user would run CleanRL's script)."""
+    import argparse
+    import json
+    import os
+    import sys
+
+    p = argparse.ArgumentParser(description="The reference PPO loop, timed.")
+    p.add_argument("--bench", action="store_true", help="time iterations, print JSON")
+    p.add_argument("--game", default=PPOArgs.game)
+    p.add_argument("--distribution-mode", default=PPOArgs.distribution_mode)
+    p.add_argument("--num-envs", type=int, default=PPOArgs.num_envs)
+    p.add_argument("--num-steps", type=int, default=PPOArgs.num_steps)
+    p.add_argument("--minibatch-size", type=int, default=PPOArgs.minibatch_size)
+    p.add_argument("--update-epochs", type=int, default=PPOArgs.update_epochs)
+    p.add_argument("--threads", type=int, default=PPOArgs.num_threads)
+    p.add_argument("--device", default=PPOArgs.device)
+    p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
+    p.add_argument("--iterations", type=int, default=4, help="timed iterations")
+    a = p.parse_args(argv)
+    if not a.bench:
+        p.error("only --bench is implemented")
+    ppo = PlainPPO(
+        PPOArgs(
+            game=a.game,
+            distribution_mode=a.distribution_mode,
+            num_envs=a.num_envs,
+            num_steps=a.num_steps,
+            minibatch_size=a.minibatch_size,
+            update_epochs=a.update_epochs,
+            num_threads=a.threads,
+            device=a.device,
+        )
+    )
+    iterations = []
+    try:
+        for i in range(a.warmup + a.iterations):
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            s = ppo.train_iteration()
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            if i >= a.warmup:
+                iterations.append(
+                    {
+                        "env_steps": s.env_steps,
+                        "wall_s": wall,
+                        "sample_s": s.sample_s,
+                        "learn_s": s.learn_s,
+                        "cpu_s": cpu,
+                    }
+                )
+            print(f"iteration {i + 1}: {s.env_steps / wall:.1f} env-steps/s", file=sys.stderr)
+    finally:
+        ppo.close()
+    out = {
+        "iterations": iterations,
+        "env_steps_per_s": sum(x["env_steps"] for x in iterations)
+        / sum(x["wall_s"] for x in iterations),
+        "jemalloc": _jemalloc_loaded(),
+        "malloc_conf": os.environ.get("MALLOC_CONF"),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,202 +1,387 @@
-"""Env-steps/s of an rlsweep trial vs a minimal plain-PyTorch PPO, same network, envs and batch.
+"""Env-steps/s of an rlsweep trial, as a user gets it, against an independent plain PPO loop.
 
-    .venv/bin/python benchmarks/throughput.py [--iterations N] [--quick]
+    .venv/bin/python benchmarks/throughput.py [--rounds 2] [--iterations 4] [--glibc] [--quick]
 
-Both run coinrun easy with the IMPALA-CNN [16, 32, 32], 64 envs x 64 steps per iteration,
-minibatch 2048, 3 epochs, torch on 2 threads. Each lives in its own Ray actor process started
-with `rlsweep.sweep.runtime_env()`, i.e. with Ray's jemalloc preloaded, as Tune trials run. Their
-iterations alternate (never overlap), so that load from other processes hits both alike.
-Throughput = env steps sampled in the timed iterations / their summed wall time, after one
-warm-up iteration each; env steps are real transitions (RLlib's count; reset steps excluded).
+Both train coinrun (easy) with the IMPALA-CNN [16, 32, 32], 64 envs x 64 steps = 4096 env steps
+per iteration, minibatch 2048, 3 epochs, on 2 CPUs / 2 torch threads:
+
+- trial: `rlsweep run` (a subprocess, the installed CLI) on a one-trial spec written to a temp
+  dir: Ray, Tune, RLlib, the trial's runtime env, reporting and all. Its steady speed is read from
+  the trial's progress.csv: env steps / wall time between the end of the warm-up iteration(s)
+  and the last report, minus the time spent evaluating (`time/eval_s`; evaluation runs only at
+  the end here). Ray's start-up and shut-down are not counted (printed apart).
+- peer: `benchmarks/plain_ppo.py --bench`, CleanRL's single-process loop outside Ray, in a process
+  of its own started from a clean environment (no RAY_*, OMP_*, LD_PRELOAD, MALLOC_CONF from
+  ours). It shares only the network definition (`rlsweep.models.ImpalaActorCritic`) with the
+  trial. Its allocator is its own choice: jemalloc preloaded with the `MALLOC_CONF` below (the
+  setup the issue measured); `--glibc` adds a row with the plain glibc allocator.
+
+Trial and peer runs alternate, round by round (trial, peer, then peer, trial, ...), so that load
+from other processes hits both alike; the ratio is pooled over all rounds, and each round's own
+ratio is printed too. Absolute figures depend on the machine's load (printed before and after);
+the ratio is the figure to read. Writes results/benchmarks/throughput.json (the keys
+`trial_env_steps_per_s`, `peer_env_steps_per_s`, `ratio`, `measured_at`, `machine` are read by
+others, e.g. `rlsweep plan`'s steps/s default). About 7 minutes on an idle 2-core machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import importlib.util
+import json
+import math
 import os
+import platform
+import subprocess
+import sys
+import tempfile
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
 
-import ray
+import yaml
 
-from rlsweep.sweep import runtime_env
+ROOT = Path(__file__).resolve().parent.parent
+PLAIN_PPO = Path(__file__).resolve().parent / "plain_ppo.py"
+DEFAULT_OUT = ROOT / "results" / "benchmarks" / "throughput.json"
 
-NUM_CPUS = 2
-DEFAULT_ITERATIONS = 6  # the whole script: ~4.5 min on 2 cores
+GAME, MODE = "coinrun", "easy"
+NUM_ENVS, ROLLOUT, MINIBATCH, EPOCHS, CPUS = 64, 64, 2048, 3, 2
+BATCH = NUM_ENVS * ROLLOUT
+PEER_MALLOC_CONF = (
+    "oversize_threshold:1,background_thread:true,metadata_thp:auto,"
+    "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+)
+"""The peer's jemalloc settings (its own choice, as measured in issue 11)."""
+SCRUBBED = ("LD_PRELOAD", "MALLOC_CONF", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
-@dataclass(frozen=True)
-class Iteration:
+@dataclass
+class Run:
+    """One timed run of one arm: its timed iterations and what it reported about itself."""
+
+    arm: str
     env_steps: float
-    wall_s: float
-    sample_s: float
-    learn_s: float
-
-
-@dataclass(frozen=True)
-class Summary:
-    iterations: list[Iteration]
-    jemalloc: bool
-
-    @property
-    def wall_s(self) -> float:
-        return sum(i.wall_s for i in self.iterations)
+    seconds: float
+    cpu_s: float
+    """CPU seconds of the training process (all its threads) over the timed iterations."""
+    iteration_s: list[float]
+    iteration_steps: list[float]
+    process_s: float
+    """Wall time of the whole subprocess (start-up, warm-up, shut-down included)."""
+    load: tuple[float, float]
+    """1-minute load average before and after."""
+    facts: dict = field(default_factory=dict)
 
     @property
     def steps_per_s(self) -> float:
-        return sum(i.env_steps for i in self.iterations) / self.wall_s
+        return self.env_steps / self.seconds
 
-    def line(self, name: str) -> str:
-        wall, n = self.wall_s, len(self.iterations)
-        sample = 100 * sum(i.sample_s for i in self.iterations) / wall
-        learn = 100 * sum(i.learn_s for i in self.iterations) / wall
-        return (
-            f"{name:<18} {self.steps_per_s:.1f} env-steps/s (jemalloc: {self.jemalloc}; "
-            f"{wall / n:.1f} s/iteration: sample {sample:.0f}%, learn {learn:.0f}%, "
-            f"other {100 - sample - learn:.0f}%)"
+    @property
+    def best_steps_per_s(self) -> float:
+        """Its fastest iteration: other load only ever slows an iteration down."""
+        return max(n / s for n, s in zip(self.iteration_steps, self.iteration_s, strict=True))
+
+    @property
+    def cpu_ms_per_step(self) -> float:
+        return 1000 * self.cpu_s / self.env_steps
+
+
+def _clean_env() -> dict[str, str]:
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in SCRUBBED and not k.startswith(("RAY_", "TUNE_"))
+    }
+
+
+def find_jemalloc() -> str | None:
+    """A jemalloc for the peer, found without rlsweep's code: $JEMALLOC, the system's, or the
+    copy inside the installed ray wheel (the one a pip-installed CleanRL user has at hand)."""
+    candidates = [os.environ.get("JEMALLOC", "")]
+    candidates += [
+        f"/usr/lib/{platform.machine()}-linux-gnu/libjemalloc.so.2",
+        "/usr/lib64/libjemalloc.so.2",
+        "/usr/local/lib/libjemalloc.so.2",
+    ]
+    if spec := importlib.util.find_spec("ray"):
+        candidates.append(str(Path(spec.origin).parent / "core" / "libjemalloc.so"))
+    return next((c for c in candidates if c and os.path.exists(c)), None)
+
+
+def trial_spec(storage: Path, iterations: int) -> dict:
+    return {
+        "name": "throughput",
+        "games": [GAME],
+        "seeds": [0],
+        # Every iteration samples at least BATCH real transitions, so this is exactly
+        # `iterations` iterations.
+        "budget": iterations * BATCH,
+        "params": {
+            "distribution_mode": MODE,
+            "widths": [16, 32, 32],
+            "num_envs_per_env_runner": NUM_ENVS,
+            "rollout_length": ROLLOUT,
+            "minibatch_size": MINIBATCH,
+            "num_epochs": EPOCHS,
+            "num_cpus": CPUS,
+            "eval_interval": 1000,  # evaluate only at the end (subtracted below)
+            "eval_episodes": 1,
+        },
+        "metric": "test/return_norm",
+        "mode": "max",
+        "storage_path": str(storage),
+    }
+
+
+def _tail(path: Path, n: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+
+
+def run_trial(tmp: Path, warmup: int, iterations: int, timeout: float) -> Run:
+    spec_path, storage = tmp / "spec.yaml", tmp / "results"
+    # One more iteration at the end: the trial evaluates when it finishes, and that iteration's
+    # report carries the evaluation's time and CPU.
+    total = warmup + iterations + 1
+    spec_path.write_text(yaml.safe_dump(trial_spec(storage, total)))
+    log = tmp / "trial.log"
+    cli = Path(sys.executable).parent / "rlsweep"
+    load0, t0 = os.getloadavg()[0], time.perf_counter()
+    with open(log, "w") as out:
+        rc = subprocess.run(
+            [str(cli), "run", str(spec_path), "--num-cpus", str(CPUS)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=_clean_env(),
+            timeout=timeout,
+            check=False,
+        ).returncode
+    process_s = time.perf_counter() - t0
+    progress = sorted(storage.rglob("progress.csv"))
+    if rc != 0 or len(progress) != 1:
+        raise RuntimeError(f"`rlsweep run` exited {rc}; its log ends:\n{_tail(log)}")
+    with open(progress[0]) as f:
+        rows = list(csv.DictReader(f))
+    if len(rows) != total:
+        raise RuntimeError(f"{progress[0]}: {len(rows)} iterations, not {total}")
+    # Reports follow evaluation and precede checkpoints, so the span between the reports of
+    # the last warm-up iteration and the last timed one is training plus Tune's reporting;
+    # time/eval_s is subtracted in case an evaluation fell inside.
+    timed = rows[warmup - 1 : warmup + iterations]
+
+    def delta(key: str, a: dict, b: dict) -> float:
+        return float(b[key]) - float(a[key])
+
+    spans = [
+        delta("time/wall_s", a, b) - delta("time/eval_s", a, b)
+        for a, b in zip(timed, timed[1:], strict=False)
+    ]
+    first, last = timed[0], timed[-1]
+    cpu = delta("perf/cpu_s", first, last) if last.get("perf/cpu_s") else math.nan
+    return Run(
+        arm="trial",
+        env_steps=delta("env_steps", first, last),
+        seconds=sum(spans),
+        cpu_s=cpu,
+        iteration_s=spans,
+        iteration_steps=[delta("env_steps", a, b) for a, b in zip(timed, timed[1:], strict=False)],
+        process_s=process_s,
+        load=(load0, os.getloadavg()[0]),
+        facts={
+            "jemalloc": last.get("perf/jemalloc"),
+            "nice": last.get("perf/nice") or "?",
+            "torch_threads": last.get("perf/torch_threads") or "?",
+        },
+    )
+
+
+def run_peer(tmp: Path, warmup: int, iterations: int, jemalloc: str | None, timeout: float) -> Run:
+    env = _clean_env()
+    if jemalloc:
+        env |= {"LD_PRELOAD": jemalloc, "MALLOC_CONF": PEER_MALLOC_CONF}
+    cmd = [
+        sys.executable,
+        str(PLAIN_PPO),
+        "--bench",
+        f"--game={GAME}",
+        f"--distribution-mode={MODE}",
+        f"--num-envs={NUM_ENVS}",
+        f"--num-steps={ROLLOUT}",
+        f"--minibatch-size={MINIBATCH}",
+        f"--update-epochs={EPOCHS}",
+        f"--threads={CPUS}",
+        f"--warmup={warmup}",
+        f"--iterations={iterations}",
+    ]
+    log = tmp / f"peer_{'jemalloc' if jemalloc else 'glibc'}.log"
+    load0, t0 = os.getloadavg()[0], time.perf_counter()
+    with open(log, "w") as err:
+        proc = subprocess.run(
+            cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, timeout=timeout
         )
+    process_s = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"plain_ppo.py exited {proc.returncode}; its log ends:\n{_tail(log)}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    its = out["iterations"]
+    return Run(
+        arm="peer (jemalloc)" if jemalloc else "peer (glibc)",
+        env_steps=sum(i["env_steps"] for i in its),
+        seconds=sum(i["wall_s"] for i in its),
+        cpu_s=sum(i["cpu_s"] for i in its),
+        iteration_s=[i["wall_s"] for i in its],
+        iteration_steps=[i["env_steps"] for i in its],
+        process_s=process_s,
+        load=(load0, os.getloadavg()[0]),
+        facts={
+            "jemalloc": out["jemalloc"],
+            "nice": os.nice(0),  # inherited from this process
+            "torch_threads": out["torch_threads"],
+            "sample_%": round(
+                100 * sum(i["sample_s"] for i in its) / sum(i["wall_s"] for i in its)
+            ),
+        },
+    )
 
 
-def _timed(fn: Any, bucket: list[float]) -> Any:
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            bucket[0] += time.perf_counter() - t0
-
-    return wrapper
+def pooled(runs: list[Run]) -> float:
+    return sum(r.env_steps for r in runs) / sum(r.seconds for r in runs)
 
 
-@ray.remote(num_cpus=NUM_CPUS)
-class RlsweepTrial:
-    """RLlib PPO exactly as an rlsweep trial builds it, one `algo.train()` per call."""
-
-    def __init__(self) -> None:
-        import torch
-
-        from rlsweep.algos import build_algorithm
-        from rlsweep.config import TrialConfig
-
-        cfg = TrialConfig(
-            game="coinrun",
-            distribution_mode="easy",
-            widths=(16, 32, 32),
-            rollout_length=64,
-            num_envs_per_env_runner=64,
-            num_env_runners=0,
-            minibatch_size=2048,
-            num_epochs=3,
-            num_cpus=NUM_CPUS,
-        )
-        assert cfg.effective_train_batch_size == 4096
-        # As rlsweep.trainable.train_trial does before building the algorithm.
-        torch.set_num_threads(cfg.num_cpus)
-        torch.manual_seed(cfg.seed)
-        self.algo = build_algorithm(cfg)
-        # RLlib's own timers (result["timers"]) are EMAs seeded by the slow first iteration, so
-        # time sampling and the learner update directly around the two calls PPO makes.
-        self.sample_s, self.learn_s = [0.0], [0.0]
-        runner = self.algo.env_runner_group.local_env_runner
-        runner.sample = _timed(runner.sample, self.sample_s)
-        self.algo.learner_group.update = _timed(self.algo.learner_group.update, self.learn_s)
-        self.env_steps = 0.0
-
-    def jemalloc(self) -> bool:
-        from rlsweep.trainable import jemalloc_loaded
-
-        return jemalloc_loaded()
-
-    def iteration(self) -> Iteration:
-        from rlsweep.algos import read_result
-
-        self.sample_s[0] = self.learn_s[0] = 0.0
-        t0 = time.perf_counter()
-        result = self.algo.train()
-        wall = time.perf_counter() - t0
-        lifetime = read_result(result)["env_steps"]
-        steps, self.env_steps = lifetime - self.env_steps, lifetime
-        return Iteration(steps, wall, self.sample_s[0], self.learn_s[0])
-
-    def stop(self) -> None:
-        self.algo.stop()
+def cpu_ms(runs: list[Run]) -> float:
+    """CPU milliseconds of the training process per env step: less sensitive to other load
+    than wall time (the trial's excludes Ray's daemons and Tune's driver)."""
+    return 1000 * sum(r.cpu_s for r in runs) / sum(r.env_steps for r in runs)
 
 
-@ray.remote(num_cpus=NUM_CPUS)
-class PlainLoop:
-    """benchmarks/plain_ppo.py, one PPO iteration per call."""
+def machine() -> dict:
+    import torch
 
-    def __init__(self) -> None:
-        from plain_ppo import PlainPPO, PPOArgs  # benchmarks/, on the driver's sys.path
-
-        self.ppo = PlainPPO(PPOArgs(num_steps=64, num_threads=NUM_CPUS))  # the trial's batch
-
-    def jemalloc(self) -> bool:
-        from rlsweep.trainable import jemalloc_loaded
-
-        return jemalloc_loaded()
-
-    def iteration(self) -> Iteration:
-        t0 = time.perf_counter()
-        s = self.ppo.train_iteration()
-        return Iteration(s.env_steps, time.perf_counter() - t0, s.sample_s, s.learn_s)
-
-    def stop(self) -> None:
-        self.ppo.close()
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if "model name" in ln), "")
+    except OSError:
+        pass
+    return {
+        "hostname": platform.node(),
+        "cpu": model or platform.processor(),
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)),
+        "torch": torch.__version__,
+        "torch_threads_used": CPUS,
+        "python": platform.python_version(),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--iterations",
-        type=int,
-        default=None,
-        help=f"timed iterations of each, after 1 warm-up (default {DEFAULT_ITERATIONS})",
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rounds", type=int, default=2, help="trial/peer pairs (default 2)")
+    p.add_argument("--iterations", type=int, default=3, help="timed iterations per run")
+    p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
+    p.add_argument("--glibc", action="store_true", help="also time the peer with glibc malloc")
+    p.add_argument("--quick", action="store_true", help="smoke: 1 round of 1 timed iteration")
+    p.add_argument(
+        "--out", type=Path, default=None, help=f"JSON (default {DEFAULT_OUT}; --quick: none)"
     )
-    parser.add_argument("--quick", action="store_true", help="1 timed iteration each (smoke)")
-    args = parser.parse_args(argv)
-    iterations = args.iterations or (1 if args.quick else DEFAULT_ITERATIONS)
-
+    p.add_argument("--timeout", type=float, default=1800, help="seconds per subprocess")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.rounds, a.iterations = 1, 1
+    if a.warmup < 1 or a.iterations < 1 or a.rounds < 1:
+        p.error("--warmup, --iterations and --rounds must be >= 1")
+    jemalloc = find_jemalloc()
+    facts = machine()
     print(
-        "coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs x 64 steps, minibatch 2048, 3 epochs, "
-        f"{NUM_CPUS} CPUs; {iterations} timed iteration(s) each after 1 warm-up",
+        f"{GAME} {MODE}, IMPALA-CNN [16, 32, 32], {NUM_ENVS} envs x {ROLLOUT} steps, minibatch "
+        f"{MINIBATCH}, {EPOCHS} epochs, {CPUS} CPUs; {a.rounds} round(s) of {a.warmup} warm-up + "
+        f"{a.iterations} timed iteration(s) per run\nmachine: {facts['cpu']}, "
+        f"{facts['cores']} cores ({facts['cores_usable']} usable), torch {facts['torch']}; "
+        f"load average {os.getloadavg()[0]:.2f} at start",
         flush=True,
     )
-    # Other processes on the machine skew every figure; the interleaving below keeps the ratio
-    # fair, but say how busy the machine was before we started.
-    print(f"load average before start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
-    # Both actors stay alive so their iterations can alternate (load drifts hit both alike); only
-    # one computes at a time, so Ray is told of 2 x NUM_CPUS logical CPUs just to place both.
-    # log_to_driver=False: RLlib's start-up warnings would bury the few lines printed here
-    # (a failing actor still raises here with its traceback).
-    ray.init(
-        num_cpus=2 * NUM_CPUS,
-        runtime_env=runtime_env(),
-        include_dashboard=False,
-        log_to_driver=False,
-        logging_level="ERROR",
+    if not jemalloc:
+        print("no jemalloc found for the peer: it runs with glibc malloc")
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix="rlsweep-throughput-") as tmp_dir:
+        for r in range(a.rounds):
+            tmp = Path(tmp_dir) / f"round{r}"
+            tmp.mkdir()
+            arms = ["trial", "peer"] + (["glibc"] if a.glibc else [])
+            for arm in arms if r % 2 == 0 else arms[::-1]:
+                if arm == "trial":
+                    run = run_trial(tmp, a.warmup, a.iterations, a.timeout)
+                else:
+                    lib = jemalloc if arm == "peer" else None
+                    run = run_peer(tmp, a.warmup, a.iterations, lib, a.timeout)
+                runs.append(run)
+                its = ", ".join(f"{s:.1f}" for s in run.iteration_s)
+                print(
+                    f"round {r + 1} {run.arm:<16} {run.steps_per_s:7.1f} env-steps/s, "
+                    f"{run.cpu_ms_per_step:.2f} CPU-ms/step "
+                    f"(iterations {its} s; process {run.process_s:.0f} s; load "
+                    f"{run.load[0]:.2f}->{run.load[1]:.2f}; {run.facts})",
+                    flush=True,
+                )
+    by_arm = {arm: [r for r in runs if r.arm == arm] for arm in dict.fromkeys(r.arm for r in runs)}
+    peer_arm = "peer (jemalloc)" if jemalloc else "peer (glibc)"
+    trial, peer = pooled(by_arm["trial"]), pooled(by_arm[peer_arm])
+    per_round = [
+        t.steps_per_s / q.steps_per_s
+        for t, q in zip(by_arm["trial"], by_arm[peer_arm], strict=True)
+    ]
+    best = {arm: max(r.best_steps_per_s for r in arm_runs) for arm, arm_runs in by_arm.items()}
+    print(
+        f"\n{'':<18}{'env-steps/s':>12}{'vs peer':>9}{'CPU-ms/env-step':>17}"
+        f"{'best iteration':>16}{'vs peer':>9}"
     )
-    try:
-        runs = {"rlsweep trial:": RlsweepTrial.remote(), "plain PyTorch PPO:": PlainLoop.remote()}
-        timed: dict[str, list[Iteration]] = {name: [] for name in runs}
-        for actor in runs.values():
-            ray.get(actor.iteration.remote())  # warm-up
-        for i in range(iterations):
-            order = list(runs) if i % 2 == 0 else list(reversed(runs))
-            for name in order:
-                timed[name].append(ray.get(runs[name].iteration.remote()))
-        summaries = {
-            name: Summary(timed[name], ray.get(actor.jemalloc.remote()))
-            for name, actor in runs.items()
-        }
-        ray.get([actor.stop.remote() for actor in runs.values()])
-        for name, summary in summaries.items():
-            print(summary.line(name))
-        ours, plain = summaries.values()
-        print(f"ratio rlsweep/plain: {ours.steps_per_s / plain.steps_per_s:.2f}")
-    finally:
-        ray.shutdown()
+    for arm, arm_runs in by_arm.items():
+        rate = pooled(arm_runs)
+        print(
+            f"{arm:<18}{rate:12.1f}{rate / peer:9.2f}{cpu_ms(arm_runs):17.2f}"
+            f"{best[arm]:16.1f}{best[arm] / best[peer_arm]:9.2f}"
+        )
+    print(
+        f"ratio trial/peer: {trial / peer:.2f} (per round: "
+        + ", ".join(f"{x:.2f}" for x in per_round)
+        + f"); load average {os.getloadavg()[0]:.2f} at the end"
+    )
+    result = {
+        "trial_env_steps_per_s": round(trial, 1),
+        "peer_env_steps_per_s": round(peer, 1),
+        "ratio": round(trial / peer, 3),
+        "ratio_per_round": [round(x, 3) for x in per_round],
+        "ratio_best_iteration": round(best["trial"] / best[peer_arm], 3),
+        "trial_cpu_ms_per_env_step": round(cpu_ms(by_arm["trial"]), 3),
+        "peer_cpu_ms_per_env_step": round(cpu_ms(by_arm[peer_arm]), 3),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": facts,
+        "setup": {
+            "game": GAME,
+            "distribution_mode": MODE,
+            "widths": [16, 32, 32],
+            "num_envs": NUM_ENVS,
+            "rollout_length": ROLLOUT,
+            "minibatch_size": MINIBATCH,
+            "num_epochs": EPOCHS,
+            "cpus": CPUS,
+            "rounds": a.rounds,
+            "warmup_iterations": a.warmup,
+            "timed_iterations": a.iterations,
+            "peer_jemalloc": jemalloc,
+            "peer_malloc_conf": PEER_MALLOC_CONF if jemalloc else None,
+        },
+        "runs": [asdict(r) | {"env_steps_per_s": round(r.steps_per_s, 1)} for r in runs],
+    }
+    if "peer (glibc)" in by_arm and jemalloc:
+        result["peer_glibc_env_steps_per_s"] = round(pooled(by_arm["peer (glibc)"]), 1)
+    out = a.out or (None if a.quick else DEFAULT_OUT)  # a smoke run's figure is no measurement
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

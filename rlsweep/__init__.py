@@ -1,12 +1,13 @@
 """rlsweep: what makes PPO generalize on Procgen? Sweeps on Ray Tune + RLlib."""
 
 from rlsweep.config import TrialConfig
-from rlsweep.errors import ConfigError
-from rlsweep.spec import SpecError, SweepSpec
+from rlsweep.errors import ConfigError, SpecError
+from rlsweep.spec import SweepSpec
 
 __all__ = [
     "ConfigError",
     "SpecError",
+    "SweepInterrupted",
     "SweepResult",
     "SweepSpec",
     "TrialConfig",
@@ -18,7 +19,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str):
     # Ray is imported only when a sweep actually runs.
-    if name in ("run_sweep", "resume_sweep", "SweepResult"):
+    if name in ("run_sweep", "resume_sweep", "SweepResult", "SweepInterrupted"):
         from rlsweep import sweep
 
         return getattr(sweep, name)

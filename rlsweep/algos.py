@@ -11,7 +11,7 @@ import dataclasses
 import math
 import os
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -30,14 +30,18 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.framework import get_device
 from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
 from ray.tune.registry import register_env
 
+from rlsweep import metrics as M
+from rlsweep._ray_compat import LearnerHooks
 from rlsweep.config import TrialConfig
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
-from rlsweep.metrics import TRAIN_EPISODE_RETURN_MEAN
+from rlsweep.placement import placement
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
 
 # Our custom metric, logged by the episode callback into RLlib's env-runner metrics.
@@ -163,7 +167,7 @@ def shuffled_minibatches(
             yield MultiAgentBatch(policy_batches, env_steps=minibatch_size)
 
 
-class RlsweepPPOLearner(PPOTorchLearner):
+class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
     """RLlib's PPO torch Learner, made to do the reference update (baselines' PPO2 as in
     train-procgen, CleanRL's ppo_procgen) where the options say so, plus speed fixes that do
     not change learning. `tests/test_ppo_reference.py` holds it equal to CleanRL's loop.
@@ -188,30 +192,23 @@ class RlsweepPPOLearner(PPOTorchLearner):
     loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
     iteration (ray#62173). Entropy and clip come from the config already.
 
-    Private RLlib hooks overridden or used here, checked against Ray 2.60.0:
-    `Learner._make_batch_if_necessary`, `Learner._create_iterator_if_necessary`,
-    `Learner._learner_connector`, `TorchLearner._optimizer_lr_schedules`,
-    `Learner._set_optimizer_lr`, `Learner._get_optimizer_lr`, `Learner._named_optimizers`,
-    `Learner._module_optimizers`. The minibatch permutation generator restarts from the seed
-    when a trial is restored from a checkpoint.
+    RLlib's private Learner methods and state are reached through `LearnerHooks`
+    (rlsweep._ray_compat, which names the Ray version each was checked against). The minibatch
+    permutation generator restarts from the seed when a trial is restored from a checkpoint.
     """
 
     def build(self) -> None:
         super().build()
         opts = self.config.learner_config_dict
         self._shuffle_rng = torch.Generator().manual_seed(int(opts.get(SHUFFLE_SEED, 0)))
-        if (
-            self._learner_connector is not None
-            and self.config.add_default_connectors_to_learner_pipeline
-        ):
-            self._learner_connector.remove(GeneralAdvantageEstimation)
-            self._learner_connector.append(
-                ReferenceGAE(gamma=self.config.gamma, lambda_=self.config.lambda_)
-            )
+        connector = self.learner_connector
+        if connector is not None and self.config.add_default_connectors_to_learner_pipeline:
+            connector.remove(GeneralAdvantageEstimation)
+            connector.append(ReferenceGAE(gamma=self.config.gamma, lambda_=self.config.lambda_))
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         # RLlib's TorchLearner default, with Adam's epsilon from the config.
-        params = self.get_parameters(self._module[module_id])
+        params = self.get_parameters(self.module[module_id])
         eps = float(config.learner_config_dict.get(ADAM_EPS, 1e-8))
         self.register_optimizer(
             module_id=module_id,
@@ -253,17 +250,17 @@ class RlsweepPPOLearner(PPOTorchLearner):
 
     def set_state(self, state) -> None:
         super().set_state(state)
-        for optimizer, schedule in self._optimizer_lr_schedules.items():
+        for optimizer, schedule in self.lr_schedules.items():
             if not schedule.use_schedule:
-                self._set_optimizer_lr(optimizer, lr=float(schedule.get_current_value()))
+                self.set_optimizer_lr(optimizer, float(schedule.get_current_value()))
 
-    def _make_batch_if_necessary(self, training_data):
+    def make_batch(self, training_data):
         modules = [m for m in self.module.values() if isinstance(m, ImpalaPPOModule)]
         for m in modules:
             m.use_rollout_values = True
         try:
             with torch.no_grad():
-                batch = super()._make_batch_if_necessary(training_data)
+                batch = super().make_batch(training_data)
         finally:
             for m in modules:
                 m.use_rollout_values = False
@@ -280,7 +277,7 @@ class RlsweepPPOLearner(PPOTorchLearner):
                 b[Postprocessing.ADVANTAGES] = standardize(adv, b.get(Columns.LOSS_MASK))
         return batch
 
-    def _create_iterator_if_necessary(
+    def minibatch_iterator(
         self, *, training_data, num_epochs: int = 1, minibatch_size: int | None = None, **kwargs
     ):
         if (
@@ -288,14 +285,14 @@ class RlsweepPPOLearner(PPOTorchLearner):
             or training_data.data_iterators
             or not minibatch_size
         ):
-            return super()._create_iterator_if_necessary(
+            return super().minibatch_iterator(
                 training_data=training_data,
                 num_epochs=num_epochs,
                 minibatch_size=minibatch_size,
                 **kwargs,
             )
         return shuffled_minibatches(
-            self._make_batch_if_necessary(training_data=training_data),
+            self.make_batch(training_data),
             num_epochs=num_epochs,
             minibatch_size=minibatch_size,
             minibatches_per_epoch=self.config.train_batch_size_per_learner // minibatch_size,
@@ -304,9 +301,10 @@ class RlsweepPPOLearner(PPOTorchLearner):
 
     def update(self, *args, num_total_minibatches: int = 0, **kwargs):
         # The lr this update trains with (RLlib logs the lr after the update's schedule step).
-        for module_id, names in self._module_optimizers.items():
-            lr = self._get_optimizer_lr(self._named_optimizers[names[0]])
-            self.metrics.log_value((module_id, LR_IN_UPDATE), float(lr), window=1)
+        for module_id in self.module.keys():  # noqa: SIM118 (a MultiRLModule has no __iter__)
+            for _, optimizer in self.get_optimizers_for_module(module_id)[:1]:
+                lr = self.optimizer_lr(optimizer)
+                self.metrics.log_value((module_id, LR_IN_UPDATE), float(lr), window=1)
         minibatch = kwargs.get("minibatch_size")
         if not num_total_minibatches and minibatch:
             # RLlib's iterator (minibatching: rllib) otherwise runs an extra, mostly repeated
@@ -350,14 +348,8 @@ def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
             vf_clip_param=cfg.vf_clip_param if cfg.vf_clip_mode == "loss" else math.inf,
             vf_loss_coeff=cfg.vf_loss_coeff,
             entropy_coeff=cfg.entropy_coeff,
-            use_kl_loss=cfg.kl_coeff > 0,
-            kl_coeff=cfg.kl_coeff,
-            kl_target=cfg.kl_target,
-            grad_clip=cfg.grad_clip,
-            grad_clip_by="global_norm",
-            train_batch_size_per_learner=cfg.effective_train_batch_size,
-            minibatch_size=cfg.minibatch_size,
-            num_epochs=cfg.num_epochs,
+            **_kl_loss(cfg),
+            **_sgd(cfg),
         )
         .rl_module(rl_module_spec=_module_spec(cfg, ImpalaPPOModule))
     )
@@ -377,25 +369,64 @@ def _module_spec(cfg: TrialConfig, module_class: type, **extra: Any) -> RLModule
     return RLModuleSpec(module_class=module_class, model_config=model_config)
 
 
+class CentralInferenceEnvRunner(SingleAgentEnvRunner):
+    """A GPU trial's sampler, SEED-style inside the node: RLlib's own EnvRunner, local to the
+    trial's process (num_env_runners=0), stepping all of the trial's envs in one envpool and
+    running one batched forward per step on the GPU the local learner trains on.
+
+    RLlib cannot place it there by itself: a local EnvRunner asks `get_device` for 0 GPUs
+    whatever the config (SingleAgentEnvRunner.__init__, Ray 2.60), and a remote GPU EnvRunner
+    would ship every rollout's frames through the object store to the learner's process. So
+    `make_module` (public EnvRunner API) moves the module to RLlib's own choice of the learner's
+    device, and the model moves each step's uint8 frames there (pinned: see
+    `rlsweep.models.ImpalaCNN.forward`). Each frame crosses to the GPU twice: once in its step's
+    forward, and once in the learner's batch (RLlib's episodes hold numpy frames; one copy per
+    iteration, 200 MB for 16,384 64x64 RGB frames)."""
+
+    def make_module(self) -> None:
+        super().make_module()
+        if self.module is not None:
+            self.module.to(get_device(self.config, self.config.num_gpus_per_learner))
+
+
+def configure_torch(cfg: TrialConfig) -> None:
+    """Process-wide torch settings of a trial: TF32 on or off for float32 matmuls and
+    convolutions on the GPU (torch's own defaults differ between the two)."""
+    # RLlib's seeding (`debugging(seed=...)`) turns on torch.use_deterministic_algorithms on a
+    # CPU-only torch, which also fills every new tensor with NaN (a debugging aid for reads of
+    # uninitialized memory): ~12% of a CPU trial's time in aten::fill_. Results are unchanged.
+    torch.utils.deterministic.fill_uninitialized_memory = False
+    if placement(cfg).device != "cuda":
+        return
+    precision = "tf32" if cfg.tf32 else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = precision
+    torch.backends.cudnn.conv.fp32_precision = precision
+
+
 def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> AlgorithmConfig:
-    """Env, runners, resources, callbacks and seed: identical for every algorithm."""
-    env_config = {**cfg.env_config().__dict__, "envpool_threads": envpool_threads}
+    """Env, runners, resources, callbacks and seed: identical for every algorithm. Device and
+    runner layout come from `rlsweep.placement.placement`."""
+    p = placement(cfg, envpool_threads)
+    env_config = {**cfg.env_config().__dict__, "envpool_threads": p.envpool_threads}
+    runner_class = {"env_runner_cls": CentralInferenceEnvRunner} if p.central_inference else {}
     return (
         c.environment(env=_env_id(), env_config=env_config)
         .env_runners(
-            num_env_runners=cfg.num_env_runners,
-            num_envs_per_env_runner=cfg.num_envs_per_env_runner,
+            num_env_runners=p.num_env_runners,
+            num_envs_per_env_runner=p.num_envs_per_env_runner,
             rollout_fragment_length=cfg.rollout_length,
             gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT,
             num_cpus_per_env_runner=1,
             custom_resources_per_env_runner=dict(cfg.env_runner_resources),
+            **runner_class,
         )
-        # The learner is local (num_learners=0): it lives in the main process's bundle.
+        # The learner is local (num_learners=0): it lives in the main process's bundle, and
+        # with a GPU holds the trial's GPU share, which the central EnvRunner shares.
         .resources(
             num_cpus_for_main_process=cfg.num_cpus,
             custom_resources_for_main_process=dict(cfg.learner_resources),
         )
-        .learners(num_learners=0, num_gpus_per_learner=cfg.num_gpus)
+        .learners(num_learners=0, num_gpus_per_learner=p.gpus)
         .callbacks(on_episode_end=_log_raw_episode)
         .reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)
         .debugging(seed=cfg.seed)
@@ -418,39 +449,52 @@ def _vtrace_training(cfg: TrialConfig) -> dict[str, Any]:
         lr=_lr(cfg),
         vf_loss_coeff=cfg.vf_loss_coeff,
         entropy_coeff=cfg.entropy_coeff,
-        grad_clip=cfg.grad_clip,
-        grad_clip_by="global_norm",
         vtrace_clip_rho_threshold=cfg.vtrace_clip_rho,
         vtrace_clip_pg_rho_threshold=cfg.vtrace_clip_pg_rho,
+        **_sgd(cfg),
+    )
+
+
+def _sgd(cfg: TrialConfig) -> dict[str, Any]:
+    """Batch, minibatch, epochs and gradient clipping: the same keys for PPO, IMPALA and APPO."""
+    return dict(
+        grad_clip=cfg.grad_clip,
+        grad_clip_by="global_norm",
         train_batch_size_per_learner=cfg.effective_train_batch_size,
         minibatch_size=cfg.minibatch_size,
         num_epochs=cfg.num_epochs,
     )
 
 
+def _kl_loss(cfg: TrialConfig) -> dict[str, Any]:
+    """PPO's and APPO's KL penalty: on iff kl_coeff > 0."""
+    return dict(use_kl_loss=cfg.kl_coeff > 0, kl_coeff=cfg.kl_coeff, kl_target=cfg.kl_target)
+
+
+def _vtrace_config(base, cfg: TrialConfig, envpool_threads: int, module: type, **training):
+    """IMPALA and APPO: the shared V-trace training, iteration size and module, plus `training`."""
+    c = _common(base, cfg, envpool_threads)
+    return (
+        c.training(**_vtrace_training(cfg), **training)
+        .reporting(**_iteration_size(cfg))
+        .rl_module(rl_module_spec=_module_spec(cfg, module))
+    )
+
+
 def impala_config(cfg: TrialConfig, envpool_threads: int = 0) -> IMPALAConfig:
     """RLlib IMPALA (V-trace actor-critic) on the same actor-critic module as PPO."""
-    c = _common(IMPALAConfig(), cfg, envpool_threads)
-    return (
-        c.training(**_vtrace_training(cfg))
-        .reporting(**_iteration_size(cfg))
-        .rl_module(rl_module_spec=_module_spec(cfg, ImpalaPPOModule))
-    )
+    return _vtrace_config(IMPALAConfig(), cfg, envpool_threads, ImpalaPPOModule)
 
 
 def appo_config(cfg: TrialConfig, envpool_threads: int = 0) -> APPOConfig:
     """RLlib APPO: IMPALA plus PPO's clipped surrogate against a periodically synced old policy."""
-    c = _common(APPOConfig(), cfg, envpool_threads)
-    return (
-        c.training(
-            **_vtrace_training(cfg),
-            clip_param=cfg.clip_param,
-            use_kl_loss=cfg.kl_coeff > 0,
-            kl_coeff=cfg.kl_coeff,
-            kl_target=cfg.kl_target,
-        )
-        .reporting(**_iteration_size(cfg))
-        .rl_module(rl_module_spec=_module_spec(cfg, ImpalaAPPOModule))
+    return _vtrace_config(
+        APPOConfig(),
+        cfg,
+        envpool_threads,
+        ImpalaAPPOModule,
+        clip_param=cfg.clip_param,
+        **_kl_loss(cfg),
     )
 
 
@@ -493,7 +537,21 @@ def algorithm_config(cfg: TrialConfig, envpool_threads: int = 0) -> AlgorithmCon
 
 
 def build_algorithm(cfg: TrialConfig, envpool_threads: int = 0) -> Algorithm:
+    configure_torch(cfg)
     return algorithm_config(cfg, envpool_threads).build_algo()
+
+
+def policy_logits(algo: Algorithm) -> Callable[[torch.Tensor], torch.Tensor]:
+    """obs -> the action-distribution inputs of the algorithm's module in inference mode (for
+    `rlsweep.evaluation.sampling_policy`): obs moved to the module's device (a GPU trial's),
+    logits back on the CPU for sampling."""
+
+    def logits(obs: torch.Tensor) -> torch.Tensor:
+        module = algo.get_module()
+        obs = obs.to(next(module.parameters()).device)
+        return module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS].cpu()
+
+    return logits
 
 
 REPLAY_FILE = "replay_buffer.pkl"
@@ -527,7 +585,8 @@ def restore_checkpoint(algo: Algorithm, path: str) -> bool:
 
 def trial_resources(cfg: TrialConfig):
     """Tune placement group for one trial: the trial process (driver, local learner and, with 0
-    env runners, sampling) plus one bundle per remote EnvRunner."""
+    env runners, sampling; with a GPU, its GPU share) plus one bundle per remote EnvRunner, as
+    RLlib computes it from the config `placement` shaped (a test holds the two equal)."""
     c = algorithm_config(cfg)
     return c.algo_class.default_resource_request(c)
 
@@ -547,32 +606,30 @@ def read_result(result: dict[str, Any]) -> dict[str, float]:
     # DQN has no policy: its TD loss on Q-values is both its total and its value loss.
     q_loss = _get(learner, "qf_loss")
     return {
-        "env_steps": float(
+        M.ENV_STEPS: float(
             _get(result, "num_env_steps_sampled_lifetime", default=math.nan)
             if "num_env_steps_sampled_lifetime" in result
             else _get(env_runners, "num_env_steps_sampled_lifetime")
         ),
-        TRAIN_EPISODE_RETURN_MEAN: float(_get(env_runners, RAW_RETURN)),
-        "train/episode_length_mean": float(_get(env_runners, RAW_LENGTH)),
-        "train/episodes": float(_get(env_runners, "num_episodes_lifetime", default=0.0)),
-        # Samples trained on this iteration: 0 when no update ran (DQN before learning_starts,
-        # an async IMPALA/APPO iteration without a full batch), i.e. when losses are NaN.
-        "train/module_steps_trained": float(_get(learner, "num_module_steps_trained", default=0.0)),
-        "loss/total": float(_get(learner, "total_loss")),
+        M.TRAIN_EPISODE_RETURN_MEAN: float(_get(env_runners, RAW_RETURN)),
+        M.TRAIN_EPISODE_LENGTH_MEAN: float(_get(env_runners, RAW_LENGTH)),
+        M.TRAIN_EPISODES_LIFETIME: float(_get(env_runners, "num_episodes_lifetime", default=0.0)),
+        M.MODULE_STEPS_TRAINED: float(_get(learner, "num_module_steps_trained", default=0.0)),
+        M.LOSS_TOTAL: float(_get(learner, "total_loss")),
         # IMPALA logs batch sums as pi_loss/vf_loss and the comparable means as mean_*.
-        "loss/policy": float(_get(learner, "policy_loss", default=_get(learner, "mean_pi_loss"))),
-        "loss/value": float(
+        M.LOSS_POLICY: float(_get(learner, "policy_loss", default=_get(learner, "mean_pi_loss"))),
+        M.LOSS_VALUE: float(
             q_loss
             if "qf_loss" in learner
             else _get(learner, "mean_vf_loss", default=_get(learner, "vf_loss"))
         ),
-        "loss/entropy": float(_get(learner, "entropy")),
-        "loss/kl": float(_get(learner, "mean_kl_loss")),
+        M.LOSS_ENTROPY: float(_get(learner, "entropy")),
+        M.LOSS_KL: float(_get(learner, "mean_kl_loss")),
         # Hyperparameters in effect (after PBT perturbations and schedules).
         # Only our PPO learner logs the lr it trained with; the others report RLlib's (logged
         # after the update's schedule step: equal for a fixed lr).
-        "hp/lr": float(
+        M.HP_LR: float(
             _get(learner, LR_IN_UPDATE, default=_get(learner, "default_optimizer_learning_rate"))
         ),
-        "hp/entropy_coeff": float(_get(learner, "curr_entropy_coeff")),
+        M.HP_ENTROPY_COEFF: float(_get(learner, "curr_entropy_coeff")),
     }

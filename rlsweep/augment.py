@@ -15,9 +15,9 @@ not depend on the data, so a seed reproduces a batch exactly. `sample_params` dr
 and for reuse.
 
 `rotate` turns by a multiple of 90 degrees (90, 180 or 270, uniformly per sample) as RAD did:
-exact on the pixel grid, with no interpolation or fill, and never the identity turn, so `p` alone
-sets how often a sample is left as is. (DrAC found rotate among the weakest on Procgen, whose
-games have a fixed up; it is here for completeness.)
+exact on the pixel grid, with no interpolation or fill, and never the identity turn, so
+`augment_p` alone sets how often a sample is left as is. (DrAC found rotate among the weakest
+on Procgen, whose games have a fixed up; it is here for completeness.)
 """
 
 from __future__ import annotations
@@ -29,39 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlsweep.errors import ConfigError
-
-TRANSFORMS = ("flip", "rotate", "crop_resize", "translate", "pad_crop")
-"""The transforms proper; `all` draws one of them per sample. Order fixes the op ids."""
-AUGMENTATIONS = ("none", *TRANSFORMS, "all")
-
-
-@dataclass(frozen=True)
-class AugmentConfig:
-    """Which augmentation the learner applies, and how strongly. Validated at construction."""
-
-    name: str = "none"
-    """One of AUGMENTATIONS; 'all' draws one of the five transforms per sample."""
-    p: float = 1.0
-    """Probability that a sample is augmented at all (else it passes through unchanged)."""
-    pad: int = 4
-    """translate / pad_crop: content moves by up to `pad` pixels along each axis."""
-    scale_min: float = 0.8
-    """crop_resize: the crop's side is a fraction s ~ U[scale_min, 1] of the image side."""
-
-    def __post_init__(self) -> None:
-        if self.name not in AUGMENTATIONS:
-            raise ConfigError("name", f"got {self.name!r}; allowed: {', '.join(AUGMENTATIONS)}")
-        if not (_is_number(self.p) and 0 <= self.p <= 1):
-            raise ConfigError("p", f"got {self.p!r}; allowed: a number in [0, 1]")
-        if not (isinstance(self.pad, int) and not isinstance(self.pad, bool) and self.pad >= 1):
-            raise ConfigError("pad", f"got {self.pad!r}; allowed: an integer >= 1")
-        if not (_is_number(self.scale_min) and 0 < self.scale_min <= 1):
-            raise ConfigError("scale_min", f"got {self.scale_min!r}; allowed: a number in (0, 1]")
-
-
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
+from rlsweep.subconfigs import TRANSFORMS, AugmentConfig
 
 
 @dataclass(frozen=True)
@@ -80,7 +48,8 @@ class AugmentParams:
     pad: int
     """The `pad` the offsets were drawn for."""
     scale: Tensor
-    """(B,) float32 in [scale_min, 1]: crop_resize's crop side as a fraction of the image's."""
+    """(B,) float32 in [augment_scale_min, 1]: crop_resize's crop side as a fraction of the
+    image's."""
     corner: Tensor
     """(B, 2) float32 (y, x) in [0, 1): crop_resize's crop position, as a fraction of the room
     left around the crop (0 = top / left edge, 1 = bottom / right edge)."""
@@ -114,22 +83,22 @@ def sample_params(
     """Draws one batch's parameters (on the generator's device; CPU when it is None)."""
     g = generator
     dev = g.device if g is not None else torch.device("cpu")
-    applied = torch.rand(batch_size, generator=g, device=dev) < cfg.p
+    applied = torch.rand(batch_size, generator=g, device=dev) < cfg.augment_p
     choice = torch.randint(0, len(TRANSFORMS), (batch_size,), generator=g, device=dev)
     quarter_turns = torch.randint(1, 4, (batch_size,), generator=g, device=dev)
-    offset = torch.randint(0, 2 * cfg.pad + 1, (batch_size, 2), generator=g, device=dev)
+    offset = torch.randint(0, 2 * cfg.augment_pad + 1, (batch_size, 2), generator=g, device=dev)
     u = torch.rand(batch_size, generator=g, device=dev)
     corner = torch.rand(batch_size, 2, generator=g, device=dev)
-    if cfg.name == "none":
+    if cfg.augment == "none":
         applied = torch.zeros_like(applied)
-    elif cfg.name != "all":
-        choice = torch.full_like(choice, TRANSFORMS.index(cfg.name))
+    elif cfg.augment != "all":
+        choice = torch.full_like(choice, TRANSFORMS.index(cfg.augment))
     return AugmentParams(
         op=torch.where(applied, choice, -1),
         quarter_turns=quarter_turns,
         offset=offset,
-        pad=cfg.pad,
-        scale=cfg.scale_min + (1.0 - cfg.scale_min) * u,
+        pad=cfg.augment_pad,
+        scale=cfg.augment_scale_min + (1.0 - cfg.augment_scale_min) * u,
         corner=corner,
     )
 
@@ -137,7 +106,7 @@ def sample_params(
 def augment(obs: Tensor, cfg: AugmentConfig, generator: torch.Generator | None) -> Tensor:
     """`obs` (B, C, H, W) augmented per `cfg`; same shape, dtype and device. Never writes to
     `obs`; may return it as is when no sample is augmented."""
-    if cfg.name == "none" or cfg.p == 0:
+    if cfg.augment == "none" or cfg.augment_p == 0:
         return obs
     return apply_params(obs, sample_params(cfg, obs.shape[0], generator))
 

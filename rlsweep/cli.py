@@ -1,11 +1,21 @@
-"""`rlsweep` command line: thin argument parsing over the Python API."""
+"""`rlsweep` command line: thin argument parsing over the Python API.
+
+Exit codes: 0 done, 1 some trials failed, 2 bad input (a spec, a flag: rlsweep.errors.SpecError),
+130 interrupted by Ctrl-C (143: SIGTERM).
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
-from rlsweep.spec import SpecError, SweepSpec
+from rlsweep.errors import SpecError
+from rlsweep.spec import SweepSpec
+
+EXIT_FAILED_TRIALS = 1
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
 
 
 def _table(df) -> str:
@@ -15,11 +25,19 @@ def _table(df) -> str:
         return df.drop(columns=["trial_dir"], errors="ignore").to_string(index=False)
 
 
-def _load(path: str) -> SweepSpec:
-    """A sweep spec, or an ablation file (a spec plus a `smoke:` section)."""
-    from rlsweep.ablate import is_ablation, load_ablation
+def _load(args: argparse.Namespace) -> SweepSpec:
+    """The spec of validate, plan and run: the one loader (`SweepSpec.from_yaml`) with the
+    overrides `_add_spec` defines; warns of defaults the file did not choose."""
+    spec = SweepSpec.from_yaml(
+        args.spec, smoke=args.smoke, budget=args.budget, storage_path=args.storage
+    )
+    _warn_defaults(spec)
+    return spec
 
-    return load_ablation(path) if is_ablation(path) else SweepSpec.from_yaml(path)
+
+def _warn_defaults(spec: SweepSpec) -> None:
+    for line in spec.default_warnings():
+        print(f"rlsweep: warning: {line}", file=sys.stderr, flush=True)
 
 
 def env_steps(text: str) -> int:
@@ -33,16 +51,28 @@ def env_steps(text: str) -> int:
     return int(value)
 
 
-def _with_budget(spec: SweepSpec, budget: int | None, source: str) -> SweepSpec:
-    if budget is None:
-        return spec
-    return SweepSpec.from_dict({**spec.to_dict(), "budget": budget}, source=source)
-
-
 def cmd_validate(args: argparse.Namespace) -> int:
-    spec = _load(args.spec)
-    print(f"{args.spec}: ok — {len(spec.trials())} trials of {spec.budget:,} env steps")
+    """Everything `run` checks before it starts the sweep: the spec (with its smoke: section),
+    the overrides, and that every trial fits where it would run."""
+    spec = _load(args)
+    _check_fits(spec, args.address, args.num_cpus)
+    print(f"{args.spec}: ok — {spec.num_trials} trials of {spec.budget:,} env steps")
     return 0
+
+
+def _check_fits(spec: SweepSpec, address: str | None, num_cpus: int | None) -> None:
+    """Every trial fits where the sweep would run, by the checks `run_sweep` makes: this
+    machine (or `num_cpus`) before Ray starts; with `address`, the running cluster's resources
+    (a warning only, as in `run`: an autoscaler may still add nodes)."""
+    from rlsweep.spec import check_local_resources
+
+    if address is None:
+        check_local_resources(spec, num_cpus)
+        return
+    from rlsweep.sweep import _check_cluster, ray_session
+
+    with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
+        _check_cluster(spec, autoscaling=True)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -55,13 +85,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     for flag, value in (("--instances", args.instances), ("--head", args.head)):
         if value is not None and args.instance is None:
-            print(f"rlsweep: error: {flag} needs --instance TYPE", file=sys.stderr)
-            return 2
-    spec = _with_budget(_load(args.spec), args.budget, args.spec)
+            raise SpecError(None, "", f"{flag} needs --instance TYPE")
+    spec = _load(args)
     plan = make_plan(
         spec,
         cpus=args.cpus or os.cpu_count() or 1,
-        steps_per_cpu_s=args.steps_per_s,
+        gpus=args.gpus,
+        gpu_memory=args.gpu_memory,
+        steps_per_cpu_s=args.steps_per_s,  # None: make_plan's (the last measured benchmark's)
         instance=args.instance,
         spot=args.spot,
         prices=load_prices(args.prices) if args.prices else None,
@@ -78,40 +109,71 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from rlsweep.sweep import run_sweep
 
-    spec = _with_budget(SweepSpec.from_yaml(args.spec), args.budget, args.spec)
-    n = len(spec.trials())
+    spec = _load(args)
+    n = spec.num_trials
     print(f"rlsweep: {spec.name}: {n} trials x {spec.budget:,} env steps", flush=True)
-    result = run_sweep(spec, storage_path=args.storage, **_where(args))
+    result = run_sweep(spec, **_where(args))
     return _summary(result)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     from rlsweep.sweep import resume_sweep
 
+    _not_a_spec(args.dir)
     where = _where(args)
-    where.pop("max_failures")  # the sweep's own setting is restored with it
+    where.pop("max_failures", None)  # the sweep's own setting is restored with it
     try:
         result = resume_sweep(args.dir, **where)
     except FileNotFoundError as e:
-        print(f"rlsweep: error: {e}", file=sys.stderr)
-        return 2
+        raise SpecError(None, "", f"{e}; {_results_hint()}") from None
     return _summary(result)
+
+
+def _results_hint() -> str:
+    return "resume takes a sweep's results dir, <storage_path>/<name> (e.g. results/demo)"
+
+
+def _not_a_spec(path: str) -> None:
+    """`rlsweep resume spec.yaml`: say which results dir that spec's sweep lives in."""
+    from pathlib import Path
+
+    from rlsweep.sweep import can_resume, experiment_path
+
+    if not (path.endswith((".yaml", ".yml")) and Path(path).is_file()):
+        return
+    spec = SweepSpec.from_yaml(path)
+    experiment = experiment_path(spec)
+    if not experiment.startswith(("s3://", "gs://")):
+        with contextlib.suppress(ValueError):
+            experiment = str(Path(experiment).relative_to(Path.cwd()))
+    hint = f"rlsweep resume {experiment}"
+    if not can_resume(experiment):
+        hint += f" (it holds no sweep yet: rlsweep run {path})"
+    raise SpecError(path, "", f"a spec, not a results dir; its sweep resumes with: {hint}")
 
 
 def _where(args: argparse.Namespace) -> dict:
     """run_sweep's "where and how to run" options, shared by run, resume and ablate."""
     from rlsweep.sweep import Dashboard, Instance
 
+    # Flags left unset are not passed: run_sweep's, WandbSettings' and Dashboard's defaults hold
+    # (each written once, there).
     wandb = None
     if args.wandb:
-        wandb = {"mode": args.wandb, "project": args.wandb_project}
+        wandb = {"mode": args.wandb} | ({"project": p} if (p := args.wandb_project) else {})
+    port = {"port": args.dashboard_port} if args.dashboard_port else {}
     where = {
         "address": args.address,
         "num_cpus": args.num_cpus,
         "max_failures": args.max_failures,
         "wandb": wandb,
-        "dashboard": Dashboard(port=args.dashboard_port) if args.dashboard else False,
+        "dashboard": Dashboard(**port) if args.dashboard else False,
+        "verbose": args.verbose,
     }
+    if where["max_failures"] is None:
+        del where["max_failures"]
+    if getattr(args, "overwrite", False):
+        where["overwrite"] = True
     if instance := getattr(args, "instance", None):
         where["instance"] = Instance(instance, spot=args.spot)
     return where
@@ -120,8 +182,13 @@ def _where(args: argparse.Namespace) -> dict:
 def _summary(result) -> int:
     print(f"\nresults: {result.path}\n")
     print(_table(result.trials))
+    return _exit_code(result)
+
+
+def _exit_code(result) -> int:
+    """1 when any trial did not finish (run and ablate alike)."""
     failed = (result.trials["status"] != "TERMINATED").sum()
-    return 1 if failed else 0
+    return EXIT_FAILED_TRIALS if failed else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -129,46 +196,80 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
     try:
-        path = build_report(
-            args.dirs, by=by, out=args.out, n_resamples=args.resamples, prices=args.prices
-        )
+        # --resamples unset: build_report's default (one definition: rlsweep.tables.N_RESAMPLES)
+        n = {"n_resamples": args.resamples} if args.resamples is not None else {}
+        path = build_report(args.dirs, by=by, out=args.out, prices=args.prices, **n)
     except (OSError, ValueError) as e:  # OSError: also S3 access denied / unreachable
-        print(f"rlsweep: error: {e}", file=sys.stderr)
-        return 2
+        raise SpecError(None, "", str(e)) from None
     print((path.parent / "table.md").read_text())
     print(f"report: {path}")
     return 0
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from rlsweep.ablate import load_ablation, write_ablation_table
+    from rlsweep.ablate import SMOKE_NOTE, load_ablation, write_ablation_table
     from rlsweep.sweep import run_sweep
 
-    spec = load_ablation(args.name, smoke=args.smoke, budget=args.budget, storage_path=args.storage)
+    spec = load_ablation(args.spec, smoke=args.smoke, budget=args.budget, storage_path=args.storage)
+    _warn_defaults(spec)
     print(f"rlsweep: ablation {spec.name}: {spec.num_trials} trials x {spec.budget:,} env steps")
     result = run_sweep(spec, **_where(args))
-    table = write_ablation_table(spec, result.path)
+    note = SMOKE_NOTE.format(budget=spec.budget) if args.smoke else ""
+    table = write_ablation_table(spec, result.path, note=note)
     print(table.read_text())
     print(f"table: {table}\nreport: {table.parent / 'report.md'}")
-    return 0
+    if note:
+        print(f"rlsweep: {note}", file=sys.stderr)
+    return _exit_code(result)
 
 
-def _add_where(p: argparse.ArgumentParser, retries: bool = True) -> None:
+SPEC_HELP = "sweep spec YAML (e.g. search_spaces/demo.yaml; an ablation file too)"
+
+
+def _add_spec(p: argparse.ArgumentParser, help: str = SPEC_HELP, **kw: str) -> None:
+    """The spec argument and its overrides, the same on validate, plan, run and ablate."""
+    p.add_argument("spec", help=help, **kw)
+    p.add_argument(
+        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the spec)"
+    )
+    p.add_argument("--storage", help="results dir or s3:// URI (overrides the spec's)")
+    p.add_argument("--smoke", action="store_true", help="apply the spec's smoke: overrides")
+
+
+def _add_machine(p: argparse.ArgumentParser) -> None:
+    """Where trials run: what validate checks them against and run starts them on."""
     p.add_argument("--address", help="join a running Ray cluster (default: start one here)")
     p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
-    if retries:
+
+
+def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
+    """run_sweep's "where and how" flags. recorded=False (resume): the flags whose values a
+    sweep records when it starts (--max-failures in Tune's state, --instance in run.json) are
+    left out, as a resumed sweep keeps them; each is its own decision, not one hidden by the
+    other."""
+    _add_machine(p)
+    if recorded:
         p.add_argument(
             "--max-failures",
             type=int,
-            default=2,
-            help="retries of a crashed trial, each from its last checkpoint (default: 2)",
+            help="retries of a crashed trial, each from its last checkpoint (default: run_sweep's)",
         )
         p.add_argument(
             "--instance", help="instance type trials run on (recorded; reports price it)"
         )
         p.add_argument("--spot", action="store_true", help="--instance is billed as spot")
+        p.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="delete a sweep already in the results dir (default: refuse; resume it instead)",
+        )
     else:
         p.set_defaults(max_failures=None)
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="Tune's own progress reporter and the trials' output, not rlsweep's progress line",
+    )
     p.add_argument(
         "--wandb",
         nargs="?",
@@ -176,79 +277,80 @@ def _add_where(p: argparse.ArgumentParser, retries: bool = True) -> None:
         choices=["auto", "offline", "online"],
         help="log trials to W&B: offline files unless credentials exist (auto, the default)",
     )
-    p.add_argument("--wandb-project", default="rlsweep", help="W&B project (default: rlsweep)")
+    p.add_argument("--wandb-project", help="W&B project (default: WandbSettings.project)")
     p.add_argument(
         "--dashboard",
         action="store_true",
         help="start the Ray dashboard on 127.0.0.1 (Tune's live view; URL printed)",
     )
-    p.add_argument("--dashboard-port", type=int, default=8265, help="dashboard port (8265)")
+    p.add_argument("--dashboard-port", type=int, help="dashboard port (default: Dashboard's)")
 
 
-def cmd_cluster_ec2(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from rlsweep.launch import ec2
-
-    try:
-        workers = [ec2.WorkerType.parse(w, spot=args.spot) for w in args.worker or []]
-        if not workers:
-            workers = [ec2.WorkerType("cpu", spot=args.spot)]
-        mounts = {}
-        if args.spec:
-            mounts[f"{ec2.REMOTE_SPECS}/{Path(args.spec).name}"] = str(Path(args.spec).resolve())
-        cluster = ec2.Ec2Cluster(
-            cluster_name=args.name,
-            image_id=args.image,
-            install=args.install,
-            region=args.region,
-            availability_zone=args.zone,
-            head_instance_type=args.head,
-            workers=workers,
-            max_workers=args.max_workers,
-            idle_timeout_minutes=args.idle_timeout,
-            iam_instance_profile=args.iam_profile,
-            worker_iam_instance_profile=args.worker_iam_profile,
-            key_name=args.key_name,
-            ssh_private_key=args.ssh_key,
-            ssh_user=args.ssh_user,
-            security_group_ids=args.security_group or (),
-            torch=args.torch or ec2.DEFAULT_TORCH,
-            dashboard_host=args.dashboard_host,
-            file_mounts=mounts,
-        )
-    except ValueError as e:
-        print(f"rlsweep: error: {e}", file=sys.stderr)
-        return 2
-    path = ec2.write_cluster_yaml(cluster, args.out, spec=args.spec, storage=args.storage)
-    print(f"wrote {path}; run the sweep with:\n")
-    for command, what in ec2.ray_commands(path, cluster, args.spec, args.storage):
-        print(f"  {command}\n      # {what}")
-    return 0
+def _parser(sub, name: str, help: str, examples: str, description: str = "", **kw):
+    """A subcommand whose --help ends with examples."""
+    return sub.add_parser(
+        name,
+        help=help,
+        description=description or help,
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
 
 
-def cmd_sagemaker(args: argparse.Namespace) -> int:
-    from rlsweep.launch import sagemaker
+def parser() -> argparse.ArgumentParser:
+    from rlsweep import __version__
+    from rlsweep.ablate import ablation_names
+    from rlsweep.launch import ec2, sagemaker
 
-    return sagemaker.main(args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="rlsweep", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="rlsweep",
+        description="Hyperparameter sweeps for PPO generalization on Procgen (Ray Tune + RLlib).",
+        epilog="a study, step by step:\n"
+        "  rlsweep validate search_spaces/study.yaml     # everything run checks, no Ray\n"
+        "  rlsweep plan search_spaces/study.yaml --instance c6i.8xlarge --instances 4\n"
+        "  rlsweep run search_spaces/study.yaml --address auto\n"
+        "  rlsweep report results/framestack-study\n\n"
+        "exit codes: 0 done, 1 some trials failed, 2 bad input, 130 interrupted (Ctrl-C)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--version", action="version", version=f"rlsweep {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
-    v = sub.add_parser("validate", help="check a spec completely, without starting Ray")
-    v.add_argument("spec")
+    v = _parser(
+        sub,
+        "validate",
+        "check a spec completely, without starting Ray",
+        "  rlsweep validate search_spaces/demo.yaml\n"
+        "  rlsweep validate search_spaces/ablations/model.yaml --smoke\n"
+        "  rlsweep validate study.yaml --address auto   # against a running cluster\n",
+        "Everything `run` checks before it starts: every trial built and validated (the spec's\n"
+        "smoke: section too), and every trial fits this machine (or --num-cpus, or the running\n"
+        "cluster at --address). Exit code 2 on bad input.",
+    )
+    _add_spec(v)
+    _add_machine(v)
     v.set_defaults(func=cmd_validate)
 
-    pl = sub.add_parser("plan", help="list a spec's trials, total env steps and wall time")
-    pl.add_argument("spec")
+    pl = _parser(
+        sub,
+        "plan",
+        "list a spec's trials, total env steps and wall time",
+        "  rlsweep plan search_spaces/study.yaml --cpus 32\n"
+        "  rlsweep plan search_spaces/demo.yaml --budget 25e6 --cpus 64\n"
+        "  rlsweep plan study.yaml --instance c6i.8xlarge --instances 4 --spot\n",
+    )
+    _add_spec(pl)
     pl.add_argument("--cpus", type=int, help="CPUs to plan for (default: this machine's)")
     pl.add_argument(
         "--steps-per-s",
         type=float,
-        default=110.0,
-        help="measured env steps per second per trial CPU (default: 110, benchmarks/)",
+        default=None,
+        help="env steps per second per trial CPU (default: the last benchmark's, see plan.py)",
+    )
+    pl.add_argument("--gpus", type=float, default=0, help="GPUs to plan for (default: 0)")
+    pl.add_argument(
+        "--gpu-memory", type=float, metavar="GIB", help="memory of each GPU, to check packings"
     )
     pl.add_argument("--instance", metavar="TYPE", help="estimate the cost on this EC2 type")
     pl.add_argument(
@@ -259,36 +361,52 @@ def main(argv: list[str] | None = None) -> int:
         "--head", metavar="TYPE", help="add a head node of this type (on-demand, runs no trials)"
     )
     pl.add_argument("--prices", metavar="FILE", help="price table (default: rlsweep/prices.yaml)")
-    pl.add_argument(
-        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the spec)"
-    )
     pl.set_defaults(func=cmd_plan)
 
-    r = sub.add_parser("run", help="run a sweep and print its per-trial table")
-    r.add_argument("spec")
-    r.add_argument("--storage", help="results dir or s3:// URI (overrides the spec's)")
-    r.add_argument(
-        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the spec)"
+    r = _parser(
+        sub,
+        "run",
+        "run a sweep and print its per-trial table",
+        "  rlsweep run search_spaces/demo.yaml\n"
+        "  rlsweep run search_spaces/study.yaml --address auto --storage s3://bucket/sweeps\n"
+        "  rlsweep run spec.yaml --instance c6i.8xlarge --spot   # recorded: reports price it\n",
+        "Exit code 0: every trial finished; 1: some failed; 2: bad input; 130: interrupted\n"
+        "(continue with `rlsweep resume <storage_path>/<name>`).",
     )
+    _add_spec(r)
     _add_where(r)
     r.set_defaults(func=cmd_run)
 
-    rs = sub.add_parser("resume", help="continue an interrupted sweep from its checkpoints")
-    rs.add_argument("dir", help="the sweep's experiment dir (<storage>/<name>, or s3://...)")
-    _add_where(rs, retries=False)
+    rs = _parser(
+        sub,
+        "resume",
+        "continue an interrupted sweep from its checkpoints",
+        "  rlsweep resume results/demo\n  rlsweep resume s3://bucket/sweeps/study --address auto\n",
+    )
+    rs.add_argument("dir", help="the sweep's experiment dir (<storage_path>/<name>, or s3://...)")
+    _add_where(rs, recorded=False)
     rs.set_defaults(func=cmd_resume)
 
-    ab = sub.add_parser("ablate", help="run a named ablation, write its write-up-style table")
-    ab.add_argument("name", help="search_spaces/ablations/NAME.yaml (or a path)")
-    ab.add_argument("--smoke", action="store_true", help="tiny budget: the machinery in minutes")
-    ab.add_argument(
-        "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the file)"
+    names = ablation_names()
+    ab = _parser(
+        sub,
+        "ablate",
+        "run a named ablation, write its write-up-style table",
+        f"  rlsweep ablate {names[0] if names else 'NAME'} --smoke   # the machinery in minutes\n"
+        "  rlsweep ablate augmentations --budget 25e6 --address auto\n",
+        f"ablations: {', '.join(names)}\n(search_spaces/ablations/NAME.yaml; a path works too)",
     )
-    ab.add_argument("--storage", help="results directory (overrides the file)")
+    _add_spec(ab, metavar="NAME", help=f"one of: {', '.join(names)}; or a YAML path")
     _add_where(ab)
     ab.set_defaults(func=cmd_ablate)
 
-    rep = sub.add_parser("report", help="tables, plots and report.md from experiment dirs")
+    rep = _parser(
+        sub,
+        "report",
+        "tables, plots and report.md from experiment dirs",
+        "  rlsweep report results/demo\n"
+        "  rlsweep report results/a results/b --by lr,framestack --out report/\n",
+    )
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="experiment (or storage) directories")
     rep.add_argument(
         "--by",
@@ -297,57 +415,52 @@ def main(argv: list[str] | None = None) -> int:
         help="variant parameter(s), repeat or comma-separate (default: the swept ones)",
     )
     rep.add_argument("--out", help="output directory (default: DIR/report)")
-    rep.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    rep.add_argument("--resamples", type=int, help="bootstrap resamples (default: the report's)")
     rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)
 
     cl = sub.add_parser("cluster", help="write a cluster config to run sweeps on")
     cluster = cl.add_subparsers(dest="provider", required=True)
-    ec2 = cluster.add_parser("ec2", help="autoscaled EC2 cluster: a Ray cluster-launcher YAML")
-    ec2.add_argument("out", help="YAML to write, e.g. cluster.yaml")
-    ec2.add_argument("--name", required=True, help="cluster name")
-    ec2.add_argument("--image", required=True, help="AMI id (NVIDIA drivers, Python 3.11)")
-    ec2.add_argument(
-        "--install", required=True, help="rlsweep for pip: rlsweep==X, git+https://..., or a wheel"
+    e = _parser(
+        cluster,
+        "ec2",
+        "autoscaled EC2 cluster: a Ray cluster-launcher YAML",
+        "  rlsweep cluster ec2 cluster.yaml --name sweeps --image ami-0123456789abcdef0 \\\n"
+        "      --install rlsweep==0.1.0 --worker c6i.8xlarge:0:10:spot --spec study.yaml\n",
     )
-    ec2.add_argument("--region", default="us-east-1", help="AWS region (default: us-east-1)")
-    ec2.add_argument("--zone", help="availability zone(s), comma-separated")
-    ec2.add_argument("--head", default="g5.xlarge", help="head instance type (default: g5.xlarge)")
-    ec2.add_argument(
-        "--worker",
-        action="append",
-        metavar="TYPE[:MIN:MAX][:spot]",
-        help="worker node type, repeatable (default: c6i.8xlarge:0:4)",
+    ec2.add_arguments(e)
+    e.set_defaults(func=ec2.main)
+
+    sm = _parser(
+        sub,
+        "sagemaker",
+        "a SageMaker training job running a spec: print its request, or --submit",
+        "  rlsweep sagemaker search_spaces/study.yaml --job-name study --role-arn ARN \\\n"
+        "      --image-uri URI --instance-type ml.c5.9xlarge --checkpoint-s3 s3://b/ck \\\n"
+        "      --output-s3 s3://b/out --source-s3 s3://b/src.tar.gz\n",
     )
-    ec2.add_argument("--spot", action="store_true", help="all workers on spot instances")
-    ec2.add_argument("--max-workers", type=int, help="cap on worker nodes (default: sum of MAX)")
-    ec2.add_argument("--idle-timeout", type=float, default=5, help="minutes before scale-down")
-    ec2.add_argument("--iam-profile", help="head instance profile, ARN or name (by reference)")
-    ec2.add_argument("--worker-iam-profile", help="workers' instance profile (e.g. S3 access)")
-    ec2.add_argument("--key-name", help="EC2 key pair name (with --ssh-key)")
-    ec2.add_argument("--ssh-key", help="path of that key pair's private key file")
-    ec2.add_argument("--ssh-user", default="ubuntu", help="AMI login user (default: ubuntu)")
-    ec2.add_argument("--security-group", action="append", help="sg-... id, repeatable")
-    ec2.add_argument("--torch", default=None, help="torch requirement (default: torch==2.13.0)")
-    ec2.add_argument("--dashboard-host", default="127.0.0.1", help="default: 127.0.0.1")
-    ec2.add_argument("--spec", help="sweep spec to ship to the nodes (file_mounts)")
-    ec2.add_argument("--storage", help="results URI for the run command, e.g. s3://bucket/sweeps")
-    ec2.set_defaults(func=cmd_cluster_ec2)
+    sagemaker.add_arguments(sm)
+    sm.set_defaults(func=sagemaker.main)
+    return p
 
-    from rlsweep.launch.sagemaker import add_arguments as sagemaker_arguments
 
-    sm = sub.add_parser(
-        "sagemaker", help="a SageMaker training job running a spec: print its request, or --submit"
-    )
-    sagemaker_arguments(sm)
-    sm.set_defaults(func=cmd_sagemaker)
+def main(argv: list[str] | None = None) -> int:
+    from rlsweep.interrupt import SweepInterrupted
 
-    args = p.parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except SpecError as e:
+    except SpecError as e:  # every kind of bad input: spec, flag, price table, launcher
         print(f"rlsweep: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
+    except SweepInterrupted as e:  # Ctrl-C / SIGTERM: trials checkpointed; the last line resumes
+        print(f"\nresults: {e.result.path}\n\n{_table(e.result.trials)}\n", flush=True)
+        print(f"rlsweep: interrupted: {e}", file=sys.stderr, flush=True)
+        print(e.command, flush=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("rlsweep: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -10,24 +10,32 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
 
-from rlsweep.augment import AugmentConfig
-from rlsweep.envs import EnvConfig
 from rlsweep.errors import ConfigError
-from rlsweep.models import ModelConfig
+from rlsweep.placement import check_num_gpus
+from rlsweep.subconfigs import AugmentConfig, EnvConfig, ModelConfig
+from rlsweep.validators import is_int, is_number
 
 ALGORITHMS = ("ppo", "impala", "appo", "dqn")
+"""RL algorithms (TrialConfig.algorithm); spec.SEARCH_ALGORITHMS are Tune's search algorithms."""
 VF_CLIP_MODES = ("loss", "ppo2")
 MINIBATCHINGS = ("shuffle", "rllib")
 ADVANTAGE_NORMS = ("minibatch", "batch", "rllib")
 
 
+SUB_CONFIGS = (EnvConfig, ModelConfig, AugmentConfig)
+"""The parts TrialConfig.part builds by field name (rlsweep.subconfigs)."""
+Part = TypeVar("Part", EnvConfig, ModelConfig, AugmentConfig)
+
+
 @dataclass(frozen=True)
 class TrialConfig:
-    # --- what the trial plays -----------------------------------------------------------
+    # Three groups below are the fields of a part (rlsweep.subconfigs), by the same names:
+    # EnvConfig (what the trial plays), AugmentConfig, ModelConfig. tests/test_subconfigs.py
+    # holds names, types and defaults equal.
+    # --- what the trial plays (EnvConfig) --------------------------------------------------
     game: str = "coinrun"
     """Procgen game."""
     distribution_mode: str = "easy"
@@ -63,8 +71,12 @@ class TrialConfig:
     """Evaluate on unseen levels every this many iterations (and always at the end)."""
     eval_episodes: int = 32
     """Unseen-level episodes per evaluation (one per env, so no bias to short episodes)."""
+    checkpoint_every_s: float = 600.0
+    """Checkpoint when this many seconds of trial time have passed since the last checkpoint
+    (checked after each iteration; 0 = off). Trials also checkpoint at the end and when the sweep
+    is interrupted (Ctrl-C, SIGTERM), so a resumed or retried trial loses at most ~10 minutes."""
     checkpoint_interval: int = 0
-    """Checkpoint every this many iterations; 0 = only at the end."""
+    """Also checkpoint every this many iterations; 0 = off."""
 
     # --- algorithm ------------------------------------------------------------------------
     algorithm: str = "ppo"
@@ -126,7 +138,14 @@ class TrialConfig:
     adam_eps: float = 1e-5
     """Adam's epsilon (PPO2 and CleanRL: 1e-5; torch's default, RLlib's: 1e-8). ppo only."""
     num_gpus: float = 0
-    """GPUs for the learner (0 = CPU)."""
+    """GPUs of the trial (0 = CPU). The learner trains on it; with num_env_runners 0 the
+    rollout's inference runs on it too, batched over all of the trial's envs (one envpool in the
+    trial's process on its num_cpus threads; see rlsweep.placement), while remote EnvRunners
+    (a cluster's CPU nodes) infer on their own CPUs. A fraction (0.25) packs several trials per
+    GPU; above 1, a whole number."""
+    tf32: bool = False
+    """With a GPU: TF32 tensor cores for float32 matmuls and convolutions (Ampere and newer;
+    ~10-bit mantissa, unlike float32's 23). False keeps them in full float32."""
     num_cpus: int = 1
     """CPUs of the trial's own process (learner, and sampling when num_env_runners=0); torch
     uses this many threads."""
@@ -173,7 +192,7 @@ class TrialConfig:
     replay_capacity x frame size of disk and write time per checkpoint (~600 MB at 50k 64x64
     RGB frames)."""
 
-    # --- augmentation (learner minibatches only; see rlsweep.augment) -------------------------
+    # --- augmentation (AugmentConfig; learner minibatches only, see rlsweep.augment) --------
     augment: str = "none"
     """none | flip | rotate | crop_resize | translate | pad_crop | all (one drawn per sample)."""
     augment_p: float = 1.0
@@ -183,7 +202,7 @@ class TrialConfig:
     augment_scale_min: float = 0.8
     """crop_resize: smallest crop side, as a fraction of the image side."""
 
-    # --- model -----------------------------------------------------------------------------
+    # --- model (ModelConfig) -----------------------------------------------------------------
     widths: tuple[int, ...] = (16, 32, 32)
     """IMPALA-CNN stage widths; (32, 64, 64) is the wide variant."""
     downsample: str = "maxpool"
@@ -234,44 +253,19 @@ class TrialConfig:
             d["lr_schedule"] = [list(p) for p in self.lr_schedule]
         return d
 
+    def part(self, cls: type[Part]) -> Part:
+        """The sub-config `cls` (one of SUB_CONFIGS) built from this trial's fields of the same
+        names; it validates them, so its errors name the trial's keys."""
+        return cls(**{f.name: getattr(self, f.name) for f in fields(cls)})
+
     def env_config(self) -> EnvConfig:
-        return EnvConfig(
-            game=self.game,
-            distribution_mode=self.distribution_mode,
-            num_levels=self.num_levels,
-            start_level=self.start_level,
-            framestack=self.framestack,
-            framestack_k=self.framestack_k,
-            reward_shaping=self.reward_shaping,
-            normalize_reward=self.normalize_reward,
-            reward_norm_gamma=self.reward_norm_gamma,
-            reward_clip=self.reward_clip,
-            time_limit=self.time_limit,
-        )
+        return self.part(EnvConfig)
 
     def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            widths=self.widths,
-            downsample=self.downsample,
-            global_pool=self.global_pool,
-            dense=self.dense,
-            channels_last=self.channels_last,
-            bf16=self.bf16,
-        )
+        return self.part(ModelConfig)
 
     def augment_config(self) -> AugmentConfig:
-        try:
-            return AugmentConfig(
-                name=self.augment,
-                p=self.augment_p,
-                pad=self.augment_pad,
-                scale_min=self.augment_scale_min,
-            )
-        except ConfigError as e:
-            key = {"name": "augment", "p": "augment_p", "pad": "augment_pad"}.get(
-                e.path, "augment_scale_min"
-            )
-            raise ConfigError(key, e.message) from None
+        return self.part(AugmentConfig)
 
     @property
     def effective_train_batch_size(self) -> int:
@@ -286,25 +280,26 @@ class TrialConfig:
                 raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
 
         def number(name: str) -> bool:
-            v = getattr(self, name)
-            return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            return is_number(getattr(self, name))
 
         def integer(name: str) -> bool:
-            v = getattr(self, name)
-            return isinstance(v, int) and not isinstance(v, bool)
+            return is_int(getattr(self, name))
+
+        def integer_at_least(name: str, low: int) -> None:
+            check(name, integer(name) and getattr(self, name) >= low, f"an integer >= {low}")
 
         check("algorithm", self.algorithm in ALGORITHMS, ", ".join(ALGORITHMS))
-        # Env and model fields are validated by their own dataclasses (raising ConfigError).
-        self.env_config()
-        self.model_config()
-        self.augment_config()
-        check("seed", integer("seed") and self.seed >= 0, "an integer >= 0")
+        # Env, model and augmentation fields: validated by the sub-configs, under their names.
+        for part in SUB_CONFIGS:
+            self.part(part)
+        integer_at_least("seed", 0)
         for name in ("total_env_steps", "eval_interval", "eval_episodes"):
             check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
+        integer_at_least("checkpoint_interval", 0)
         check(
-            "checkpoint_interval",
-            integer("checkpoint_interval") and self.checkpoint_interval >= 0,
-            "an integer >= 0",
+            "checkpoint_every_s",
+            number("checkpoint_every_s") and self.checkpoint_every_s >= 0,
+            "a number of seconds >= 0 (0 = off)",
         )
         check("gamma", number("gamma") and 0 < self.gamma <= 1, "0 < gamma <= 1")
         check("lambda_", number("lambda_") and 0 <= self.lambda_ <= 1, "0 <= lambda_ <= 1")
@@ -314,8 +309,8 @@ class TrialConfig:
             ok = (
                 len(pts) >= 1
                 and all(len(p) == 2 for p in pts)
-                and all(isinstance(s, int) and s >= 0 for s, _ in pts)
-                and all(isinstance(v, int | float) and v > 0 for _, v in pts)
+                and all(is_int(s, minimum=0) for s, _ in pts)
+                and all(is_number(v) and v > 0 for _, v in pts)
                 and pts[0][0] == 0
                 and all(a[0] < b[0] for a, b in zip(pts, pts[1:], strict=False))
             )
@@ -340,17 +335,18 @@ class TrialConfig:
         )
         for name in ("rollout_length", "num_envs_per_env_runner", "minibatch_size", "num_epochs"):
             check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
+        integer_at_least("num_env_runners", 0)
         check(
-            "num_env_runners",
-            integer("num_env_runners") and self.num_env_runners >= 0,
-            "an integer >= 0",
+            "num_gpus",
+            number("num_gpus") and self.num_gpus >= 0 and check_num_gpus(self.num_gpus),
+            "0 (CPU), a fraction 0 < x <= 1 of one GPU, or a whole number of GPUs",
         )
-        check("num_gpus", number("num_gpus") and self.num_gpus >= 0, "a number >= 0")
-        check("num_cpus", integer("num_cpus") and self.num_cpus >= 1, "an integer >= 1")
+        check("tf32", isinstance(self.tf32, bool), "true, false")
+        integer_at_least("num_cpus", 1)
         for name in ("learner_resources", "env_runner_resources"):
             v = getattr(self, name)
             ok = isinstance(v, dict) and all(
-                isinstance(k, str) and isinstance(x, int | float) and x > 0 for k, x in v.items()
+                isinstance(k, str) and is_number(x) and x > 0 for k, x in v.items()
             )
             check(name, ok, "a mapping of Ray resource name -> amount > 0")
         batch = self.effective_train_batch_size

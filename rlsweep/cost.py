@@ -2,9 +2,10 @@
 
 Two views of the same price:
 
-- a trial's own cost (`trial_cost`, `sweep_cost`): its wall time x its share of the instance it
-  ran on, the share being the larger of its CPU and GPU fractions (a trial holding the only GPU
-  of a 4-vCPU g5.xlarge pays for the whole instance). Idle capacity is charged to nobody;
+- a trial's own cost (`trial_cost`, used by the report): its wall time x its share of the
+  instance it ran on, the share being the larger of its CPU and GPU fractions (a trial holding
+  the only GPU of a 4-vCPU g5.xlarge pays for the whole instance). Idle capacity is charged to
+  nobody;
 - a cluster's bill (`cluster_cost`, and `instances_for` to size it): instances x hours x $/h,
   idle capacity included. `rlsweep plan` estimates this one.
 
@@ -15,14 +16,16 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlsweep.placement import trials_at_once
 from rlsweep.spec import SpecError, _read_yaml, _unknown
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.yaml"
 _KEYS = ("vcpus", "gpus", "on_demand", "spot")
+_OPTIONAL = ("gpu_memory_gib",)
 
 
 class PriceError(SpecError):
@@ -42,6 +45,8 @@ class InstancePrice:
     """USD per hour, on-demand."""
     spot: float
     """USD per hour, spot (an estimate: spot prices move)."""
+    gpu_memory_gib: float | None = None
+    """Memory of each GPU (optional; `rlsweep plan` checks packed trials against it)."""
     source: str | None = field(default=None, compare=False, repr=False)
     """Price table the entry was read from (for error messages)."""
 
@@ -73,8 +78,16 @@ def load_prices(path: str | Path | None = None) -> dict[str, InstancePrice]:
                 source, instance, f"got {entry!r}; allowed: a mapping of {', '.join(_KEYS)}"
             )
         for key in entry:
-            if key not in _KEYS:
-                raise PriceError(source, f"{instance}.{key}", _unknown("key", str(key), [*_KEYS]))
+            if key not in (*_KEYS, *_OPTIONAL):
+                allowed = [*_KEYS, *_OPTIONAL]
+                raise PriceError(source, f"{instance}.{key}", _unknown("key", str(key), allowed))
+        memory = entry.get("gpu_memory_gib")
+        if memory is not None and not (
+            isinstance(memory, int | float) and not isinstance(memory, bool) and memory > 0
+        ):
+            raise PriceError(
+                source, f"{instance}.gpu_memory_gib", f"got {memory!r}; allowed: GiB, a number > 0"
+            )
         for key in _KEYS:
             if key not in entry:
                 raise PriceError(source, f"{instance}.{key}", "missing")
@@ -126,26 +139,16 @@ def trial_cost(
     prices: Prices | None = None,
 ) -> float:
     """USD one trial cost: `wall_s` seconds on `instance`, holding `cpus` CPUs and `gpus` GPUs
-    (its Ray resources: `rlsweep.spec.trial_cpus(t)` and `t.num_gpus`).
+    (its Ray resources: `rlsweep.placement.placement(t)`'s cpus and gpus).
 
     = wall hours x instance $/h x max(cpus / vCPUs, gpus / GPUs). A trial bigger than the
     instance is charged for more than one instance."""
     p = price(instance, prices)
     if not (wall_s >= 0 and cpus >= 0 and gpus >= 0):
         raise ValueError(f"wall_s, cpus, gpus must be >= 0; got {wall_s}, {cpus}, {gpus}")
-    _check_fits(gpus, p, instance)
+    check_gpus(gpus, p, instance)
     share = max(cpus / p.vcpus, gpus / p.gpus if p.gpus else 0.0)
     return wall_s / 3600 * p.hourly(spot) * share
-
-
-def sweep_cost(
-    trials: Iterable[tuple[float, float, float]],
-    instance: str,
-    spot: bool = False,
-    prices: Prices | None = None,
-) -> float:
-    """USD of a sweep's trials: the sum of `trial_cost` over (wall_s, cpus, gpus) per trial."""
-    return sum(trial_cost(w, c, g, instance, spot, prices) for w, c, g in trials)
 
 
 def cluster_cost(
@@ -160,11 +163,9 @@ def cluster_cost(
 
 
 def trials_per_instance(cpus: float, gpus: float, p: InstancePrice) -> int:
-    """Trials of `cpus` CPUs and `gpus` GPUs that fit on one instance at once (0: none does)."""
-    fit = p.vcpus // cpus if cpus else math.inf
-    if gpus:
-        fit = min(fit, p.gpus // gpus)
-    return int(fit) if math.isfinite(fit) else 1
+    """Trials of `cpus` CPUs and `gpus` GPUs that fit on one instance at once (0: none does;
+    fractional GPU trials packed per GPU, as `rlsweep.placement.trials_at_once` packs them)."""
+    return trials_at_once(cpus, gpus, p.vcpus, p.gpus)[0]
 
 
 def instances_for(concurrent: int, cpus: float, gpus: float, p: InstancePrice) -> int:
@@ -176,7 +177,8 @@ def instances_for(concurrent: int, cpus: float, gpus: float, p: InstancePrice) -
     return concurrent * math.ceil(max(cpus / p.vcpus, gpus / p.gpus if p.gpus else 0.0))
 
 
-def _check_fits(gpus: float, p: InstancePrice, instance: str) -> None:
+def check_gpus(gpus: float, p: InstancePrice, instance: str) -> None:
+    """Refuse GPU trials on an instance type without GPUs."""
     if gpus and not p.gpus:
         raise PriceError(p.source, instance, f"has no GPUs; a trial needs num_gpus {gpus:g}")
 
@@ -194,6 +196,6 @@ def plan_cost(
     """(instances, USD) for a plan: `count` (default: enough for `concurrent` trials of `cpus`
     CPUs and `gpus` GPUs at once) x `instance` for the plan's estimated wall time."""
     p = price(instance, prices)
-    _check_fits(gpus, p, instance)
+    check_gpus(gpus, p, instance)
     n = count if count is not None else instances_for(concurrent, cpus, gpus, p)
     return n, cluster_cost(est_wall_s, instance, n, spot, prices)

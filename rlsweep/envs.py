@@ -12,124 +12,15 @@ distribution (seeds drawn from [0, 2^31)), so unseen levels.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
 from rlsweep import procgen
-from rlsweep.errors import ConfigError
+from rlsweep.subconfigs import EnvConfig
 
-FRAMESTACKS = ("none", "stack", "gap")
-TIME_LIMITS = ("terminate", "truncate")
 Split = Literal["train", "test"]
-
-
-@dataclass(frozen=True)
-class EnvConfig:
-    """What a trial plays. Validated at construction."""
-
-    game: str = "coinrun"
-    """One of the 16 Procgen games."""
-    distribution_mode: str = "easy"
-    """easy, hard, or a game's extra modes (extreme, memory, exploration)."""
-    num_levels: int | None = None
-    """Training levels; None = the mode's default (easy 200, others 500). 0 = all levels.
-    Exploration mode plays one fixed level per game (as procgen does): only None."""
-    start_level: int = 0
-    """First training level seed (exploration mode: only 0)."""
-    framestack: str = "none"
-    """'none'; 'stack' = the last k frames; 'gap' = frames t and t-(k-1) only."""
-    framestack_k: int = 4
-    """k for 'stack' and 'gap'."""
-    reward_shaping: bool = False
-    """Train on sign(r)*(sqrt(|r|+1)-1) + 0.001*r; reported returns stay raw."""
-    normalize_reward: bool = False
-    """Scale rewards by a running std of the discounted return, then clip: baselines'
-    VecNormalize(ob=False) (train-procgen), gymnasium's NormalizeReward + clip (CleanRL).
-    Statistics are per env runner. Reported returns stay raw."""
-    reward_norm_gamma: float = 0.99
-    """Discount of the return whose std normalizes rewards: VecNormalize's own 0.99 in
-    train-procgen, the agent's gamma (0.999) in CleanRL."""
-    reward_clip: float = 10.0
-    """Clip normalized rewards to [-reward_clip, reward_clip]."""
-    time_limit: str = "terminate"
-    """How an episode that hits the game's time limit ends: 'terminate' (no bootstrap; procgen
-    0.10.7 reports a plain done, and train-procgen, CleanRL and 2020's RLlib treat it as
-    terminal) or 'truncate' (bootstrap from the last state's value; envpool reports it so)."""
-
-    def __post_init__(self) -> None:
-        if self.game not in procgen.GAMES:
-            raise ConfigError("game", f"got {self.game!r}; allowed: {', '.join(procgen.GAMES)}")
-        modes = procgen.modes_for(self.game)
-        if self.distribution_mode not in modes:
-            raise ConfigError(
-                "distribution_mode",
-                f"got {self.distribution_mode!r}; allowed for {self.game}: {', '.join(modes)}",
-            )
-        if self.num_levels is not None and not _is_int(self.num_levels, minimum=0):
-            raise ConfigError(
-                "num_levels", f"got {self.num_levels!r}; allowed: an integer >= 0, or null"
-            )
-        if not _is_int(self.start_level, minimum=0):
-            raise ConfigError("start_level", f"got {self.start_level!r}; allowed: an integer >= 0")
-        if self.distribution_mode == "exploration":
-            # procgen 0.10.7 plays hard mode on one fixed level per game and refuses level
-            # settings; envpool aborts the process (CHECK_EQ) unless num_levels=start_level=0.
-            level = procgen.exploration_level(self.game)
-            why = f"exploration mode plays {self.game}'s one fixed level, seed {level}"
-            if self.num_levels is not None:
-                raise ConfigError("num_levels", f"got {self.num_levels!r}; allowed: null ({why})")
-            if self.start_level != 0:
-                raise ConfigError("start_level", f"got {self.start_level!r}; allowed: 0 ({why})")
-        if self.framestack not in FRAMESTACKS:
-            raise ConfigError(
-                "framestack", f"got {self.framestack!r}; allowed: {', '.join(FRAMESTACKS)}"
-            )
-        if not _is_int(self.framestack_k, minimum=2):
-            raise ConfigError(
-                "framestack_k", f"got {self.framestack_k!r}; allowed: an integer >= 2"
-            )
-        for flag in ("reward_shaping", "normalize_reward"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ConfigError(flag, f"got {getattr(self, flag)!r}; allowed: true, false")
-        if not (isinstance(self.reward_clip, int | float) and self.reward_clip > 0):
-            raise ConfigError("reward_clip", f"got {self.reward_clip!r}; allowed: a number > 0")
-        g = self.reward_norm_gamma
-        if not (isinstance(g, int | float) and not isinstance(g, bool) and 0 < g <= 1):
-            raise ConfigError(
-                "reward_norm_gamma", f"got {g!r}; allowed: 0 < reward_norm_gamma <= 1"
-            )
-        if self.time_limit not in TIME_LIMITS:
-            raise ConfigError(
-                "time_limit", f"got {self.time_limit!r}; allowed: {', '.join(TIME_LIMITS)}"
-            )
-
-    @property
-    def train_levels(self) -> int:
-        """Number of training levels after applying the mode's default."""
-        if self.num_levels is None:
-            return procgen.DEFAULT_NUM_LEVELS[self.distribution_mode]
-        return self.num_levels
-
-    @property
-    def train_level_range(self) -> tuple[int, int] | None:
-        """Level seeds [lo, hi) training plays; None = the full distribution. In exploration
-        mode the game's fixed level, which testing plays too (there are no unseen levels)."""
-        if self.distribution_mode == "exploration":
-            level = procgen.exploration_level(self.game)
-            return level, level + 1
-        n = self.train_levels
-        return (self.start_level, self.start_level + n) if n else None
-
-    @property
-    def frames_per_obs(self) -> int:
-        return {"none": 1, "stack": self.framestack_k, "gap": 2}[self.framestack]
-
-
-def _is_int(v: object, minimum: int) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= minimum
 
 
 def shape_reward(r: np.ndarray) -> np.ndarray:
@@ -251,11 +142,9 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
             num_levels, start_level = 0, 0  # full distribution: unseen levels
         else:
             raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-        self.level_range = (start_level, start_level + num_levels) if num_levels else None
         if config.distribution_mode == "exploration":
             # envpool picks the fixed level itself and aborts unless given 0 and 0.
             num_levels, start_level = 0, 0
-            self.level_range = config.train_level_range
         self._pool_kwargs = dict(
             task_id=procgen.task_id(config.game, config.distribution_mode),
             env_type="gymnasium",

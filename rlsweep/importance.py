@@ -1,7 +1,7 @@
 """Hyperparameter importance of a sweep's sampled parameters, with Optuna's importance module.
 
-An Optuna sweep persists its study (`search.storage`, SQLite by default); that study is what
-gets evaluated. Random-search sweeps have no study, so one is built from their finished trials:
+An Optuna sweep persists its study (`search.optuna_storage`, SQLite by default); that study is
+what gets evaluated. Random-search sweeps have no study, so one is built from their finished trials:
 each trial's sampled values with their declared distributions, and its final score. Either way
 the evaluator is Optuna's default, fANOVA (a random-forest functional ANOVA): the importances
 are the share of the score's variance each parameter explains, summing to 1.

@@ -6,61 +6,10 @@ Policy and value heads share the trunk, as in openai/train-procgen. `rlsweep.rl_
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
-
 import torch
 from torch import nn
 
-from rlsweep.errors import ConfigError
-
-DOWNSAMPLES = ("maxpool", "conv")
-
-
-def _positive_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    """IMPALA-CNN shape and execution options."""
-
-    widths: tuple[int, ...] = (16, 32, 32)
-    """Channels per stage; (32, 64, 64) is the 'wide' variant."""
-    downsample: str = "maxpool"
-    """'maxpool' (3x3, stride 2, as in IMPALA) or 'conv' (a stride-2 3x3 conv)."""
-    global_pool: bool = False
-    """Average-pool the last stage over space before the dense layer."""
-    dense: int = 256
-    """Width of the dense layer."""
-    channels_last: bool = True
-    """NHWC memory format for the convolutions (~1.7x faster training on CPU)."""
-    bf16: bool = False
-    """bfloat16 autocast for the trunk (~2x faster on CPU; effect on learning unmeasured)."""
-
-    def __post_init__(self) -> None:
-        widths = tuple(self.widths) if isinstance(self.widths, list | tuple) else ()
-        if not widths or any(
-            not isinstance(w, int) or isinstance(w, bool) or w <= 0 for w in widths
-        ):
-            raise ConfigError(
-                "widths", f"got {self.widths!r}; allowed: a non-empty list of positive integers"
-            )
-        object.__setattr__(self, "widths", widths)
-        if self.downsample not in DOWNSAMPLES:
-            raise ConfigError(
-                "downsample", f"got {self.downsample!r}; allowed: {', '.join(DOWNSAMPLES)}"
-            )
-        if not _positive_int(self.dense):
-            raise ConfigError("dense", f"got {self.dense!r}; allowed: an integer > 0")
-        for flag in ("global_pool", "channels_last", "bf16"):
-            if not isinstance(getattr(self, flag), bool):
-                raise ConfigError(flag, f"got {getattr(self, flag)!r}; allowed: true, false")
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["widths"] = list(self.widths)
-        return d
+from rlsweep.subconfigs import ModelConfig
 
 
 class _ResidualBlock(nn.Module):
@@ -112,7 +61,12 @@ class ImpalaCNN(nn.Module):
             self.to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """float32 features; with bf16 the trunk runs under bfloat16 autocast."""
+        """float32 features; with bf16 the trunk runs under bfloat16 autocast. CPU frames
+        (a GPU trial's rollout: rlsweep.algos.CentralInferenceEnvRunner) move to the model's
+        device here, as uint8 and through pinned memory, before they are scaled."""
+        device = self.dense.weight.device
+        if obs.device != device:
+            obs = (obs.pin_memory() if device.type == "cuda" else obs).to(device, non_blocking=True)
         if not self.bf16:
             return self._features(obs)
         with torch.autocast(obs.device.type, dtype=torch.bfloat16):

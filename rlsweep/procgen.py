@@ -41,7 +41,7 @@ _MODE_SUFFIX = {
     "memory": "Memory",
     "exploration": "Exploration",
 }
-MODES: tuple[str, ...] = tuple(_MODE_SUFFIX)
+DISTRIBUTION_MODES: tuple[str, ...] = tuple(_MODE_SUFFIX)
 _EXTRA_MODES: dict[str, tuple[str, ...]] = {
     "caveflyer": ("memory", "exploration"),
     "chaser": ("extreme",),

@@ -30,19 +30,21 @@ trials normalized them with hard mode's constants.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from rlsweep import metrics as M
 from rlsweep import procgen, storage
-from rlsweep.spec import CELL_INDEX, SweepSpec
+from rlsweep.spec import CELL_INDEX, VARIANT, SweepSpec
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
@@ -253,9 +255,30 @@ def final_scores(curves: pd.DataFrame) -> pd.DataFrame:
 
 
 def finished(final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM) -> pd.DataFrame:
-    """The trials whose `metric` may be aggregated: TERMINATED with a finite value."""
+    """The trials whose `metric` may be aggregated: TERMINATED with a finite value, one per
+    cell (`one_per_cell`)."""
     ok = (final["status"] == TERMINATED) & np.isfinite(final[metric].to_numpy(dtype=float))
-    return final[ok]
+    return one_per_cell(final[ok])
+
+
+def one_per_cell(final: pd.DataFrame) -> pd.DataFrame:
+    """One trial per cell (sweep, game, seed and every parameter): two trials of one cell (a
+    sweep run twice into one dir, before rlsweep refused that) are not two seeds. Keeps the
+    first by trial dir name, with a warning naming the dropped ones."""
+    if final.empty:
+        return final
+    keys = ["sweep", "game", "seed", *param_columns(final)]
+    cells = pd.Series([tuple(map(str, row)) for row in final[keys].itertuples(index=False)])
+    dup = cells.duplicated(keep="first").to_numpy()
+    if dup.any():
+        dropped = final.loc[dup, "trial_id"].tolist()
+        warnings.warn(
+            f"{len(dropped)} trial(s) repeat another trial's cell (same sweep, game, seed and "
+            f"parameters) and are not counted as more seeds: {', '.join(map(str, dropped[:5]))}"
+            + (" ..." if len(dropped) > 5 else ""),
+            stacklevel=2,
+        )
+    return final[~dup]
 
 
 def param_columns(df: pd.DataFrame) -> list[str]:
@@ -298,10 +321,131 @@ def sweep_spec(experiment: str | Path) -> SweepSpec | None:
     text = _read_text(experiment, SWEEP_FILE)
     if text is None:
         return None
-    return SweepSpec.from_dict(yaml.safe_load(text), source=f"{experiment}/{SWEEP_FILE}")
+    return SweepSpec.from_yaml_text(text, source=f"{experiment}/{SWEEP_FILE}")
 
 
 def run_info(experiment: str | Path) -> dict[str, Any]:
     """Provenance the sweep recorded (commit, host, instance type, W&B settings); {} if none."""
     text = _read_text(experiment, RUN_FILE)
     return json.loads(text) if text else {}
+
+
+# --- an experiment: trials labelled by variant --------------------------------------------
+# What a report compares: `load_experiment` labels every trial with its variant, the values of
+# the `by` parameter(s) (default: the swept ones).
+
+
+@dataclass
+class Experiment:
+    """Loaded results with a `variant` label per trial; `counted` = the finished trials."""
+
+    curves: pd.DataFrame
+    final: pd.DataFrame
+    by: list[str]
+    variants: list[str]
+    games: list[str]
+
+    @property
+    def counted(self) -> pd.DataFrame:
+        return finished(self.final)
+
+    def scores(self, variant: str, metric: str = M.TEST_RETURN_NORM) -> list[np.ndarray]:
+        """Finished runs' final `metric` per game (games in order; empty if none finished)."""
+        c = self.counted
+        c = c[c["variant"] == variant].sort_values(["seed", "trial_id"])
+        return [c.loc[c["game"] == g, metric].to_numpy(dtype=float) for g in self.games]
+
+    def complete(self, variant: str) -> bool:
+        """Has at least one finished run on every game (aggregates need the same games)."""
+        return all(len(s) for s in self.scores(variant))
+
+    def runs(self, variant: str, game: str | None = None) -> list[pd.DataFrame]:
+        """The curves of the variant's finished runs (on `game`, or on every game)."""
+        c = self.counted
+        c = c[(c["variant"] == variant) & ((c["game"] == game) if game is not None else True)]
+        keys = set(zip(c["sweep"], c["trial_id"], strict=True))
+        cur = self.curves
+        mask = [k in keys for k in zip(cur["sweep"], cur["trial_id"], strict=True)]
+        return [run for _, run in cur[mask].groupby(["game", "seed", "trial_id"], dropna=False)]
+
+
+def choose_by(final: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
+    """The variant parameters: `by` if given (checked), else the swept parameters; with none
+    swept and several sweeps, the sweep itself."""
+    known = [*param_columns(final), "sweep"]
+    if by:
+        for p in by:
+            if p not in known:
+                raise ValueError(
+                    f"--by {p}: not a parameter of these trials; swept: "
+                    f"{', '.join(swept_params(final)) or 'none'}; all: {', '.join(known)}"
+                )
+        return list(by)
+    swept = swept_params(final)
+    if not swept and final["sweep"].nunique() > 1:
+        return ["sweep"]
+    return swept
+
+
+def _sort_key(v: object) -> tuple[int, float, str]:
+    if isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool):
+        return (0, float(v), "")
+    return (1, 0.0, str(v))
+
+
+def _label(by: Sequence[str], values: Iterable[object]) -> str:
+    return ", ".join(f"{p}={v}" for p, v in zip(by, values, strict=True))
+
+
+def label_variants(
+    df: pd.DataFrame, by: list[str], declared: Iterable[tuple] = ()
+) -> tuple[pd.Series, list[str]]:
+    """A `p=v, q=w` label per row, and the labels in value order: those of the rows and the
+    `declared` value tuples (variants a spec runs that have no trial here)."""
+    if not by:
+        return pd.Series("all", index=df.index), ["all"]
+    combos = [*df[by].drop_duplicates().itertuples(index=False), *declared]
+    combos = sorted(combos, key=lambda t: [_sort_key(v) for v in t])
+    labels = df[by].apply(lambda r: _label(by, r.tolist()), axis=1)
+    return labels, list(dict.fromkeys(_label(by, c) for c in combos))
+
+
+def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:
+    """The `by` values of every grid trial the spec runs, as its params.json records them; None
+    when they are not known before the trials run (a sampled `by` parameter, or `sweep`)."""
+    defaults = spec.defaults()
+    if any(p in spec.sampled_keys or (p not in defaults and p != VARIANT) for p in by):
+        return None
+    keys = spec.grid_keys
+    out = []
+    for label, *values in itertools.product(
+        spec.variant_labels, *(spec.space[k].values for k in keys)
+    ):
+        config = {**defaults, **spec.variants.get(label, {}), VARIANT: label}
+        config.update(zip(keys, values, strict=True))
+        out.append(tuple(cell(config[p]) for p in by))
+    return list(dict.fromkeys(out))
+
+
+def load_experiment(paths: Sequence[str | Path], by: Sequence[str] | None = None) -> Experiment:
+    """Every trial under `paths`, labelled by variant. A variant the sweep's spec runs shows up
+    even when none of its trials has a score or a trial dir yet (it gets "—" cells)."""
+    curves = load_curves(paths)
+    final = final_scores(curves)
+    by_ = choose_by(final, by)
+    declared: list[tuple] = []
+    for d in [d for p in paths for d in experiment_dirs(p)]:
+        spec = sweep_spec(d)
+        found = declared_variants(spec, by_) if spec is not None and by_ else None
+        seen = final.loc[final["sweep"] == d.name, by_].drop_duplicates()
+        # Only when it names every variant found (else the spec does not describe these trials).
+        if found is not None and set(seen.itertuples(index=False, name=None)) <= set(found):
+            declared += found
+    final["variant"], variants = label_variants(final, by_, declared)
+    curves["variant"] = (
+        curves[["sweep", "trial_id"]]
+        .merge(final[["sweep", "trial_id", "variant"]], how="left")["variant"]
+        .to_numpy()
+    )
+    games = sorted(final["game"].dropna().astype(str).unique())
+    return Experiment(curves, final, by_, variants, games)

@@ -35,7 +35,7 @@ class ImpalaPPOModule(TorchRLModule, ValueFunctionAPI):
         self.net = ImpalaActorCritic(
             tuple(self.observation_space.shape), int(self.action_space.n), cfg
         )
-        self.augment = AugmentConfig(**self.model_config.get("augment", {}))
+        self.augmentation = AugmentConfig(**self.model_config.get("augment", {}))
         self._augment_rng = torch.Generator().manual_seed(self.model_config.get("augment_seed", 0))
 
     use_rollout_values = False
@@ -56,8 +56,8 @@ class ImpalaPPOModule(TorchRLModule, ValueFunctionAPI):
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Augmentation touches only the learner's minibatches; rollouts use _forward.
         obs = batch[Columns.OBS]
-        if self.augment.name != "none":
-            obs = augment(obs, self.augment, self._augment_rng)
+        if self.augmentation.augment != "none":
+            obs = augment(obs, self.augmentation, self._augment_rng)
         feats = self.net.features(obs)
         # EMBEDDINGS lets the PPO loss reuse the trunk for the value head (one trunk pass).
         return {Columns.ACTION_DIST_INPUTS: self.net.pi(feats), Columns.EMBEDDINGS: feats}

@@ -16,14 +16,13 @@ listed values, the parameter keeps its default (the trial records what actually 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlsweep.errors import ConfigError
+from rlsweep.validators import is_number
 
 KINDS = ("grid", "choice", "uniform", "loguniform", "int")
-_RANGES = ("uniform", "loguniform", "int")
 
 
 @dataclass(frozen=True)
@@ -53,14 +52,19 @@ class Param:
                 raise ConfigError(self.kind, "takes values only (no range or q)")
         else:
             lo, hi = self.low, self.high
-            if not all(_finite(v) for v in (lo, hi)) or not lo < hi:
+            if not all(is_number(v) for v in (lo, hi)) or not lo < hi:
                 raise ConfigError(self.kind, f"got [{lo}, {hi}]; allowed: [low, high], low < high")
             if self.kind == "loguniform" and lo <= 0:
                 raise ConfigError(self.kind, f"got low {lo}; allowed: low > 0 on a log scale")
             if self.kind == "int" and not (float(lo).is_integer() and float(hi).is_integer()):
                 raise ConfigError(self.kind, f"got [{lo}, {hi}]; allowed: integer bounds")
-            if self.q is not None and not (_finite(self.q) and self.q > 0):
+            if self.q is not None and not (is_number(self.q) and self.q > 0):
                 raise ConfigError("q", f"got {self.q!r}; allowed: a number > 0")
+            if self.kind == "int" and self.q is not None and not float(self.q).is_integer():
+                # Tune's qrandint takes an integer q: 0.5 would become a q of 0.
+                raise ConfigError(
+                    "q", f"got {self.q!r}; allowed: an integer >= 1 for an int parameter"
+                )
         if self.when and self.kind == "grid":
             raise ConfigError("when", "a grid parameter cannot be conditional; use choice")
         for key, allowed in self.when.items():
@@ -147,10 +151,6 @@ class Param:
                     else tune.randint(int(lo), int(hi) + 1)
                 )
         raise AssertionError(self.kind)
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def parse_space(raw: Any) -> dict[str, Param]:

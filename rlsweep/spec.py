@@ -14,23 +14,26 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import itertools
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
 from rlsweep import procgen
 from rlsweep.config import TrialConfig
-from rlsweep.errors import ConfigError
+from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.space import apply_conditions, parse_space
+from rlsweep.validators import is_int
 
-MODES = ("max", "min")
-ALGORITHMS = ("grid", "random", "optuna")
+METRIC_MODES = ("max", "min")
+"""Whether a sweep maximizes or minimizes its metric."""
+SEARCH_ALGORITHMS = ("grid", "random", "optuna")
 SCHEDULERS = ("none", "asha", "pbt")
 OPTUNA_DB = "optuna.db"
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -38,23 +41,17 @@ _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
 
 
-def _baselines_dir() -> Path:
-    """baselines/ of the checkout beside the package, else where the wheel installed them."""
-    checkout = Path(__file__).resolve().parent.parent / "baselines"
-    installed = Path(sys.prefix) / "share" / "rlsweep" / "baselines"
+def data_dir(name: str) -> Path:
+    """`name`/ (baselines, search_spaces/ablations) of the checkout beside the package, else
+    where the wheel installed it (pyproject's data-files: <prefix>/share/rlsweep/<last part>)."""
+    checkout = Path(__file__).resolve().parent.parent / name
+    installed = Path(sys.prefix) / "share" / "rlsweep" / Path(name).name
     return checkout if checkout.is_dir() or not installed.is_dir() else installed
 
 
-BASELINES_DIR = _baselines_dir()
-
-
-class SpecError(ValueError):
-    """A spec that cannot run: names the file (if any), the key path and what is allowed."""
-
-    def __init__(self, source: str | None, path: str, message: str) -> None:
-        self.source, self.path, self.message = source, path, message
-        where = ": ".join(p for p in (source, path) if p)
-        super().__init__(f"{where}: {message}" if where else message)
+BASELINES_DIR = data_dir("baselines")
+DEFAULTED = ("budget", "games", "seeds")
+"""Spec keys whose default is rarely what a study wants: a spec that leaves one out is warned."""
 
 
 @dataclass(frozen=True)
@@ -81,26 +78,26 @@ class SearchConfig:
     Asynchronous PBT ranks only the trials that have reported at that moment."""
     seed: int = 0
     """Seed of the sampler (random, optuna, pbt)."""
-    storage: str | None = None
+    optuna_storage: str | None = None
     """optuna: SQLAlchemy URL the study persists in (default: `optuna.db`, SQLite, in the
-    sweep's local results directory); the study is named after the sweep."""
+    sweep's local results directory); the study is named after the sweep. (Not where results
+    go: that is the spec's `storage_path`.)"""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mutations", tuple(self.mutations))
         checks = [
-            ("algorithm", self.algorithm in ALGORITHMS, ", ".join(ALGORITHMS)),
+            ("algorithm", self.algorithm in SEARCH_ALGORITHMS, ", ".join(SEARCH_ALGORITHMS)),
             ("scheduler", self.scheduler in SCHEDULERS, ", ".join(SCHEDULERS)),
         ]
         for name in ("num_samples", "grace_period", "reduction_factor", "perturbation_interval"):
             v = getattr(self, name)
-            ok = isinstance(v, int) and not isinstance(v, bool) and v >= 1
+            ok = is_int(v, minimum=1)
             checks.append((name, ok and (name != "reduction_factor" or v >= 2), "an integer >= 1"))
-        checks.append(("seed", isinstance(self.seed, int) and self.seed >= 0, "an integer >= 0"))
+        checks.append(("seed", is_int(self.seed, minimum=0), "an integer >= 0"))
         checks.append(("synch", isinstance(self.synch, bool), "true or false"))
-        storage_ok = self.storage is None or (
-            isinstance(self.storage, str) and re.match(r"[a-z][a-z0-9+]*://", self.storage)
-        )
-        checks.append(("storage", storage_ok, "null or a SQLAlchemy URL (sqlite:///study.db)"))
+        url = self.optuna_storage
+        url_ok = url is None or (isinstance(url, str) and re.match(r"[a-z][a-z0-9+]*://", url))
+        checks.append(("optuna_storage", url_ok, "null or a SQLAlchemy URL (sqlite:///study.db)"))
         for name, ok, allowed in checks:
             if not ok:
                 raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
@@ -139,10 +136,25 @@ class SweepSpec:
     """Directory (or s3:// URI) holding `<name>/`."""
     tags: list[str] = field(default_factory=list)
     """Free-form labels (W&B run tags, next to the ones rlsweep derives)."""
+    smoke: dict[str, Any] = field(default_factory=dict)
+    """Overrides for a quick run of the whole machinery (`--smoke`; see `smoke_spec`): `params`
+    merge into the spec's, other keys replace theirs. Validated with the spec."""
     source: str | None = field(default=None, compare=False, repr=False)
     """File the spec was read from (for error messages)."""
+    _given: ClassVar[frozenset[str] | None] = None
+    """Top-level keys the spec's file (or dict) wrote; None: built in Python, all chosen."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.search, dict) and self.search.get("storage", 0) is None:
+            # sweep.yaml files recorded before the rename hold `storage: null`: nothing chosen
+            self.search = {k: v for k, v in self.search.items() if k != "storage"}
+        if isinstance(self.search, dict) and "storage" in self.search:
+            raise SpecError(
+                self.source,
+                "search.storage",
+                "renamed: write search.optuna_storage (the Optuna study's SQLAlchemy URL; "
+                "results go to storage_path)",
+            )
         if isinstance(self.search, dict):
             self.search = self._sub("search", lambda: _build(SearchConfig, self.search))
         self.space = self._sub("", lambda: parse_space(self.space))
@@ -160,11 +172,79 @@ class SweepSpec:
                 raise SpecError(source, key, _unknown("key", key, known))
         if "name" not in d:
             raise SpecError(source, "name", "missing; every spec needs a name")
-        return cls(**d, source=source)
+        spec = cls(**d, source=source)
+        spec._given = frozenset(d)
+        return spec
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> SweepSpec:
-        return cls.from_dict(_read_yaml(path), source=str(path))
+    def from_yaml(
+        cls,
+        path: str | Path,
+        *,
+        smoke: bool = False,
+        budget: int | None = None,
+        storage_path: str | None = None,
+    ) -> SweepSpec:
+        """The spec in the YAML file `path`: the one loader of every command and launcher.
+
+        smoke: apply the file's `smoke:` overrides; budget, storage_path: override the file's."""
+        if isinstance(path, str) and "\n" in path:
+            raise SpecError(
+                None, "", "from_yaml takes a file path; for YAML text use SweepSpec.from_yaml_text"
+            )
+        spec = cls.from_dict(_read_yaml(path), source=str(path))
+        if smoke:
+            spec = spec.smoke_spec()
+        return spec.replace(budget=budget, storage_path=storage_path)
+
+    @classmethod
+    def from_yaml_text(cls, text: str, source: str | None = None) -> SweepSpec:
+        """The spec in YAML `text` (what `to_yaml` returns): `from_yaml_text(s.to_yaml()) == s`."""
+        try:
+            raw = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            raise SpecError(source, "", f"not valid YAML: {e}") from None
+        return cls.from_dict(raw, source=source)
+
+    def replace(self, **changes: Any) -> SweepSpec:
+        """This spec with top-level keys changed (None: unchanged), validated again. Keys the
+        user did not write stay unwritten (see `default_warnings`)."""
+        changes = {k: v for k, v in changes.items() if v is not None}
+        if not changes:
+            return self
+        given = self._given if self._given is not None else frozenset(self.to_dict())
+        d = {k: v for k, v in self.to_dict().items() if k in given}
+        return SweepSpec.from_dict({**d, **changes}, source=self.source)
+
+    def smoke_spec(self) -> SweepSpec:
+        """The spec with its `smoke:` overrides applied, named `<name>-smoke`."""
+        if not isinstance(self.smoke, dict) or not self.smoke:
+            raise SpecError(self.source, "smoke", "this spec has no smoke: section (--smoke)")
+        given = self._given if self._given is not None else frozenset(self.to_dict())
+        d = {k: v for k, v in self.to_dict().items() if k in given and k != "smoke"}
+        for key, value in self.smoke.items():
+            d[key] = {**d.get(key, {}), **value} if key == "params" else value
+        d["name"] = f"{self.name}-smoke"
+        try:
+            return SweepSpec.from_dict(d, source=self.source)
+        except SpecError as e:
+            raise SpecError(
+                self.source, ".".join(("smoke", e.path)).strip("."), e.message
+            ) from None
+
+    def default_warnings(self) -> list[str]:
+        """One line per `DEFAULTED` key the spec's file left out (empty for Python specs)."""
+        if self._given is None:
+            return []
+        where = f"{self.source}: " if self.source else ""
+        what = {
+            "budget": f"each trial runs the default {self.budget:,} env steps",
+            "games": f"trials run the default game {', '.join(self.games)}",
+            "seeds": f"trials run the default seed {self.seeds} only (no confidence interval)",
+        }
+        return [
+            f"{where}{key}: not set; {what[key]}" for key in DEFAULTED if key not in self._given
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "source"}
@@ -178,9 +258,20 @@ class SweepSpec:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     # --- what it expands to -------------------------------------------------------------------
+    # A spec is validated, and its baseline and defaults fixed, at construction: change one with
+    # `dataclasses.replace` (which builds and validates a new spec), not by assignment.
+    @functools.cached_property
+    def _baseline(self) -> dict[str, Any]:
+        """The baseline's params, read once per spec (not once per trial)."""
+        return load_baseline(self.extends, self.source)
+
+    @functools.cached_property
+    def _defaults(self) -> dict[str, Any]:
+        return TrialConfig(total_env_steps=self.budget, **self.base_params()).to_dict()
+
     def base_params(self) -> dict[str, Any]:
         """The baseline's params overlaid with this spec's params."""
-        return {**load_baseline(self.extends, self.source), **self.params}
+        return {**self._baseline, **self.params}
 
     @property
     def grid_keys(self) -> list[str]:
@@ -195,8 +286,11 @@ class SweepSpec:
         return list(self.variants) or [None]
 
     def defaults(self) -> dict[str, Any]:
-        """Every TrialConfig field as this spec fixes it (baseline, params, budget)."""
-        return TrialConfig(total_env_steps=self.budget, **self.base_params()).to_dict()
+        """Every TrialConfig field as this spec fixes it (baseline, params, budget): the one
+        definition of the value a conditional parameter falls back to, for the trials
+        validate/plan build (`trials`), the configs Tune records (`resolve`) and Tune's
+        param_space alike. A copy: callers may change it."""
+        return dict(self._defaults)
 
     def cells(self) -> list[tuple[str, int, str | None]]:
         """The grid cells every sampled configuration runs in: game x seed x variant."""
@@ -214,10 +308,11 @@ class SweepSpec:
         )
 
     def optuna_storage_url(self, experiment: str | Path | None, create: bool = False) -> str:
-        """Where an Optuna sweep's study persists: `search.storage`, else SQLite in the local
-        experiment dir (`results/<name>/` for a sweep stored at a URI: SQLite needs a file)."""
-        if self.search.storage:
-            return self.search.storage
+        """Where an Optuna sweep's study persists: `search.optuna_storage`, else SQLite in the
+        local experiment dir (`results/<name>/` for a sweep stored at a URI: SQLite needs a
+        file)."""
+        if self.search.optuna_storage:
+            return self.search.optuna_storage
         local = experiment if experiment and not _URI.match(str(experiment)) else None
         path = Path(local or Path("results") / self.name).expanduser().resolve()
         if create:
@@ -250,10 +345,9 @@ class SweepSpec:
         if variant is not None:
             d.update(self.variants[variant])
         d.update(overrides)
-        defaults = dataclasses.asdict(TrialConfig())
-        d = apply_conditions({**defaults, **d}, self.space, defaults)
         try:
-            return TrialConfig.from_dict(d)
+            defaults = self._defaults
+            return TrialConfig.from_dict(apply_conditions({**defaults, **d}, self.space, defaults))
         except ConfigError as e:
             where = self._locate(e.path, game, seed, overrides, variant)
             raise SpecError(self.source, where, e.message) from None
@@ -282,7 +376,7 @@ class SweepSpec:
             return f"space.{key}"
         if key in self.params:
             return f"params.{key}"
-        if key and key in load_baseline(self.extends, self.source):
+        if key and key in self._baseline:
             return f"extends({self.extends}).{key}"
         # A cross-field rule (e.g. minibatch_size <= train batch) can fail for a default value.
         return f"params.{key}" if key else ""
@@ -306,7 +400,7 @@ class SweepSpec:
                 fail(key, f"got {values!r}; allowed: a non-empty list")
             if len(set(map(repr, values))) != len(values):
                 fail(key, f"got {values!r}; values must be distinct")
-        if not isinstance(self.budget, int) or isinstance(self.budget, bool) or self.budget <= 0:
+        if not is_int(self.budget, minimum=1):
             fail("budget", f"got {self.budget!r}; allowed: an integer number of env steps > 0")
         if not isinstance(self.params, dict):
             fail("params", f"got {self.params!r}; allowed: a mapping")
@@ -335,19 +429,24 @@ class SweepSpec:
             for cond in p.when:
                 if cond not in self.space and cond not in known:
                     fail(f"space.{key}.when.{cond}", _unknown("parameter", cond, known))
-        if self.mode not in MODES:
-            fail("mode", f"got {self.mode!r}; allowed: {', '.join(MODES)}")
+        if self.mode not in METRIC_MODES:
+            fail("mode", f"got {self.mode!r}; allowed: {', '.join(METRIC_MODES)}")
         if self.metric not in METRICS:
             fail("metric", f"got {self.metric!r}; allowed: {', '.join(METRICS)}")
-        if self.max_concurrent is not None and (
-            not isinstance(self.max_concurrent, int) or self.max_concurrent < 1
-        ):
+        if self.max_concurrent is not None and not is_int(self.max_concurrent, minimum=1):
             fail("max_concurrent", f"got {self.max_concurrent!r}; allowed: an integer >= 1 or null")
         if not isinstance(self.storage_path, str) or not self.storage_path:
             fail("storage_path", f"got {self.storage_path!r}; allowed: a directory or s3:// URI")
         if not isinstance(self.tags, list) or not all(isinstance(t, str) for t in self.tags):
             fail("tags", f"got {self.tags!r}; allowed: a list of strings")
         self._check_search()
+        if not isinstance(self.smoke, dict):
+            fail("smoke", f"got {self.smoke!r}; allowed: a mapping of spec overrides")
+        for key, value in self.smoke.items():
+            if key in ("smoke", "name"):
+                fail(f"smoke.{key}", "allowed: spec keys but name and smoke")
+            if key == "params" and not isinstance(value, dict):
+                fail("smoke.params", f"got {value!r}; allowed: a mapping")
         trials = self.trials()  # builds (and so validates) every grid trial
         if self.metric.endswith("_norm"):
             for t in trials:
@@ -358,6 +457,8 @@ class SweepSpec:
                         f" ({note}); allowed: {self.metric.removesuffix('_norm')}",
                     )
         self._check_sampled()
+        if self.smoke:
+            self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
 
     def _check_search(self) -> None:
         s = self.search
@@ -433,29 +534,35 @@ def resolve_config(
     return config
 
 
-def trial_cpus(t: TrialConfig) -> int:
-    """CPUs one trial reserves: its own process plus one per remote EnvRunner."""
-    return t.num_cpus + t.num_env_runners
+def check_resources(
+    spec: SweepSpec,
+    cpus: float,
+    gpus: float,
+    where: str = "this machine",
+    gpu_memory_gib: float | None = None,
+):
+    """Every trial must fit on the cluster (`cpus`, `gpus` in total; with `gpu_memory_gib`,
+    trials packed on one GPU must fit its memory), or Tune waits forever. The rules:
+    `rlsweep.placement.check_fits`."""
+    from rlsweep.placement import Machine, check_fits
 
-
-def check_resources(spec: SweepSpec, cpus: float, gpus: float, where: str = "this machine"):
-    """Every trial must fit on the cluster (`cpus`, `gpus` in total), or Tune waits forever."""
+    machine = Machine(cpus, gpus, gpu_memory_gib, where)
     for t in spec.trials():
-        need = trial_cpus(t)
-        if need > cpus:
-            key = "num_env_runners" if t.num_env_runners else "num_cpus"
+        try:
+            check_fits(t, machine)
+        except ConfigError as e:
             raise SpecError(
-                spec.source,
-                spec._locate(key, t.game, t.seed, {}),
-                f"a trial needs {need} CPUs (num_cpus {t.num_cpus} + num_env_runners "
-                f"{t.num_env_runners}); {where} has {cpus:g}",
-            )
-        if t.num_gpus > gpus:
-            raise SpecError(
-                spec.source,
-                spec._locate("num_gpus", t.game, t.seed, {}),
-                f"got {t.num_gpus:g}; {where} has {gpus:g} GPUs",
-            )
+                spec.source, spec._locate(e.path, t.game, t.seed, {}), e.message
+            ) from None
+
+
+def check_local_resources(spec: SweepSpec, num_cpus: float | None = None) -> None:
+    """`check_resources` against this machine: its CPUs (or `num_cpus`), GPUs and GPU memory."""
+    from rlsweep.placement import local_machine
+
+    # Counting GPUs imports torch (~1 s): only a sweep that asks for GPUs pays for it.
+    m = local_machine(num_cpus, gpus=any(t.num_gpus > 0 for t in spec.trials()))
+    check_resources(spec, m.cpus, m.gpus, gpu_memory_gib=m.gpu_memory_gib)
 
 
 def _build(cls, raw: Any):
@@ -505,6 +612,13 @@ def load_baseline(ref: str | None, source: str | None = None) -> dict[str, Any]:
         raise SpecError(
             source, "extends", f"got {ref!r}; allowed: {', '.join(baseline_names())} or a path"
         )
+    return dict(_baseline_params(str(path), path.stat().st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=64)
+def _baseline_params(path: str, mtime_ns: int) -> dict[str, Any]:
+    """A baseline file's validated params, read once per version of the file (a spec and its
+    smoke run share one read)."""
     data = _numbers_from_strings(_read_yaml(path))
     if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
         raise SpecError(str(path), "params", "a baseline needs a 'params:' mapping")

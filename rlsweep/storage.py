@@ -21,6 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from rlsweep._ray_compat import stop_propagating_env_vars
+
 if TYPE_CHECKING:  # imported where used: `is_uri` (all results.py needs locally) stays cheap
     import pyarrow.fs as pafs
 
@@ -96,13 +98,7 @@ def no_credentials_in_ray_runtime_envs() -> None:
     would land in `/tmp/ray/session_*/logs`. Trials on the driver's machine inherit the
     environment anyway (the raylet was started from it); other nodes of a cluster need their own
     credentials (instance role, ~/.aws, or variables set where `ray start` runs). Idempotent."""
-    try:
-        from ray.tune.execution import class_cache
-    except ImportError:  # a Ray without this module does not copy them either
-        return
-    propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
-    if isinstance(propagated, set):
-        propagated.difference_update(CREDENTIAL_VARS)
+    stop_propagating_env_vars(CREDENTIAL_VARS)
 
 
 _SCHEMES = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs"}
@@ -133,22 +129,27 @@ def fetch(uri: str, dest: str | Path | None = None, *, checkpoints: bool = False
     """Copy an experiment (or a prefix holding several) from `uri` to `dest` (default:
     `cache_dir(uri)`) and return the local dir. Checkpoint dirs are skipped unless asked for:
     reports do not read them and they are most of the bytes. Files already there with the same
-    size and mtime are not downloaded again, so re-fetching a running sweep is cheap."""
+    size and mtime are not downloaded again, so re-fetching a running sweep is cheap. The
+    default cache is a mirror: files no longer at `uri` (a sweep overwritten there) are deleted
+    from it, so a stale trial is never read as part of the sweep."""
     import pyarrow.fs as pafs
 
     fs, root = filesystem(uri)
     if fs is None:
         return Path(root)
+    mirror = dest is None
     dest = Path(dest) if dest is not None else cache_dir(uri)
     infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
     files = [i for i in infos if i.type == pafs.FileType.File]
     if not files:
         raise FileNotFoundError(f"{uri}: nothing stored there")
+    wanted: set[Path] = set()
     for info in files:
         rel = _safe_relative(PurePosixPath(info.path).relative_to(root).as_posix())
         if not checkpoints and any(_CHECKPOINT_DIR.match(p) for p in rel.parts[:-1]):
             continue
         local = dest.joinpath(*rel.parts)
+        wanted.add(local)
         mtime = info.mtime_ns
         if local.is_file():
             st = local.stat()
@@ -161,4 +162,7 @@ def fetch(uri: str, dest: str | Path | None = None, *, checkpoints: bool = False
         if mtime is not None:
             os.utime(tmp, ns=(mtime, mtime))
         tmp.replace(local)  # atomic: a reader never sees half a file
+    if mirror:
+        for stale in [p for p in dest.rglob("*") if p.is_file() and p not in wanted]:
+            stale.unlink()
     return dest

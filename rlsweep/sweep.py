@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
+import logging
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,21 +23,18 @@ import pandas as pd
 
 from rlsweep import __version__, tracking
 from rlsweep import metrics as M
-from rlsweep.results import RUN_FILE, SWEEP_FILE, cell, run_info, sweep_spec
-from rlsweep.spec import SpecError, SweepSpec, check_resources
-from rlsweep.storage import filesystem, is_uri, to_uri
+from rlsweep import results as R
+from rlsweep._ray_compat import bundled_jemalloc
+from rlsweep.interrupt import SweepInterrupted, resume_command
+from rlsweep.results import RUN_FILE, SWEEP_FILE, run_info, sweep_spec
+from rlsweep.spec import VARIANT, SpecError, SweepSpec, check_local_resources, check_resources
+from rlsweep.storage import filesystem, is_uri
 from rlsweep.tracking import WandbSettings
-
-RESULT_COLUMNS = M.METRICS
-"""Per-trial result columns, in table order."""
 
 
 def jemalloc_path() -> str | None:
     """Ray ships jemalloc; preloading it into trial processes ~2.4x'es RLlib PPO on CPU."""
-    import ray
-
-    path = os.path.join(os.path.dirname(ray.__file__), "core", "libjemalloc.so")
-    return path if os.path.exists(path) else None
+    return bundled_jemalloc()
 
 
 JEMALLOC_CONF = (
@@ -49,17 +47,15 @@ machine, an RLlib PPO trial ran ~130 env-steps/s with jemalloc alone and ~258 wi
 
 
 def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
-    env_vars = {}
+    """The env of every trial process. Ray starts workers at nice 15 unless told otherwise
+    (`RAY_worker_niceness`, read by each worker): a trial would then yield its cores to any other
+    program on the box (the scheduler weighs nice 15 at 36 against 1024 for nice 0), whereas a
+    plain training script runs at the default priority 0. Trials report it as `perf/nice`."""
+    env_vars = {"RAY_worker_niceness": "0"}
     if jemalloc and (path := jemalloc_path()):
         env_vars["LD_PRELOAD"] = path
         env_vars["MALLOC_CONF"] = JEMALLOC_CONF
     return {"env_vars": env_vars}
-
-
-def _local_gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count()
 
 
 @dataclass
@@ -70,41 +66,79 @@ class SweepResult:
     path: Path | str
     """The experiment dir: a local absolute Path, or a URI string (s3://...)."""
     trials: pd.DataFrame
+    """One row per trial that started, as `rlsweep report` counts it (`results.final_scores`:
+    the same loader and status rule): game, seed, variant, the swept params, the stable
+    metrics, iteration, status (TERMINATED / INCOMPLETE / ERROR), error and trial_dir."""
 
     def to_dataframe(self) -> pd.DataFrame:
         return self.trials.copy()
 
 
-def trials_frame(spec: SweepSpec, result_grid) -> pd.DataFrame:
-    """One row per trial: game, seed, swept params, final metrics, status, error."""
-    from rlsweep.tune_bridge import resolved_config
-
-    swept = list(spec.space)
-    rows = []
-    for result in result_grid:
-        cfg = resolved_config(spec, result.config) if result.config else {}
-        last = result.metrics or {}
-        row: dict[str, Any] = {"game": cfg.get("game"), "seed": cfg.get("seed")}
-        if spec.variants:
-            row["variant"] = (result.config or {}).get("variant")
-        row.update({k: cell(cfg.get(k)) for k in swept})
-        row.update({k: last.get(k, math.nan) for k in RESULT_COLUMNS})
-        row["iterations"] = last.get("training_iteration", 0)
-        failed = _first_line(result.error) if result.error else last.get(M.TRIAL_ERROR, "")
-        row["status"] = "ERROR" if failed else "TERMINATED"
-        row["error"] = failed
-        row["trial_dir"] = to_uri(result.filesystem, result.path)
-        rows.append(row)
-    df = pd.DataFrame(rows)
+def trials_table(spec: SweepSpec, experiment: str) -> pd.DataFrame:
+    """`SweepResult.trials` of the experiment dir `experiment` (local or a URI)."""
+    swept = ([VARIANT] if spec.variants else []) + list(spec.space)
+    columns = ["game", "seed", *swept, *M.METRICS, R.ITERATION, "status", "error", "trial_dir"]
+    try:
+        final = R.final_scores(R.load_curves(experiment))
+    except FileNotFoundError:  # stopped before any trial started
+        return pd.DataFrame(columns=columns)
+    final["trial_dir"] = [f"{experiment}/{t}" for t in final["trial_id"]]
+    for col in swept:
+        if col not in final:
+            final[col] = None
+    df = final[columns]
     if spec.variants:  # in the spec's order, as the write-up's columns are
-        df["variant"] = pd.Categorical(df["variant"], categories=list(spec.variants))
-        swept = ["variant", *swept]
+        df = df.assign(variant=pd.Categorical(df[VARIANT], categories=list(spec.variants)))
     return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
 
 
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[-1] if text else ''}"
+class SweepExistsError(SpecError):
+    """The results dir of a spec already holds a sweep: one sweep per directory, so that a
+    report never mixes two runs' trials and `resume` knows which spec to continue."""
+
+
+def holds_sweep(experiment: str) -> bool:
+    """`experiment` (a local dir or a URI) holds a sweep: rlsweep's or Tune's files, or
+    trial dirs."""
+    fs, root = filesystem(experiment)
+    if fs is None:
+        path = Path(root)
+        if not path.is_dir():
+            return False
+        names = {p.name for p in path.iterdir()}
+        trial_dirs = any((p / "params.json").exists() for p in path.iterdir() if p.is_dir())
+        return bool(names & {SWEEP_FILE, "tuner.pkl"}) or trial_dirs
+    import pyarrow.fs as pafs
+
+    infos = fs.get_file_info([f"{root}/{SWEEP_FILE}", f"{root}/tuner.pkl"])
+    return any(i.type != pafs.FileType.NotFound for i in infos)
+
+
+def _clear(spec: SweepSpec, experiment: str) -> None:
+    """Delete the sweep at `experiment` (`overwrite=True`), and its local Optuna study."""
+    fs, root = filesystem(experiment)
+    if fs is None:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        fs.delete_dir(root)
+    url = spec.optuna_storage_url(experiment)
+    if not spec.search.optuna_storage and url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).unlink(missing_ok=True)
+
+
+def _refuse_existing(spec: SweepSpec, experiment: str, overwrite: bool) -> None:
+    if not holds_sweep(experiment):
+        return
+    if overwrite:
+        _clear(spec, experiment)
+        return
+    raise SweepExistsError(
+        experiment,
+        "",
+        f"already holds a sweep; continue it with `{resume_command(experiment)}`, replace it "
+        f"by running again with --overwrite (run_sweep(overwrite=True)), or give the spec "
+        f"another name",
+    )
 
 
 def experiment_path(spec: SweepSpec, storage_path: str | None = None) -> str:
@@ -177,8 +211,11 @@ def ray_session(
     num_cpus: int | None,
     jemalloc: bool,
     dashboard: Dashboard | None,
+    verbose: bool = False,
 ) -> Iterator[None]:
-    """Start Ray here (or join `address`) for the length of a sweep; stop it if started here."""
+    """Start Ray here (or join `address`) for the length of a sweep; stop it if started here.
+    Trials' own output (RLlib's config dumps and warnings) reaches this console only if
+    `verbose`; it is always in each trial dir's stdout/stderr files (Tune's log_to_file)."""
     import ray
 
     started_here = not ray.is_initialized()
@@ -193,6 +230,7 @@ def ray_session(
             include_dashboard=dashboard is not None if address is None else None,
             configure_logging=True,
             logging_level="WARNING",
+            log_to_driver=verbose,
             **kwargs,
         )
         if dashboard is not None and ctx.dashboard_url:
@@ -218,8 +256,20 @@ def run_sweep(
     wandb: bool | str | WandbSettings | dict | None = None,
     dashboard: bool | Dashboard = False,
     instance: Instance | None = None,
+    overwrite: bool = False,
+    verbose: bool = False,
 ) -> SweepResult:
     """Run every trial of `spec` and return the per-trial table.
+
+    One sweep per directory: if `<storage>/<name>` already holds a sweep this raises
+    `SweepExistsError` (before Ray starts) unless `overwrite`, which deletes it first. Continue
+    an unfinished sweep with `resume_sweep` instead.
+
+    Ctrl-C (SIGINT) or SIGTERM while it runs: running trials checkpoint after their current
+    iteration and stop (a second signal stops them at once), and this raises `SweepInterrupted`,
+    whose `result` holds the table (those trials INCOMPLETE) and whose `command` is the
+    `rlsweep resume <dir>` that continues the sweep. Signals are handled when run_sweep is
+    called from the main thread (else Tune's default handling applies).
 
     spec: a SweepSpec or the path of a YAML spec (validated before Ray starts).
     address: a running Ray cluster ("auto", "ray://..."); None starts Ray in-process.
@@ -231,30 +281,41 @@ def run_sweep(
     wandb: log to W&B (True, a mode such as "offline", or `WandbSettings`); off by default.
     dashboard: start the Ray dashboard (on 127.0.0.1:8265 unless a `Dashboard` says otherwise).
     instance: the instance type trials run on, recorded so reports can price the sweep.
+    overwrite: delete a sweep already at `<storage>/<name>` instead of refusing to run.
+    verbose: Tune's own progress reporter and the trials' output on the console, instead of
+        rlsweep's one-line progress view (`rlsweep.progress`).
     """
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
     if address is None:  # checked before Ray starts; a cluster is checked once joined
-        check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
+        check_local_resources(spec, num_cpus)
+    experiment = experiment_path(spec, storage_path)
+    _refuse_existing(spec, experiment, overwrite)
     from rlsweep.tune_bridge import build_tuner
 
-    experiment = experiment_path(spec, storage_path)
     wandb_settings = tracking.settings_from(wandb)
     with ray_session(
-        address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
+        address=address,
+        num_cpus=num_cpus,
+        jemalloc=jemalloc,
+        dashboard=_dashboard(dashboard),
+        verbose=verbose,
     ):
         _check_cluster(spec, autoscaling=address is not None)
         record_run(spec, experiment, address=address, instance=instance, wandb=wandb_settings)
         callbacks = [tracking.callback(spec, wandb_settings, experiment)] if wandb_settings else []
-        tuner = build_tuner(
-            spec,
-            trainable or _real_trainable(),
-            storage_path=storage_path,
-            callbacks=callbacks,
-            max_failures=max_failures,
-        )
-        grid = _fit(tuner, wandb_settings)
-    return _finish(spec, experiment, grid, wandb_settings)
+        with _driver(spec, experiment, verbose) as interrupts:
+            tuner = build_tuner(
+                spec,
+                trainable or _real_trainable(),
+                storage_path=storage_path,
+                callbacks=callbacks,
+                max_failures=max_failures,
+                stop_flag=interrupts.flag_name,
+                verbose=verbose,
+            )
+            _fit(tuner, wandb_settings)
+    return _finish(spec, experiment, wandb_settings, interrupts.signum)
 
 
 def resume_sweep(
@@ -266,11 +327,14 @@ def resume_sweep(
     jemalloc: bool = True,
     wandb: bool | str | WandbSettings | dict | None = None,
     dashboard: bool | Dashboard = False,
+    verbose: bool = False,
 ) -> SweepResult:
-    """Continue an interrupted sweep (driver killed, machine rebooted, spot reclaimed).
+    """Continue an interrupted sweep (Ctrl-C, driver killed, machine rebooted, spot reclaimed).
 
     Finished trials are kept as they are; unfinished and errored ones continue from their last
-    checkpoints (or start, if they had none). The spec comes from the sweep's own `sweep.yaml`.
+    checkpoints (or start, if they had none); what each continues from is printed first
+    (`resume_points`). The spec comes from the sweep's own `sweep.yaml`. Interrupts and
+    `verbose` as in `run_sweep`.
     """
     from rlsweep.tune_bridge import restore_tuner
 
@@ -281,17 +345,145 @@ def resume_sweep(
     if spec is None:
         raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not run by rlsweep?)")
     if address is None:
-        check_resources(spec, cpus=num_cpus or os.cpu_count() or 1, gpus=_local_gpus())
+        check_local_resources(spec, num_cpus)
     # Tune restores the sweep's W&B callback itself; these settings also log the report run.
     wandb_settings = tracking.settings_from(
         wandb if wandb is not None else run_info(experiment).get("wandb")
     )
-    with ray_session(
-        address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=_dashboard(dashboard)
+    print("\n".join(resume_points(spec, experiment)), flush=True)
+    with (
+        ray_session(
+            address=address,
+            num_cpus=num_cpus,
+            jemalloc=jemalloc,
+            dashboard=_dashboard(dashboard),
+            verbose=verbose,
+        ),
+        _driver(spec, experiment, verbose) as interrupts,
     ):
-        tuner = restore_tuner(spec, trainable or _real_trainable(), experiment)
-        grid = _fit(tuner, wandb_settings)
-    return _finish(spec, experiment, grid, wandb_settings)
+        tuner = restore_tuner(
+            spec,
+            trainable or _real_trainable(),
+            experiment,
+            stop_flag=interrupts.flag_name,
+            verbose=verbose,
+        )
+        _fit(tuner, wandb_settings)
+    return _finish(spec, experiment, wandb_settings, interrupts.signum)
+
+
+def _steps(n: float) -> str:
+    """Env steps as people say them: 1,024, 350k, 2.6M."""
+    if n >= 1e6:
+        return f"{n / 1e6:.1f}M"
+    if n >= 1e4:
+        return f"{n / 1e3:.0f}k"
+    return f"{n:,.0f}"
+
+
+def _last_checkpoint(trial_dir: Path, local: bool) -> tuple[int, float] | None:
+    """(iteration, env steps) of the last checkpoint result.json names (and, for a local
+    sweep, that is still on disk), or None."""
+    path = trial_dir / "result.json"
+    if not path.exists():
+        return None
+    found = None
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # half-written last line
+            break
+        name = row.get("checkpoint_dir_name")
+        if name and (not local or (trial_dir / name).is_dir()):
+            found = (int(row.get("training_iteration", 0)), float(row.get(M.ENV_STEPS, 0)))
+    return found
+
+
+def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
+    """What `resume_sweep` does with each trial: kept (finished), or continued from iteration N
+    and its env steps (its last checkpoint), or from scratch (no checkpoint)."""
+    try:
+        local = R.experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
+        final = R.final_scores(R.load_curves(local))
+    except FileNotFoundError:
+        return [f"rlsweep: resuming {spec.name}: no trial had started"]
+    done = final["status"] == R.TERMINATED
+    lines = [
+        f"rlsweep: resuming {spec.name}: {int(done.sum())} finished trial(s) kept, "
+        f"{int((~done).sum())} to continue, {max(spec.num_trials - len(final), 0)} not started"
+    ]
+    for row in final[~done].itertuples():
+        at = _last_checkpoint(local / row.trial_id, local=not is_uri(experiment))
+        where = (
+            f"from iteration {at[0]}, {_steps(at[1])} env steps"
+            if at
+            else "from scratch: no checkpoint"
+        )
+        lines.append(f"  {row.trial_id}: {where}")
+    return lines
+
+
+@contextlib.contextmanager
+def _driver(spec: SweepSpec, experiment: str, verbose: bool) -> Iterator[Any]:
+    """For one `fit`: graceful interrupts (`rlsweep.interrupt`) and, unless `verbose`, the
+    progress view (`rlsweep.progress`), both fed by Tune's callback events."""
+    from rlsweep.interrupt import Interrupts
+    from rlsweep.progress import ProgressView
+    from rlsweep.tune_bridge import listening
+
+    view = None if verbose else ProgressView(spec)
+    interrupts = Interrupts(say=view.say if view else print)
+    listeners = [interrupts, *([view] if view else [])]
+    with interrupts, _quiet_console(verbose), listening(*listeners):
+        where = resume_command(experiment).removeprefix("rlsweep resume ")
+        print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
+        if view is not None:
+            view.start()
+        try:
+            yield interrupts
+        finally:
+            if view is not None:
+                view.stop()
+
+
+class _DropLogs(logging.Filter):
+    def __init__(self, prefixes: tuple[str, ...]) -> None:
+        super().__init__()
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefixes)
+
+
+_MUTED = {
+    # rlsweep says what happened and prints `rlsweep resume <dir>`, not `Tuner.restore(...)`.
+    "ray.tune.tune": ("Stop signal received", "Experiment has been interrupted", "Trials did not"),
+    # Said once per sweep when trial resources are sized; rlsweep only runs the new API stack.
+    "ray.rllib.algorithms.algorithm_config": ("You are running",),
+}
+
+
+@contextlib.contextmanager
+def _quiet_console(verbose: bool) -> Iterator[None]:
+    """Known noise off the driver's console. Unless `verbose`, Tune's output engine is off
+    too (RAY_AIR_NEW_OUTPUT=0, with verbosity 0: silent): its experiment box and a TensorBoard
+    hint pointing into /tmp/ray/session_* (the trial dirs in results/<name> hold the TensorBoard
+    files) give way to rlsweep's progress view."""
+    filters = [(logging.getLogger(name), _DropLogs(p)) for name, p in _MUTED.items()]
+    for log, f in filters:
+        log.addFilter(f)
+    saved = os.environ.get("RAY_AIR_NEW_OUTPUT")
+    if not verbose:
+        os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
+    try:
+        yield
+    finally:
+        for log, f in filters:
+            log.removeFilter(f)
+        if saved is None:
+            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
+        else:
+            os.environ["RAY_AIR_NEW_OUTPUT"] = saved
 
 
 def _check_cluster(spec: SweepSpec, autoscaling: bool) -> None:
@@ -323,7 +515,7 @@ def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:
         spec = SweepSpec.from_yaml(spec)
     experiment = experiment_path(spec, kwargs.get("storage_path"))
     if can_resume(experiment):
-        keep = ("address", "trainable", "num_cpus", "jemalloc", "wandb", "dashboard")
+        keep = ("address", "trainable", "num_cpus", "jemalloc", "wandb", "dashboard", "verbose")
         return resume_sweep(experiment, **{k: v for k, v in kwargs.items() if k in keep})
     return run_sweep(spec, **kwargs)
 
@@ -340,18 +532,23 @@ def _dashboard(value: bool | Dashboard) -> Dashboard | None:
     return value or None
 
 
-def _fit(tuner, wandb_settings: WandbSettings | None):
+def _fit(tuner, wandb_settings: WandbSettings | None) -> None:
     if wandb_settings is None:
-        return tuner.fit()
+        tuner.fit()
+        return
     with tracking.mode_env(wandb_settings.resolved_mode()):
-        return tuner.fit()
+        tuner.fit()
 
 
 def _finish(
-    spec: SweepSpec, experiment: str, grid, wandb_settings: WandbSettings | None
+    spec: SweepSpec, experiment: str, wandb_settings: WandbSettings | None, signum: int | None
 ) -> SweepResult:
+    """The table from the experiment dir (as `rlsweep report` reads it); `SweepInterrupted`
+    if a signal stopped the sweep."""
     path = experiment if is_uri(experiment) else Path(experiment)
-    result = SweepResult(spec=spec, path=path, trials=trials_frame(spec, grid))
+    result = SweepResult(spec=spec, path=path, trials=trials_table(spec, experiment))
+    if signum is not None:
+        raise SweepInterrupted(result, signum)
     if wandb_settings is not None:
         from rlsweep.report import build_report
 

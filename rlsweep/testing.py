@@ -29,20 +29,36 @@ def curve(cfg: TrialConfig, env_steps: float) -> tuple[float, float]:
     return train, lo + (hi - lo) * skill * 0.7
 
 
+TINY_PPO: dict[str, Any] = dict(
+    game="leaper",  # a random policy ends its episodes in ~70 steps: returns exist early
+    num_envs_per_env_runner=16,
+    rollout_length=16,  # 256 env steps per iteration
+    minibatch_size=128,
+)
+"""The smallest real-RLlib trial setting the tests build on (TrialConfig fields)."""
+
 ITER_S_ENV = "RLSWEEP_FAKE_ITER_S"
 """Seconds each fake iteration sleeps (default 0): lets tests kill a sweep mid-way."""
 
 
-def fake_trial(config: dict[str, Any]) -> None:
+def fake_trial(config: dict[str, Any], stop_at: float = 1.0) -> None:
+    """stop_at: the fraction of its budget at which the trial ends itself (`trial/done`), as
+    one a scheduler stopped early; `functools.partial(fake_trial, stop_at=0.5)`."""
+    from rlsweep import interrupt
+
     cfg = TrialConfig.from_dict(config)
+    if interrupt.requested():
+        interrupt.wait_to_be_stopped()
     pause = float(os.environ.get(ITER_S_ENV, "0"))
+    saved_at = time.monotonic()
     per_iter = cfg.effective_train_batch_size
     steps = 0
     if (restored := tune.get_checkpoint()) is not None:
         with restored.as_directory() as path, open(os.path.join(path, "state.json")) as f:
             steps = json.load(f)["env_steps"]
     iteration = steps // per_iter
-    while steps < cfg.total_env_steps:
+    end = stop_at * cfg.total_env_steps
+    while steps < end:
         time.sleep(pause)
         steps += per_iter
         iteration += 1
@@ -57,18 +73,24 @@ def fake_trial(config: dict[str, Any]) -> None:
             M.TEST_RETURN: test,
             M.TEST_RETURN_NORM: test_n,
             M.TEST_FRESH: True,
-            M.TRIAL_DONE: steps >= cfg.total_env_steps,
+            M.TRIAL_DONE: steps >= end,
             M.GAP_NORM: train_n - test_n,
             M.WALL_S: 0.01 * iteration,
             M.EVAL_S: 0.001 * iteration,
-            "hp/lr": cfg.lr,
+            M.HP_LR: cfg.lr,
             M.NODE_ID: ray.get_runtime_context().get_node_id(),
         }
-        periodic = cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0
-        if periodic or steps >= cfg.total_env_steps:
+        stop = steps < end and interrupt.requested()
+        if stop:
+            metrics[M.TRIAL_INTERRUPTED] = True
+        done = steps >= end
+        if stop or done or interrupt.checkpoint_due(cfg, iteration, saved_at):
             with tempfile.TemporaryDirectory() as tmp:
                 with open(os.path.join(tmp, "state.json"), "w") as f:
                     json.dump({"env_steps": steps}, f)
                 tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
+            saved_at = time.monotonic()
         else:
             tune.report(metrics)
+        if stop:
+            interrupt.wait_to_be_stopped()

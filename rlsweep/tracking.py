@@ -10,7 +10,6 @@ writes (configs, results, tags, reports) contains one.
 from __future__ import annotations
 
 import contextlib
-import functools
 import netrc
 import os
 import subprocess
@@ -19,9 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlsweep._ray_compat import keyless_wandb_callback_class
 from rlsweep.spec import SweepSpec
 
-MODES = ("auto", "offline", "online", "disabled")
+WANDB_MODES = ("auto", "offline", "online", "disabled")
 WANDB_HOST = "api.wandb.ai"
 REPORT_JOB = "report"
 
@@ -40,8 +40,8 @@ class WandbSettings:
     """Parent of the `wandb/` run folders (default: the sweep's local results directory)."""
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"wandb mode: got {self.mode!r}; allowed: {', '.join(MODES)}")
+        if self.mode not in WANDB_MODES:
+            raise ValueError(f"wandb mode: got {self.mode!r}; allowed: {', '.join(WANDB_MODES)}")
 
     def resolved_mode(self) -> str:
         if self.mode != "auto":
@@ -112,7 +112,8 @@ def mode_env(mode: str) -> Iterator[None]:
 
 def callback(spec: SweepSpec, settings: WandbSettings, experiment: str | Path):
     """Tune's W&B logger: one run per trial, grouped by sweep, tagged, config = the trial's."""
-    return _keyless_callback_class()(
+    # Ray's callback, minus the API key it would put into its actors' logged runtime_env.
+    return keyless_wandb_callback_class()(
         project=settings.project,
         group=spec.name,
         # Tune's bookkeeping keys; everything rlsweep reports is kept.
@@ -123,29 +124,6 @@ def callback(spec: SweepSpec, settings: WandbSettings, experiment: str | Path):
         tags=tags(spec),
         job_type="trial",
     )
-
-
-@functools.cache
-def _keyless_callback_class():
-    import ray
-    from ray.air.integrations.wandb import WandbLoggerCallback, _force_on_current_node
-
-    class KeylessWandbLoggerCallback(WandbLoggerCallback):
-        """Ray's callback copies WANDB_API_KEY into its logging actors' `runtime_env`, and Ray
-        logs runtime envs in plain text. The actors run on the driver's node, whose processes
-        already see the key (environment or ~/.netrc), so they are created without it."""
-
-        def _start_logging_actor(self, trial, exclude_results, **wandb_init_kwargs):
-            if not self._remote_logger_class:
-                self._remote_logger_class = ray.remote(
-                    num_cpus=0,
-                    **_force_on_current_node(),
-                    max_restarts=-1,
-                    max_task_retries=-1,
-                )(self._logger_actor_cls)
-            super()._start_logging_actor(trial, exclude_results, **wandb_init_kwargs)
-
-    return KeylessWandbLoggerCallback
 
 
 def log_report(

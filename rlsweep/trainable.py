@@ -23,21 +23,30 @@ import ray
 import torch
 from ray import tune
 
-from rlsweep import algos
+from rlsweep import algos, interrupt
 from rlsweep.config import TrialConfig
 from rlsweep.evaluation import evaluate, evaluation_envs, sampling_policy, score_metrics
 from rlsweep.metrics import (
+    CPU_S,
     ENV_STEPS,
+    ENV_STEPS_PER_S,
     EVAL_S,
     GAP_NORM,
+    JEMALLOC,
+    LOSS_TOTAL,
+    LOSS_VALUE,
+    MODULE_STEPS_TRAINED,
+    NICE,
     NODE_ID,
     TEST_FRESH,
     TEST_RETURN,
     TEST_RETURN_NORM,
+    TORCH_THREADS,
     TRAIN_RETURN,
     TRAIN_RETURN_NORM,
     TRIAL_DONE,
     TRIAL_ERROR,
+    TRIAL_INTERRUPTED,
     TUNE_STEPS,
     WALL_S,
 )
@@ -56,6 +65,8 @@ def jemalloc_loaded() -> bool:
 def train_trial(config: dict[str, Any]) -> None:
     """Tune function trainable. `config` is a `TrialConfig` as a dict."""
     cfg = TrialConfig.from_dict(config)
+    if interrupt.requested():  # started while the sweep stops: nothing to save, do not begin
+        interrupt.wait_to_be_stopped()
     torch.set_num_threads(cfg.num_cpus)
     torch.manual_seed(cfg.seed)
     algo = algos.build_algorithm(cfg)
@@ -69,10 +80,7 @@ def train_trial(config: dict[str, Any]) -> None:
                     cfg.game,
                 )
     eval_envs = evaluation_envs(cfg)
-    policy = sampling_policy(
-        lambda obs: algo.get_module().forward_inference({"obs": obs})["action_dist_inputs"],
-        seed=cfg.seed,
-    )
+    policy = sampling_policy(algos.policy_logits(algo), seed=cfg.seed)
     start = time.monotonic()
     steps_at_start: float | None = None  # a restored trial's steps were not taken in this process
     scores: dict[str, Any] = dict.fromkeys(
@@ -80,6 +88,7 @@ def train_trial(config: dict[str, Any]) -> None:
     )
     eval_s = 0.0
     iteration = 0
+    saved_at = time.monotonic()
     try:
         while True:
             result = algo.train()
@@ -104,30 +113,36 @@ def train_trial(config: dict[str, Any]) -> None:
                 GAP_NORM: scores[TRAIN_RETURN_NORM] - scores[TEST_RETURN_NORM],
                 WALL_S: wall,
                 EVAL_S: eval_s,
-                "time/env_steps_per_s": (m[ENV_STEPS] - steps_at_start) / wall,
-                "perf/jemalloc": jemalloc_loaded(),
+                ENV_STEPS_PER_S: (m[ENV_STEPS] - steps_at_start) / wall,
+                JEMALLOC: jemalloc_loaded(),
+                NICE: os.nice(0),
+                TORCH_THREADS: torch.get_num_threads(),
+                CPU_S: time.process_time(),
                 NODE_ID: ray.get_runtime_context().get_node_id(),
             }
-            updated = m.get("train/module_steps_trained", 1) > 0  # DQN waits for learning_starts
-            bad = [k for k in ("loss/total", "loss/value") if not math.isfinite(m[k])]
+            updated = m[MODULE_STEPS_TRAINED] > 0  # DQN waits for learning_starts
+            bad = [k for k in (LOSS_TOTAL, LOSS_VALUE) if not math.isfinite(m[k])]
             if updated and bad:
                 reason = f"training diverged: {bad[0]} is {m[bad[0]]} at iteration {iteration}"
                 tune.report({**metrics, TRIAL_ERROR: reason, TRIAL_DONE: True})
                 break
-            save = finished or (
-                cfg.checkpoint_interval and iteration % cfg.checkpoint_interval == 0
-            )
-            if save:
+            stop = not finished and interrupt.requested()
+            if stop:
+                metrics[TRIAL_INTERRUPTED] = True
+            if finished or stop or interrupt.checkpoint_due(cfg, iteration, saved_at):
                 with tempfile.TemporaryDirectory() as tmp:
                     algos.save_checkpoint(algo, cfg, os.path.join(tmp, "algo"))
                     tune.report(
                         metrics,
                         checkpoint=tune.Checkpoint.from_directory(os.path.join(tmp, "algo")),
                     )
+                saved_at = time.monotonic()
             else:
                 tune.report(metrics)
             if finished:
                 break
+            if stop:
+                interrupt.wait_to_be_stopped()
     finally:
         for env in eval_envs.values():
             env.close()

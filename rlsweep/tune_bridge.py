@@ -9,13 +9,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ray import tune
 
+from rlsweep import _ray_compat
 from rlsweep.config import TrialConfig
 from rlsweep.metrics import TRIAL_DONE
 from rlsweep.spec import VARIANT, SweepSpec, resolve_config
@@ -26,7 +28,9 @@ Trainable = Callable[[dict[str, Any]], None]
 
 def param_space(spec: SweepSpec) -> dict[str, Any]:
     """Tune's param_space. Fixed values are written out in full (every TrialConfig field) so
-    each trial's params.json records exactly what ran, defaults included."""
+    each trial's params.json records exactly what ran, defaults included. A conditional
+    parameter whose condition fails takes `spec.defaults()`'s value (baseline + params), as in
+    `spec.trials()` (validate, plan) and `spec.resolve()`."""
     defaults = spec.defaults()
     space: dict[str, Any] = dict(defaults)
     if spec.search.algorithm == "optuna":
@@ -53,28 +57,33 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     return space
 
 
-def _config_of(spec) -> dict[str, Any]:
-    """The partly resolved config Tune hands a `sample_from` function."""
-    return spec.config if hasattr(spec, "config") else spec["config"]
+def _config_of(arg: dict[str, Any]) -> dict[str, Any]:
+    """The partly resolved config a `sample_from` function gets: the config itself (Tune's
+    current API; a function taking `{"config": ...}` instead is deprecated, and Tune warns each
+    time it falls back to that) or, from Tune's grid resolver, `{"config": config}`. No
+    TrialConfig field is named `config`."""
+    return arg.get("config", arg)
 
 
-def _from_variant(key: str, variants: dict, default: Any, spec) -> Any:
-    return variants[_config_of(spec)[VARIANT]].get(key, default)
+def _from_variant(key: str, variants: dict, default: Any, arg: dict[str, Any]) -> Any:
+    label = _config_of(arg).get(VARIANT)
+    if not isinstance(label, str):  # optuna: the trial's cell index picks it (resolve_config)
+        return default
+    return variants[label].get(key, default)
 
 
-def _conditional(domain, when: dict[str, tuple], default: Any, spec) -> Any:
-    config = _config_of(spec)
+def _conditional(domain, when: dict[str, tuple], default: Any, arg: dict[str, Any]) -> Any:
+    config = _config_of(arg)
     if all(config.get(k) in values for k, values in when.items()):
         return domain.sample()
     return default
 
 
-def resolved_config(spec: SweepSpec, config: dict[str, Any]) -> dict[str, Any]:
-    """The TrialConfig dict a trial actually runs with (Repeater cell, conditions applied)."""
-    return spec.resolve(config)
-
-
-def wrap_trainable(spec: SweepSpec, trainable: Trainable) -> Trainable:
+def wrap_trainable(
+    spec: SweepSpec, trainable: Trainable, stop_flag: str | None = None
+) -> Trainable:
+    """`trainable` on the TrialConfig dict a trial runs, its resources sized per trial.
+    `stop_flag`: the driver's interrupt flag (`rlsweep.interrupt`) the trial polls."""
     # The pieces, not the spec, travel to the trial processes.
     resolve = functools.partial(
         resolve_config,
@@ -85,6 +94,9 @@ def wrap_trainable(spec: SweepSpec, trainable: Trainable) -> Trainable:
     )
 
     def run(config: dict[str, Any]) -> None:
+        from rlsweep import interrupt
+
+        interrupt.bind(stop_flag)
         return trainable(resolve(config))
 
     run.__name__ = getattr(trainable, "__name__", "trial")
@@ -181,16 +193,20 @@ def build_tuner(
     storage_path: str | None = None,
     callbacks: list[Any] | None = None,
     max_failures: int = 0,
+    stop_flag: str | None = None,
+    verbose: bool = False,
 ) -> tune.Tuner:
     """A Tuner running every trial of `spec` with `trainable`, resources sized per trial.
 
-    A crashed trial is retried up to `max_failures` times, each from its last checkpoint."""
+    A crashed trial is retried up to `max_failures` times, each from its last checkpoint.
+    `verbose`: Tune's own progress reporter; otherwise Tune is silent and rlsweep's driver
+    listeners (`DriverCallback`: the progress view, graceful interrupts) report."""
     spec = _run_spec(spec)
     storage_path = storage_path or spec.storage_path
     storage, storage_fs = tune_storage(storage_path)
     experiment = f"{storage}/{spec.name}" if storage_fs is None else None
     return tune.Tuner(
-        wrap_trainable(spec, trainable),
+        wrap_trainable(spec, trainable, stop_flag),
         param_space=param_space(spec),
         tune_config=tune.TuneConfig(
             metric=spec.metric,
@@ -207,30 +223,90 @@ def build_tuner(
             name=spec.name,
             storage_path=storage,
             storage_filesystem=storage_fs,
-            callbacks=callbacks,
+            callbacks=[*(callbacks or []), DriverCallback()],
             failure_config=tune.FailureConfig(max_failures=max_failures),
             stop=trial_done,
             # PBT restores other trials' checkpoints at any time: deleting old ones races it.
             checkpoint_config=tune.CheckpointConfig(
                 num_to_keep=None if spec.search.scheduler == "pbt" else 2
             ),
-            verbose=1,
+            verbose=tune_verbosity(verbose),
+            # Each trial's stdout/stderr (RLlib's config dumps, warnings) in its trial dir, with
+            # each checkpoint (Tune keeps them in Ray's session dir unless artifacts sync).
+            log_to_file=True,
+            sync_config=tune.SyncConfig(sync_artifacts=True),
         ),
     )
 
 
-def restore_tuner(spec: SweepSpec, trainable: Trainable, experiment: str) -> tune.Tuner:
+def tune_verbosity(verbose: bool) -> int:
+    return 1 if verbose else 0
+
+
+def restore_tuner(
+    spec: SweepSpec,
+    trainable: Trainable,
+    experiment: str,
+    *,
+    stop_flag: str | None = None,
+    verbose: bool = False,
+) -> tune.Tuner:
     """The Tuner of an interrupted sweep: finished trials stay finished; unfinished and errored
     ones continue from their latest checkpoints. Run settings (storage, callbacks, failure
     retries, searcher and scheduler state) come from the experiment's saved state."""
     spec = _run_spec(spec)
     storage, storage_fs = tune_storage(experiment)
-    return tune.Tuner.restore(
+    tuner = tune.Tuner.restore(
         storage,
-        wrap_trainable(spec, trainable),
+        wrap_trainable(spec, trainable, stop_flag),
         param_space=param_space(spec),
         resume_unfinished=True,
         resume_errored=True,
         restart_errored=False,
         storage_filesystem=storage_fs,
     )
+    _ray_compat.set_restored_verbosity(tuner, tune_verbosity(verbose))
+    return tuner
+
+
+_listeners: list[Any] = []
+
+
+@contextlib.contextmanager
+def listening(*listeners: Any) -> Iterator[None]:
+    """Forward Tune's callback events to `listeners` (objects with any of the `Callback`
+    methods) while a sweep runs on this driver."""
+    _listeners[:] = listeners
+    try:
+        yield
+    finally:
+        _listeners.clear()
+
+
+class DriverCallback(tune.Callback):
+    """Tune's events, forwarded to this driver's listeners (`listening`). It holds no state:
+    Tune pickles it into the experiment (tuner.pkl), and a resumed sweep's copy forwards to the
+    resuming driver's listeners."""
+
+    def _forward(self, event: str, *args: Any, **kwargs: Any) -> None:
+        for listener in list(_listeners):
+            if (method := getattr(listener, event, None)) is not None:
+                method(*args, **kwargs)
+
+    def on_step_begin(self, iteration, trials, **info):
+        self._forward("on_step_begin", iteration, trials, **info)
+
+    def on_step_end(self, iteration, trials, **info):
+        self._forward("on_step_end", iteration, trials, **info)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self._forward("on_trial_result", iteration, trials, trial, result, **info)
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self._forward("on_checkpoint", iteration, trials, trial, checkpoint, **info)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._forward("on_trial_complete", iteration, trials, trial, **info)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._forward("on_trial_error", iteration, trials, trial, **info)

@@ -84,3 +84,43 @@ def s3_server(tmp_path_factory) -> Iterator[S3Server]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def run_cli(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`rlsweep ARGS` in a fresh interpreter (as a user runs it), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "rlsweep.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def rlsweep_cli():
+    """`run_cli` for test modules (conftest is not importable from them)."""
+    return run_cli
+
+
+@pytest.fixture(scope="session")
+def run_fake_sweep(tmp_path_factory):
+    """Runs a real Tune sweep of `rlsweep.testing.fake_trial` (no RLlib) over both framestacks
+    and seeds 0, 1 of the given games; returns (spec, SweepResult)."""
+
+    def run(games: list[str], budget: int):
+        from rlsweep.spec import SweepSpec
+        from rlsweep.sweep import run_sweep
+        from rlsweep.testing import fake_trial
+
+        spec = SweepSpec(
+            name="fake",
+            games=games,
+            seeds=[0, 1],
+            budget=budget,
+            space={"framestack": ["none", "gap"]},
+            storage_path=str(tmp_path_factory.mktemp("results")),
+        )
+        return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2)
+
+    return run

@@ -13,16 +13,9 @@ import torch
 
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
+from rlsweep.testing import TINY_PPO
 
-TINY = dict(
-    game="leaper",
-    num_envs_per_env_runner=16,
-    rollout_length=16,  # 256 env steps per iteration
-    minibatch_size=128,
-    num_epochs=1,
-    widths=[8, 16, 16],
-    dense=64,
-)
+TINY = dict(TINY_PPO, num_epochs=1, widths=[8, 16, 16], dense=64)
 DQN_TINY = dict(
     TINY,
     algorithm="dqn",
@@ -295,6 +288,22 @@ def test_no_update_reads_as_zero_samples_trained_and_nan_losses():
 
     m = read_result({"env_runners": {"num_env_steps_sampled_lifetime": 256}})
     assert m["train/module_steps_trained"] == 0 and math.isnan(m["loss/total"])
+
+
+def test_read_result_keys_are_metric_constants_no_evaluator_key_overwrites():
+    """Every key is a rlsweep.metrics constant, and none is one the evaluator's scores (merged
+    after it in each report) would overwrite: RLlib's training-episode count was reported as
+    `train/episodes` and then replaced by the evaluator's episode count."""
+    from rlsweep import metrics as M
+    from rlsweep.algos import read_result
+    from rlsweep.evaluation import EvalResult, score_metrics
+
+    constants = {v for k, v in vars(M).items() if k.isupper() and isinstance(v, str)}
+    keys = set(read_result({}))
+    assert keys <= constants, keys - constants
+    ev = EvalResult(np.ones(2), np.ones(2), np.zeros(2, np.int64), env_steps=2)
+    for split in ("train", "test"):
+        assert not keys & set(score_metrics(TrialConfig(), split, ev))
 
 
 def test_placement_resources_reach_the_trials_placement_group():

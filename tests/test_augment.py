@@ -2,7 +2,6 @@ import pytest
 import torch
 
 from rlsweep.augment import (
-    AUGMENTATIONS,
     TRANSFORMS,
     AugmentConfig,
     _apply_one,
@@ -16,6 +15,7 @@ from rlsweep.augment import (
     translate,
 )
 from rlsweep.errors import ConfigError
+from rlsweep.subconfigs import AUGMENTATIONS
 
 
 def images(batch: int = 8, frames: int = 1, size: int = 64, seed: int = 0) -> torch.Tensor:
@@ -49,7 +49,7 @@ def test_names():
 def test_flip_matches_torch_flip():
     x = images()
     assert torch.equal(flip(x), torch.flip(x, dims=[-1]))
-    out = augment(x, AugmentConfig("flip", p=1.0), gen())
+    out = augment(x, AugmentConfig("flip", augment_p=1.0), gen())
     assert torch.equal(out, torch.flip(x, dims=[-1]))
 
 
@@ -64,7 +64,7 @@ def test_rotate_matches_rot90_per_sample():
 
 def test_rotate_through_augment_uses_the_drawn_turns():
     x = images(batch=32)
-    cfg = AugmentConfig("rotate", p=1.0)
+    cfg = AugmentConfig("rotate", augment_p=1.0)
     params = sample_params(cfg, 32, gen(3))
     assert set(params.quarter_turns.tolist()) == {1, 2, 3}
     out = augment(x, cfg, gen(3))
@@ -104,9 +104,9 @@ def test_translate_shifts_content_by_the_offset_with_zero_fill():
 
 def test_translate_through_augment_uses_the_drawn_offsets():
     x = images(batch=16)
-    cfg = AugmentConfig("translate", p=1.0, pad=4)
+    cfg = AugmentConfig("translate", augment_p=1.0, augment_pad=4)
     params = sample_params(cfg, 16, gen(1))
-    shift = params.offset - cfg.pad
+    shift = params.offset - cfg.augment_pad
     assert shift.min() >= -4 and shift.max() <= 4
     out = augment(x, cfg, gen(1))
     for i in range(16):
@@ -136,7 +136,7 @@ def test_crop_resize_scale_one_is_identity():
     x = images()
     for corner in (torch.zeros(8, 2), torch.rand(8, 2, generator=gen())):
         assert torch.equal(crop_resize(x, torch.ones(8), corner), x)
-    assert torch.equal(augment(x, AugmentConfig("crop_resize", scale_min=1.0), gen()), x)
+    assert torch.equal(augment(x, AugmentConfig("crop_resize", augment_scale_min=1.0), gen()), x)
 
 
 def test_crop_resize_zooms_into_the_chosen_corner():
@@ -153,22 +153,22 @@ def test_crop_resize_zooms_into_the_chosen_corner():
 def test_p_zero_is_identity_and_p_one_changes_every_sample():
     x = images(batch=64)
     for name in AUGMENTATIONS:
-        assert torch.equal(augment(x, AugmentConfig(name, p=0.0), gen()), x)
+        assert torch.equal(augment(x, AugmentConfig(name, augment_p=0.0), gen()), x)
     for name in ("flip", "rotate", "crop_resize"):
-        out = augment(x, AugmentConfig(name, p=1.0), gen())
+        out = augment(x, AugmentConfig(name, augment_p=1.0), gen())
         assert changed(out, x).all(), name
     for name in ("translate", "pad_crop"):
         # A drawn offset of (pad, pad) is a zero shift; every other draw changes the sample.
-        cfg = AugmentConfig(name, p=1.0, pad=2)
+        cfg = AugmentConfig(name, augment_p=1.0, augment_pad=2)
         params = sample_params(cfg, 64, gen())
-        moved = (params.offset != cfg.pad).any(1)
+        moved = (params.offset != cfg.augment_pad).any(1)
         assert moved.sum() > 50
         assert torch.equal(changed(augment(x, cfg, gen()), x), moved), name
 
 
 def test_intermediate_p_augments_exactly_the_drawn_samples():
     x = images(batch=256)
-    cfg = AugmentConfig("flip", p=0.3)
+    cfg = AugmentConfig("flip", augment_p=0.3)
     applied = sample_params(cfg, 256, gen(7)).op >= 0
     assert 40 < applied.sum() < 120
     out = augment(x, cfg, gen(7))
@@ -181,7 +181,7 @@ def test_intermediate_p_augments_exactly_the_drawn_samples():
 def test_every_frame_of_a_stack_gets_the_same_transform(name):
     frames = [images(batch=32, seed=s) for s in (1, 2)]
     stack = torch.cat(frames, dim=1)  # (B, 6, H, W), oldest frame first
-    cfg = AugmentConfig(name, p=0.7)
+    cfg = AugmentConfig(name, augment_p=0.7)
     params = sample_params(cfg, 32, gen(5))
     out = apply_params(stack, params)
     assert torch.equal(out, augment(stack, cfg, gen(5)))
@@ -196,18 +196,18 @@ def test_every_frame_of_a_stack_gets_the_same_transform(name):
 def test_shape_dtype_and_device_preserved_and_input_untouched(name):
     x = images(batch=16, frames=2)
     before = x.clone()
-    out = augment(x, AugmentConfig(name, p=0.8), gen())
+    out = augment(x, AugmentConfig(name, augment_p=0.8), gen())
     assert out.shape == x.shape and out.dtype == torch.uint8 and out.device == x.device
     assert torch.equal(x, before)
     xf = x.float() / 255
-    outf = augment(xf, AugmentConfig(name, p=0.8), gen())
+    outf = augment(xf, AugmentConfig(name, augment_p=0.8), gen())
     assert outf.shape == xf.shape and outf.dtype == torch.float32
 
 
 @pytest.mark.parametrize("name", AUGMENTATIONS)
 def test_deterministic_given_the_generator_seed(name):
     x = images(batch=64, frames=2)
-    cfg = AugmentConfig(name, p=0.9)
+    cfg = AugmentConfig(name, augment_p=0.9)
     assert torch.equal(augment(x, cfg, gen(11)), augment(x, cfg, gen(11)))
     if name != "none":
         assert not torch.equal(augment(x, cfg, gen(11)), augment(x, cfg, gen(12)))
@@ -215,7 +215,7 @@ def test_deterministic_given_the_generator_seed(name):
 
 def test_all_uses_every_transform_and_applies_each_draw():
     x = images(batch=200)
-    cfg = AugmentConfig("all", p=1.0, pad=3, scale_min=0.6)
+    cfg = AugmentConfig("all", augment_p=1.0, augment_pad=3, augment_scale_min=0.6)
     params = sample_params(cfg, 200, gen(2))
     assert set(params.op.tolist()) == set(range(len(TRANSFORMS)))
     out = augment(x, cfg, gen(2))
@@ -227,7 +227,7 @@ def test_all_uses_every_transform_and_applies_each_draw():
 
 def test_default_config_is_valid_and_off():
     cfg = AugmentConfig()
-    assert cfg.name == "none"
+    assert cfg.augment == "none"
     x = images()
     assert augment(x, cfg, gen()) is x
 
@@ -236,20 +236,20 @@ def test_default_config_is_valid_and_off():
     ("kwargs", "key", "message"),
     [
         (
-            {"name": "cutout"},
-            "name",
+            {"augment": "cutout"},
+            "augment",
             "got 'cutout'; allowed: none, flip, rotate, crop_resize, translate, pad_crop, all",
         ),
-        ({"p": 1.5}, "p", "got 1.5; allowed: a number in [0, 1]"),
-        ({"p": -0.1}, "p", "got -0.1; allowed: a number in [0, 1]"),
-        ({"p": True}, "p", "got True; allowed: a number in [0, 1]"),
-        ({"p": "0.5"}, "p", "got '0.5'; allowed: a number in [0, 1]"),
-        ({"pad": 0}, "pad", "got 0; allowed: an integer >= 1"),
-        ({"pad": 2.5}, "pad", "got 2.5; allowed: an integer >= 1"),
-        ({"pad": True}, "pad", "got True; allowed: an integer >= 1"),
-        ({"scale_min": 0}, "scale_min", "got 0; allowed: a number in (0, 1]"),
-        ({"scale_min": 1.2}, "scale_min", "got 1.2; allowed: a number in (0, 1]"),
-        ({"scale_min": None}, "scale_min", "got None; allowed: a number in (0, 1]"),
+        ({"augment_p": 1.5}, "augment_p", "got 1.5; allowed: a number in [0, 1]"),
+        ({"augment_p": -0.1}, "augment_p", "got -0.1; allowed: a number in [0, 1]"),
+        ({"augment_p": True}, "augment_p", "got True; allowed: a number in [0, 1]"),
+        ({"augment_p": "0.5"}, "augment_p", "got '0.5'; allowed: a number in [0, 1]"),
+        ({"augment_pad": 0}, "augment_pad", "got 0; allowed: an integer >= 1"),
+        ({"augment_pad": 2.5}, "augment_pad", "got 2.5; allowed: an integer >= 1"),
+        ({"augment_pad": True}, "augment_pad", "got True; allowed: an integer >= 1"),
+        ({"augment_scale_min": 0}, "augment_scale_min", "got 0; allowed: a number in (0, 1]"),
+        ({"augment_scale_min": 1.2}, "augment_scale_min", "got 1.2; allowed: a number in (0, 1]"),
+        ({"augment_scale_min": None}, "augment_scale_min", "got None; allowed: a number in (0, 1]"),
     ],
 )
 def test_bad_config_values(kwargs, key, message):
@@ -262,4 +262,4 @@ def test_bad_config_values(kwargs, key, message):
 
 def test_config_is_frozen():
     with pytest.raises(AttributeError):
-        AugmentConfig().p = 0.5  # type: ignore[misc]
+        AugmentConfig().augment_p = 0.5  # type: ignore[misc]

@@ -1,6 +1,12 @@
+import os
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
 from rlsweep.cli import main
+from rlsweep.spec import SweepSpec
 
 DEMO = str(Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml")
 
@@ -26,11 +32,171 @@ def test_budget_is_written_as_in_the_spec_language(capsys):
 
 
 def test_budget_rejects_fractions(capsys):
-    import pytest
-
     from rlsweep.cli import env_steps
 
     assert env_steps("25e6") == 25_000_000 and env_steps("4096") == 4096
     with pytest.raises(SystemExit):
         main(["plan", DEMO, "--budget", "1.5"])
     assert "allowed: a whole number of env steps > 0" in capsys.readouterr().err
+
+
+# --- the real CLI, as a subprocess (issue 10: validate = what run checks; --budget 25e6) -------
+def rlsweep(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """The installed `rlsweep` console script (the one users run), else `python -m`."""
+    script = Path(sys.executable).parent / "rlsweep"
+    argv = [str(script)] if script.exists() else [sys.executable, "-m", "rlsweep.cli"]
+    return subprocess.run([*argv, *args], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def _spec(tmp_path: Path, text: str, name: str = "s.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+BIG = "name: big\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\nparams: {num_cpus: 64}\n"
+
+
+def test_validate_refuses_a_trial_too_big_for_this_machine(tmp_path):
+    spec = _spec(tmp_path, BIG)
+    p = rlsweep("validate", spec)
+    assert p.returncode == 2, p.stderr
+    cpus = os.cpu_count()
+    assert p.stderr.strip() == (
+        f"rlsweep: error: {spec}: params.num_cpus: a trial needs 64 CPUs (num_cpus 64 + "
+        f"num_env_runners 0); this machine has {cpus}"
+    )
+    # --num-cpus is run's flag too: the same check, against the CPUs run would give Ray.
+    p = rlsweep("validate", spec, "--num-cpus", "64")
+    assert p.returncode == 0 and "ok — 1 trials of 4,096 env steps" in p.stdout, p.stderr
+
+
+def test_validate_and_run_refuse_a_bad_smoke_section(tmp_path):
+    base = "name: abl\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\nvariants: {a: {}, b: {}}\n"
+    huge = _spec(tmp_path, base + "smoke: {params: {minibatch_size: 1000000000}}\n", "huge.yaml")
+    typo = _spec(tmp_path, base + "smoke: {gamez: [leaper]}\n", "typo.yaml")
+    for args in (["validate", huge], ["run", huge]):
+        p = rlsweep(*args, "--storage", str(tmp_path / "results"))
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert f"rlsweep: error: {huge}: smoke.params.minibatch_size: got 1000000000" in p.stderr
+    assert not (tmp_path / "results").exists()  # refused before anything ran
+    p = rlsweep("validate", typo)
+    assert p.returncode == 2
+    assert f"{typo}: smoke.gamez: unknown key (did you mean 'games'?)" in p.stderr
+
+
+def test_budget_25e6_on_run_plan_and_ablate(tmp_path):
+    """The spec language's 25e6 on all three; run and ablate stop at the resource check (a
+    trial of 2 CPUs, --num-cpus 1) after printing the budget they would run."""
+    p = rlsweep("plan", DEMO, "--budget", "25e6")
+    assert p.returncode == 0, p.stderr
+    assert "4 trials x budget = 100,000,000 env steps" in p.stdout
+    two = "games: [coinrun]\nseeds: [0]\nbudget: 4096\nparams: {num_cpus: 2}\n"
+    run = _spec(tmp_path, "name: r\n" + two, "r.yaml")
+    ablation = _spec(tmp_path, "name: a\nvariants: {x: {}, y: {}}\n" + two, "a.yaml")
+    for command, spec, trials in (("run", run, 1), ("ablate", ablation, 2)):
+        p = rlsweep(command, spec, "--budget", "25e6", "--num-cpus", "1", "--storage", "res")
+        assert f"{trials} trials x 25,000,000 env steps" in p.stdout, p.stderr
+        assert p.returncode == 2 and "a trial needs 2 CPUs" in p.stderr and "has 1" in p.stderr
+
+
+# --- in-process: main([...]) ------------------------------------------------------------------
+def test_defaults_the_spec_did_not_choose_are_warned(tmp_path, capsys):
+    minimal = _spec(tmp_path, "name: minimal\n")
+    for command in ("validate", "plan"):
+        assert main([command, minimal]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert err == [
+            f"rlsweep: warning: {minimal}: budget: not set; each trial runs the default "
+            "25,000,000 env steps",
+            f"rlsweep: warning: {minimal}: games: not set; trials run the default game coinrun",
+            f"rlsweep: warning: {minimal}: seeds: not set; trials run the default seed [0] only "
+            "(no confidence interval)",
+        ]
+    # A --budget on the command line is a choice too; the demo chooses all three.
+    assert main(["validate", minimal, "--budget", "4096"]) == 0
+    assert "budget" not in capsys.readouterr().err
+    assert main(["validate", DEMO]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_plan_takes_runs_overrides(tmp_path, capsys):
+    assert main(["plan", DEMO, "--storage", str(tmp_path), "--smoke"]) == 2  # demo: no smoke:
+    assert "demo.yaml: smoke: this spec has no smoke: section (--smoke)" in capsys.readouterr().err
+    study = str(Path(DEMO).with_name("study.yaml"))
+    assert main(["plan", study, "--smoke", "--budget", "2048"]) == 0
+    out = capsys.readouterr().out
+    assert "framestack-study-smoke: 2 trials x budget = 4,096 env steps" in out
+
+
+def test_help_version_and_the_ablations(capsys):
+    from rlsweep import __version__
+    from rlsweep.ablate import ablation_names
+
+    for argv in (["--version"], ["ablate", "--help"], ["validate", "--help"], ["run", "--help"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 0
+        out = capsys.readouterr().out
+        if argv == ["--version"]:
+            assert out.strip() == f"rlsweep {__version__}"
+        else:
+            assert f"examples:\n  rlsweep {argv[0]} " in out
+            assert ("NAME" if argv[0] == "ablate" else "sweep spec YAML (e.g.") in out
+    with pytest.raises(SystemExit):
+        main(["ablate", "--help"])
+    out = capsys.readouterr().out
+    assert f"ablations: {', '.join(ablation_names())}" in out and "augmentations" in out
+
+
+def test_resume_of_a_spec_points_at_its_results_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(tmp_path, "name: lost\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\n")
+    assert main(["resume", spec]) == 2
+    err = capsys.readouterr().err
+    assert "its sweep resumes with: rlsweep resume results/lost" in err
+    assert f"(it holds no sweep yet: rlsweep run {spec})" in err
+    assert main(["resume", str(tmp_path / "results" / "lost")]) == 2
+    assert "resume takes a sweep's results dir, <storage_path>/<name>" in capsys.readouterr().err
+
+
+def test_failed_trials_exit_1_for_run_and_ablate(tmp_path):
+    """run and ablate share the exit rule: any trial not TERMINATED -> 1."""
+    import pandas as pd
+
+    from rlsweep.cli import EXIT_FAILED_TRIALS, _exit_code
+    from rlsweep.sweep import SweepResult
+
+    spec = SweepSpec(name="x")
+    ok = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "TERMINATED"]}))
+    bad = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "ERROR"]}))
+    assert _exit_code(ok) == 0 and _exit_code(bad) == EXIT_FAILED_TRIALS == 1
+
+
+def test_launcher_bad_input_is_a_spec_error(tmp_path, capsys):
+    """One error type: a launcher's bad flag exits 2 through main's one handler."""
+    from rlsweep.errors import LaunchError, SpecError
+    from rlsweep.launch.ec2 import WorkerType
+
+    with pytest.raises(LaunchError) as e:
+        WorkerType.parse("c6i.8xlarge:3")
+    assert isinstance(e.value, SpecError)
+    bad = _spec(tmp_path, "name: s\nparams: {lr: -1}\n")
+    argv = ["cluster", "ec2", str(tmp_path / "c.yaml"), "--name", "s", "--image", "ami-0123abcd"]
+    assert main([*argv, "--install", "rlsweep", "--spec", bad]) == 2  # the spec is validated
+    assert f"{bad}: params.lr: got -1" in capsys.readouterr().err
+
+
+def test_validate_plan_and_report_do_not_load_torch():
+    # `rlsweep validate` on a CPU sweep, run as users run it: importing torch (~1 s, ~750
+    # modules) is for trials and for sweeps that ask for GPUs, not for checking a spec.
+    code = (
+        "import sys; from rlsweep.cli import main; "
+        "rc = main(['validate', 'search_spaces/demo.yaml']); "
+        "import rlsweep.report, rlsweep.plan; "
+        "print('torch' in sys.modules); sys.exit(rc)"
+    )
+    root = Path(__file__).resolve().parents[1]
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().splitlines()[-1] == "False"

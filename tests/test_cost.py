@@ -11,7 +11,6 @@ from rlsweep.cost import (
     hourly,
     instances_for,
     load_prices,
-    sweep_cost,
     trial_cost,
     trials_per_instance,
 )
@@ -44,6 +43,7 @@ def test_shipped_table_loads_and_validates():
     assert len(table) >= 30
     assert table["c6i.8xlarge"] == InstancePrice(vcpus=32, gpus=0, on_demand=1.36, spot=0.55)
     assert table["g5.xlarge"].gpus == 1 and table["g4dn.12xlarge"].gpus == 4
+    assert table["g5.xlarge"].gpu_memory_gib == 22.3 and table["c6i.8xlarge"].gpu_memory_gib is None
     assert all(0 < p.spot < p.on_demand for p in table.values())
     assert "us-east-1" in PRICES_PATH.read_text().split("\n\n")[0]  # the header says where/when
     assert hourly("c6i.8xlarge") == 1.36 and hourly("c6i.8xlarge", spot=True) == 0.55
@@ -59,8 +59,6 @@ def test_trial_cost_by_hand(prices):
     assert trial_cost(1800, 12, 1, "gpu4", spot=True, prices=prices) == pytest.approx(0.75)
     # bigger than the instance: charged for more than one
     assert trial_cost(3600, 16, 0, "cpu8", prices=prices) == pytest.approx(0.80)
-    trials = [(7200, 4, 0), (3600, 8, 0), (0, 1, 0)]
-    assert sweep_cost(trials, "cpu8", prices=prices) == pytest.approx(0.40 + 0.40)
     assert cluster_cost(5400, "cpu8", count=3, spot=True, prices=prices) == pytest.approx(0.45)
 
 
@@ -78,6 +76,8 @@ def test_packing(prices):
     assert trials_per_instance(3, 0, cpu8) == 2  # 6 of 8 vCPUs
     assert trials_per_instance(2, 1, gpu4) == 4  # GPUs bound it, not the 16 vCPUs
     assert trials_per_instance(9, 0, cpu8) == 0
+    assert trials_per_instance(1, 0.3, gpu4) == 12  # 3 per GPU: a trial never spans two
+    assert trials_per_instance(1, 0.1, gpu4) == 16  # 40 by the GPUs, but 16 vCPUs
     assert instances_for(5, 3, 0, cpu8) == 3
     assert instances_for(2, 12, 0, cpu8) == 4  # each trial spans 2 instances
 
@@ -95,6 +95,11 @@ def test_packing(prices):
             "did you mean 'on_demand'",
         ),
         ("cpu8: 0.40", "cpu8", "allowed: a mapping"),
+        (
+            "g: {vcpus: 8, gpus: 1, on_demand: 1, spot: 0.5, gpu_memory_gib: 0}",
+            "g.gpu_memory_gib",
+            "allowed: GiB, a number > 0",
+        ),
         ("[c5.2xlarge]", "", "maps instance types"),
         ("cpu8: {vcpus: 8", "", "not valid YAML"),
     ],
@@ -112,18 +117,27 @@ def test_plan_estimate_with_instance(prices):
     spec = SweepSpec.from_dict(SPEC)
     assert make_plan(spec, cpus=16).est_cost_usd is None
     # 16 CPUs: 2 trials at a time, 3 waves of 1 h; 2 x cpu8 at $0.40/h
-    plan = make_plan(spec, cpus=16, instance="cpu8", prices=prices)
+    plan = make_plan(spec, cpus=16, instance="cpu8", prices=prices, steps_per_cpu_s=110)
     assert (plan.concurrent, plan.instances) == (2, 2)
     assert plan.est_wall_s == pytest.approx(3 * 3600)
     assert plan.est_cost_usd == pytest.approx(2 * 3 * 0.40)
     assert "2 x cpu8 (on-demand, $0.400/h each): estimated cost $2.40" in plan.summary()
     # 3 instances set the CPUs (24): 3 at a time, 2 waves; spot
-    plan = make_plan(spec, cpus=2, instance="cpu8", instances=3, spot=True, prices=prices)
+    plan = make_plan(
+        spec, cpus=2, instance="cpu8", instances=3, spot=True, prices=prices, steps_per_cpu_s=110
+    )
     assert (plan.concurrent, plan.instances) == (3, 3)
     assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10)
     # + an on-demand head for the 2 h, whatever the workers' market
     plan = make_plan(
-        spec, cpus=2, instance="cpu8", instances=3, spot=True, head="gpu4", prices=prices
+        spec,
+        cpus=2,
+        instance="cpu8",
+        instances=3,
+        spot=True,
+        head="gpu4",
+        prices=prices,
+        steps_per_cpu_s=110,
     )
     assert plan.head_usd == pytest.approx(2 * 4.00)
     assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10 + 2 * 4.00)
@@ -145,6 +159,7 @@ def test_plan_cli_prints_the_cost(tmp_path, capsys):
     table = tmp_path / "prices.yaml"
     table.write_text(TABLE)
     argv = ["plan", str(spec), "--cpus", "16", "--instance", "cpu8", "--prices", str(table)]
+    argv += ["--steps-per-s", "110"]
     assert main(argv) == 0
     assert "estimated cost $2.40" in capsys.readouterr().out
     assert main([*argv, "--spot"]) == 0
@@ -152,7 +167,7 @@ def test_plan_cli_prints_the_cost(tmp_path, capsys):
     assert main([*argv, "--spot", "--head", "gpu4"]) == 0
     assert "+ head gpu4 (on-demand, $12.00): estimated cost $12.60" in capsys.readouterr().out
     # the shipped table; --instance alone plans for one instance: 32 vCPUs, 4 trials at once
-    assert main(["plan", str(spec), "--instance", "c6i.8xlarge"]) == 0
+    assert main(["plan", str(spec), "--instance", "c6i.8xlarge", "--steps-per-s", "110"]) == 0
     out = capsys.readouterr().out
     assert "4 at a time" in out and "1 x c6i.8xlarge (on-demand, $1.360/h each)" in out
     assert "estimated cost $2.72" in out  # 2 waves of 1 h x $1.36

@@ -280,7 +280,7 @@ def test_exploration_mode_runs_on_envpool_on_its_fixed_level(split):
         dones += int((term | trunc).sum())
     env.close()
     assert dones > 0 and seeds == {1318677581}  # every episode, train or test
-    assert env.level_range == (1318677581, 1318677582)
+    assert env.config.train_level_range == (1318677581, 1318677582)  # what train plays
 
 
 def test_procgen_time_limits_reach_envpool_for_every_game_and_mode():

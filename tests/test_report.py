@@ -167,3 +167,41 @@ def test_uncalibrated_mode_has_no_normalized_score_and_the_report_says_why(tmp_p
     md = report.read_text()
     assert "| modes | maze_s1_none_memory | distribution_mode=memory | TERMINATED | 4 " in md
     assert md.count(f"| {note} |") == 2  # why each memory trial is not counted
+
+
+def test_a_variant_without_a_score_keeps_its_column(tmp_path):
+    """Every variant the sweep's spec runs has a column: "—" when all its trials are NaN
+    (errored) or when none has a trial dir yet (an interrupted sweep's pending trials)."""
+    from rlsweep.results import SWEEP_FILE
+    from rlsweep.spec import SweepSpec
+
+    exp = tmp_path / "results" / "syn"
+    for game, seed in [("coinrun", 0), ("coinrun", 1), ("maze", 0), ("maze", 1)]:
+        _trial(exp, game, "none", seed, 0.2 + 0.1 * seed)
+        _trial(exp, game, "gap", seed, float("nan"))  # NaN where it evaluated: ERROR
+    spec = SweepSpec(
+        name="syn",
+        games=["coinrun", "maze"],
+        seeds=[0, 1],
+        budget=4000,
+        params={"lr": 5e-4},
+        space={"framestack": ["none", "gap", "stack"]},  # stack: never started
+    )
+    (exp / SWEEP_FILE).write_text(spec.to_yaml())
+    report = build_report([exp], out=tmp_path / "out")
+    table = (report.parent / "table.md").read_text()
+    assert table.startswith(
+        "| game | framestack=gap | framestack=none | framestack=stack |\n"
+        "| :--- | ---: | ---: | ---: |\n"
+        "| coinrun | — | 0.250 ± 0.050 | — |\n"
+        "| maze | — | 0.250 ± 0.050 | — |\n"
+        "| **IQM** | — | 0.250 [0.200, 0.300] | — |\n"
+    )
+    assert "not counted: 4 ERROR." in table
+    md = report.read_text()
+    assert "Not aggregated (a game without finished runs): framestack=gap, framestack=stack" in md
+    # A spec that does not describe the trials found (another grid) adds no column.
+    other = SweepSpec(name="syn", budget=4000, space={"framestack": ["gap", "stack"]})
+    (exp / SWEEP_FILE).write_text(other.to_yaml())
+    table = (build_report([exp], out=tmp_path / "o2").parent / "table.md").read_text()
+    assert table.startswith("| game | framestack=gap | framestack=none |\n")

@@ -50,20 +50,8 @@ def row(steps: float, train: float, test: float, fresh: bool = True) -> dict:
 
 
 @pytest.fixture(scope="module")
-def fake_sweep(tmp_path_factory):
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
-    from rlsweep.testing import fake_trial
-
-    spec = SweepSpec(
-        name="fake",
-        games=["coinrun"],
-        seeds=[0, 1],
-        budget=2 * 16384,
-        space={"framestack": ["none", "gap"]},
-        storage_path=str(tmp_path_factory.mktemp("results")),
-    )
-    return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2)
+def fake_sweep(run_fake_sweep):
+    return run_fake_sweep(["coinrun"], 2 * 16384)
 
 
 def test_tune_dir_tidy_rows(fake_sweep):
@@ -190,3 +178,18 @@ def test_only_finished_trials_are_aggregated(broken):
 def test_no_trials_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no Tune trial directories"):
         R.load_curves(tmp_path)
+
+
+def test_two_trials_of_one_cell_are_not_two_seeds(tmp_path):
+    """A sweep run twice into one dir (before rlsweep refused that) holds two trials of each
+    cell: counted once, with a warning, never as a second seed with a fake-tight CI."""
+    exp = tmp_path / "twice"
+    full = [row(1000 * (i + 1), 0.1 * i, 0.05 * i) for i in range(4)]
+    params = {"game": "coinrun", "seed": 0, **PARAMS}
+    write_trial(exp, "coinrun_s0_a", params, full)
+    write_trial(exp, "coinrun_s0_b", params, full)  # the same cell again
+    write_trial(exp, "coinrun_s1_c", {**params, "seed": 1}, full)
+    final = R.final_scores(R.load_curves(exp))
+    with pytest.warns(UserWarning, match="coinrun_s0_b"):
+        counted = R.finished(final)
+    assert sorted(counted["trial_id"]) == ["coinrun_s0_a", "coinrun_s1_c"]

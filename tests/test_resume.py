@@ -1,8 +1,9 @@
 """Surviving failures with real RLlib trials on real Procgen (marked `rllib`):
 
-- the driver killed with SIGKILL mid-sweep: a report can be built from what is on disk, and
-  `rlsweep resume DIR` neither loses nor reruns the finished trial and continues the unfinished
-  one from its checkpoint (the env-step counter continues; ray#43266 was restores restarting);
+- Ctrl-C mid-sweep: the running trial checkpoints and stops, the driver exits 130 printing
+  `rlsweep resume DIR`, a report can be built from what is on disk, and `rlsweep resume DIR`
+  neither loses nor reruns the finished trial and continues the unfinished one from its
+  checkpoint (the env-step counter continues; ray#43266 was restores restarting);
 - a trial's process killed mid-run: Tune retries it from its last checkpoint;
 - a diverging trial (NaN loss) stops and is reported failed with the reason, without retries.
 """
@@ -10,6 +11,7 @@
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -80,10 +82,11 @@ def _kill_group(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
 
 
-def _rlsweep(*args: str, cwd: Path) -> subprocess.Popen:
+def _rlsweep(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "rlsweep.cli", *args],
         cwd=cwd,
+        env={**os.environ, **env},
         start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -91,66 +94,93 @@ def _rlsweep(*args: str, cwd: Path) -> subprocess.Popen:
     )
 
 
-def test_driver_sigkill_then_resume(tmp_path):
+def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
+    """Ctrl-C on `rlsweep run` (SIGINT to its process group, as a terminal sends it), with
+    rlsweep's default checkpoint settings (nothing about checkpoints in the spec): the running
+    trial checkpoints after its current iteration and the driver exits 130 with the finished
+    trial TERMINATED, the other INCOMPLETE, and `rlsweep resume <dir>` as its last line (the
+    progress view showed an ETA on the way). Running the spec again is refused; `rlsweep resume`
+    says where each trial continues from, neither loses nor reruns the finished trial, and
+    continues the other from its checkpoint, its env-step counter counting on (ray#43266 was
+    restores restarting)."""
     budget = 8 * ITER
     spec = {
-        "name": "killed",
+        "name": "stopped",
         "games": ["leaper"],
         "seeds": [0, 1],
         "budget": budget,
-        "params": PARAMS,
+        "params": {k: v for k, v in PARAMS.items() if k != "checkpoint_interval"},
         "max_concurrent": 1,  # seed 0 finishes before seed 1 starts
-        "storage_path": str(tmp_path / "results"),
+        "storage_path": "results",
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
-    experiment = tmp_path / "results" / "killed"
+    experiment = tmp_path / "results" / "stopped"
 
-    driver = _rlsweep("run", "spec.yaml", "--num-cpus", "1", cwd=tmp_path)
+    # The progress view, a line a second: read as it comes (result.json is written buffered).
+    driver = _rlsweep("run", "spec.yaml", "--num-cpus", "1", cwd=tmp_path, RLSWEEP_PROGRESS_S="1")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(driver.stdout), daemon=True)
+    reader.start()
+
+    def seed_1_steps() -> bool:  # seed 0 done (its budget counted) and seed 1 reported steps
+        done = [re.search(r"trials 1/2 done.*env steps ([\d,]+)/", ln) for ln in lines]
+        return any(m and int(m[1].replace(",", "")) > budget + ITER for m in done)
+
     try:
-        _wait(
-            lambda: (
-                len(dirs := _trial_dirs(experiment)) == 2
-                and R.load_trial(dirs[0])["status"].iloc[0] == R.TERMINATED
-                and len(_rows(dirs[1])) >= 2
-                and len(list(dirs[1].glob("checkpoint_*"))) >= 1
-            ),
-            timeout=240,
-            what="seed 0 finished, seed 1 checkpointed",
-            proc=driver,
-        )
-        os.kill(driver.pid, signal.SIGKILL)  # the driver only, as a crash would
+        _wait(seed_1_steps, timeout=240, what="seed 0 finished, seed 1 training", proc=driver)
+        os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
+        driver.wait(timeout=180)
+        reader.join(timeout=10)
     finally:
-        _kill_group(driver)  # then the Ray processes it had started
+        _kill_group(driver)
+    out = "".join(lines)
+    assert driver.returncode == 130, out
+    assert [ln for ln in lines if ln.strip()][-1] == "rlsweep resume results/stopped\n", out
+    assert re.search(r"\| ETA \d+(h\d\dm|m\d\ds|s) \|", out), out  # the progress view's
+    assert "Tuner.restore" not in out and "/tmp/ray/session" not in out, out
+    table = out[out.index("results: ") :]
+    assert re.search(r"leaper +0 .* TERMINATED", table), table
+    assert re.search(r"leaper +1 .* INCOMPLETE", table), table
 
     dirs = _trial_dirs(experiment)
     finished_lines = (dirs[0] / "result.json").read_text()
     before = _rows(dirs[1])
-    assert 2 <= len(before) < 8
+    assert 1 <= len(before) < 8
+    # The interrupted trial's last report carries the checkpoint it wrote on the way out.
+    assert before[-1][M.TRIAL_INTERRUPTED] is True and before[-1]["checkpoint_dir_name"]
+    assert (dirs[1] / before[-1]["checkpoint_dir_name"]).is_dir()
 
     # A report from the interrupted sweep: the finished trial counts, the other is listed.
     md = build_report([experiment], out=tmp_path / "interrupted").read_text()
     assert "1 TERMINATED, 1 INCOMPLETE" in md
     assert "stopped before its budget" in md
 
-    resumed = _rlsweep("resume", str(experiment), "--num-cpus", "1", cwd=tmp_path)
+    # One sweep per directory: the same spec again is refused, pointing at resume.
+    again = rlsweep_cli("run", "spec.yaml", cwd=tmp_path, timeout=60)
+    assert again.returncode == 2, again.stderr
+    assert "rlsweep resume results/stopped" in again.stderr and "--overwrite" in again.stderr
+
+    resumed = _rlsweep("resume", "results/stopped", "--num-cpus", "1", cwd=tmp_path)
     try:
         out, _ = resumed.communicate(timeout=300)
     finally:
         _kill_group(resumed)
     assert resumed.returncode == 0, out
+    at = before[-1]
+    assert (
+        f"{dirs[1].name}: from iteration {at['training_iteration']}, "
+        f"{int(at[M.ENV_STEPS]):,} env steps" in out
+    ), out
 
     # The finished trial was neither lost nor rerun.
     assert (dirs[0] / "result.json").read_text() == finished_lines
-    # The unfinished one continued from its last checkpoint, its env steps counting on.
+    # The unfinished one continued from the checkpoint it wrote when interrupted.
     after = _rows(dirs[1])
     resumed_rows = after[len(before) :]
     first = resumed_rows[0]
-    assert first["training_iteration"] >= 2  # from a checkpoint, not iteration 1
-    at_checkpoint = next(
-        r for r in before if r["training_iteration"] == first["training_iteration"] - 1
-    )
+    assert first["training_iteration"] == at["training_iteration"] + 1
     # One iteration (RLlib samples a little over rollout x envs) past the checkpoint's steps.
-    grew = first[M.ENV_STEPS] - at_checkpoint[M.ENV_STEPS]
+    grew = first[M.ENV_STEPS] - at[M.ENV_STEPS]
     assert ITER <= grew < 2 * ITER, [r[M.ENV_STEPS] for r in after]
     assert resumed_rows[-1][M.ENV_STEPS] >= budget
     final = R.final_scores(R.load_curves(experiment))

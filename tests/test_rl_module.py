@@ -29,7 +29,7 @@ def test_value_and_policy_share_one_trunk_pass():
 
 
 def test_augmentation_applies_to_training_minibatches_never_to_rollouts():
-    m = _module({"name": "flip", "p": 1.0})
+    m = _module({"augment": "flip", "augment_p": 1.0})
     obs = _obs()
     logits_train = m.forward_train({"obs": obs})["action_dist_inputs"]
     flipped = torch.flip(obs, dims=[-1])

@@ -12,10 +12,14 @@ BASELINES = sorted(p.stem for p in (ROOT / "baselines").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_spec_validates_and_plans(path):
+    from rlsweep.placement import placement
     from rlsweep.plan import make_plan
 
     spec = SweepSpec.from_yaml(path)
-    assert spec.trials() and make_plan(spec, cpus=2).num_trials == spec.num_trials
+    cpus = max(2, *(placement(t).cpus for t in spec.trials()))  # study.yaml's trials need 5
+    assert spec.trials() and make_plan(spec, cpus=cpus).num_trials == spec.num_trials
+    if spec.smoke:  # the smoke run fits this 2-core machine
+        assert make_plan(spec.smoke_spec(), cpus=2).num_trials == spec.smoke_spec().num_trials
 
 
 @pytest.mark.parametrize("name", ABLATIONS)
@@ -104,6 +108,59 @@ def test_yaml_round_trip(tmp_path):
     f = tmp_path / "rt.yaml"
     f.write_text(spec.to_yaml())
     assert SweepSpec.from_yaml(f) == spec
+    # The text itself round-trips through from_yaml_text (the README's promise) ...
+    assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
+    with_smoke = SweepSpec(name="sm", smoke={"budget": 1024, "params": {"lr": 1e-3}})
+    assert SweepSpec.from_yaml_text(with_smoke.to_yaml()) == with_smoke
+    # ... and from_yaml, which takes a path, says so instead of printing the YAML as a name.
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(spec.to_yaml())
+    assert str(e.value) == (
+        "from_yaml takes a file path; for YAML text use SweepSpec.from_yaml_text"
+    )
+
+
+def test_smoke_section_is_validated_with_the_spec():
+    spec = SweepSpec(
+        name="ab",
+        params={"num_envs_per_env_runner": 16, "minibatch_size": 512},
+        smoke={"games": ["leaper"], "budget": 1024, "params": {"rollout_length": 32}},
+    )
+    smoke = spec.smoke_spec()
+    assert (smoke.name, smoke.games, smoke.budget) == ("ab-smoke", ["leaper"], 1024)
+    # params merge: the spec's minibatch stays, the smoke's rollout is added
+    assert smoke.params == {**spec.params, "rollout_length": 32} and smoke.smoke == {}
+    bad = [
+        ({"params": {"minibatch_size": 10**9}}, "smoke.params.minibatch_size: got 1000000000"),
+        ({"gamez": ["leaper"]}, "smoke.gamez: unknown key (did you mean 'games'?)"),
+        ({"name": "x"}, "smoke.name: allowed: spec keys but name and smoke"),
+        ({"params": 3}, "smoke.params: got 3; allowed: a mapping"),
+        ([1], "smoke: got [1]; allowed: a mapping of spec overrides"),
+    ]
+    for section, message in bad:
+        with pytest.raises(SpecError) as e:
+            SweepSpec(name="ab", smoke=section)
+        assert str(e.value).startswith(message), (section, str(e.value))
+    with pytest.raises(SpecError, match="smoke: this spec has no smoke: section"):
+        SweepSpec(name="plain").smoke_spec()
+
+
+def test_overrides_keep_track_of_what_the_file_chose(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("name: m\ngames: [heist]\n")
+    spec = SweepSpec.from_yaml(f)
+    assert [w.split(":")[1].strip() for w in spec.default_warnings()] == ["budget", "seeds"]
+    over = SweepSpec.from_yaml(f, budget=4096, storage_path=str(tmp_path / "r"))
+    assert (over.budget, over.storage_path, over.source) == (4096, str(tmp_path / "r"), str(f))
+    assert [w.split(":")[1].strip() for w in over.default_warnings()] == ["seeds"]
+    assert SweepSpec(name="py").default_warnings() == []  # a Python spec chose what it wrote
+
+
+def test_search_algorithms_name_is_not_config_algorithms():
+    from rlsweep import config, spec
+
+    assert spec.SEARCH_ALGORITHMS == ("grid", "random", "optuna")
+    assert not hasattr(spec, "ALGORITHMS") and "ppo" in config.ALGORITHMS
 
 
 BAD = [
@@ -244,21 +301,6 @@ def test_sampled_space_round_trips_and_counts_trials(tmp_path):
     assert SweepSpec.from_yaml(f) == spec
 
 
-def test_conditional_parameter_falls_back_to_default():
-    from rlsweep.space import apply_conditions, parse_space
-
-    space = parse_space({"framestack_k": {"choice": [2, 8], "when": {"framestack": ["gap"]}}})
-    defaults = {"framestack": "none", "framestack_k": 4}
-    assert (
-        apply_conditions({"framestack": "none", "framestack_k": 8}, space, defaults)["framestack_k"]
-        == 4
-    )
-    assert (
-        apply_conditions({"framestack": "gap", "framestack_k": 8}, space, defaults)["framestack_k"]
-        == 8
-    )
-
-
 def test_extends_a_baseline_and_overrides_it():
     spec = SweepSpec(name="b", extends="lars12llt", params={"entropy_coeff": 0.02})
     t = spec.trials()[0]
@@ -297,7 +339,7 @@ def test_plan_counts_steps_and_estimates_time():
     )
     plan = make_plan(spec, cpus=4, steps_per_cpu_s=100.0)
     assert plan.num_trials == 2 * 3 * 2 * 2 and len(plan.rows) == 12
-    assert plan.total_env_steps == 24_000_000
+    assert plan.sweep_env_steps == 24_000_000
     assert plan.concurrent == 4 and plan.cpus_per_trial == 1
     assert plan.est_wall_s == pytest.approx(6 * 1_000_000 / 100.0)  # 24 trials in 6 waves
     assert plan.rows[0]["lr"] == {"loguniform": [1e-5, 1e-3]}
@@ -315,3 +357,50 @@ def test_variants_expand_and_validate():
         SweepSpec(name="v", variants={"Flip": {"augment": "flop"}})
     with pytest.raises(SpecError, match=r"^variants.X.augmnt: unknown parameter \(did you mean"):
         SweepSpec(name="v", variants={"X": {"augmnt": "flip"}})
+
+
+# --- a spec's defaults: one definition, read once (issue 12 item 2) ---------------------------
+
+
+def _augment_spec(tmp_path: Path) -> SweepSpec:
+    """A baseline with augment_p 0.5, and augment_p sampled only for crop_resize trials."""
+    (tmp_path / "base.yaml").write_text("params: {augment_p: 0.5}\n")
+    return SweepSpec(
+        name="cond",
+        extends="base.yaml",
+        space={
+            "augment": ["none", "crop_resize"],
+            "augment_p": {"uniform": [0.1, 0.9], "when": {"augment": ["crop_resize"]}},
+        },
+        search={"algorithm": "random"},
+        source=str(tmp_path / "spec.yaml"),
+    )
+
+
+def test_a_failed_condition_falls_back_to_the_baseline_in_validate_plan_and_resolve(tmp_path):
+    spec = _augment_spec(tmp_path)
+    none, crop = spec.trials()  # what validate and plan build
+    assert (none.augment, none.augment_p) == ("none", 0.5)  # was TrialConfig()'s 1.0
+    assert (crop.augment, crop.augment_p) == ("crop_resize", 0.5)  # sampled; baseline shown
+    # What the trial runs, from a config as Tune records it (a sampled 0.7 that does not apply).
+    recorded = {**spec.defaults(), "augment": "none", "augment_p": 0.7}
+    assert spec.resolve(recorded)["augment_p"] == none.augment_p
+    assert spec.resolve({**recorded, "augment": "crop_resize"})["augment_p"] == 0.7
+    assert spec.defaults()["augment_p"] == 0.5
+
+
+def test_the_baseline_is_read_once_per_spec(monkeypatch):
+    import yaml
+
+    from rlsweep.ablate import load_ablation
+    from rlsweep.spec import _baseline_params
+
+    _baseline_params.cache_clear()  # read once per process: earlier tests may have read it
+    reads = []
+    safe_load = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: reads.append(1) or safe_load(text))
+    spec = load_ablation("augmentations")  # 336 trials, each built (validated) once
+    assert spec.num_trials == 336 and spec.extends == "cobbe2019"
+    assert len(reads) == 2  # the ablation file and its baseline (was 337)
+    spec.trials(), spec.defaults(), spec.resolve({"game": "coinrun"}), spec.base_params()
+    assert len(reads) == 2

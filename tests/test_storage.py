@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep import storage
+from rlsweep._ray_compat import ray_session_dir
 from rlsweep.report import default_out
 
 # --- unit ---------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def s3_sweep(s3_server, tmp_path_factory):
     # Started here (run_sweep joins it) so the test can read this session's logs afterwards.
     ray.init(num_cpus=2, include_dashboard=False)
     try:
-        logs = Path(ray._private.worker._global_node.get_logs_dir_path())
+        logs = Path(ray_session_dir()) / "logs"
         result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
     finally:
         ray.shutdown()

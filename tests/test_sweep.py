@@ -1,13 +1,15 @@
 """Tune plumbing with the fake trainable (deterministic curves, the real trial's keys)."""
 
+import functools
 import json
 from pathlib import Path
 
 import pytest
 
+from rlsweep import results as R
 from rlsweep.metrics import METRICS
 from rlsweep.spec import SweepSpec
-from rlsweep.sweep import RESULT_COLUMNS, run_sweep
+from rlsweep.sweep import SweepExistsError, run_sweep
 from rlsweep.testing import fake_trial
 
 
@@ -22,26 +24,18 @@ def ray_session():
 
 
 @pytest.fixture(scope="module")
-def fake_sweep(tmp_path_factory):
-    spec = SweepSpec(
-        name="fake",
-        games=["coinrun", "maze"],
-        seeds=[0, 1],
-        budget=4 * 16384,
-        space={"framestack": ["none", "gap"]},
-        storage_path=str(tmp_path_factory.mktemp("results")),
-    )
-    return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2)
+def fake_sweep(run_fake_sweep):
+    return run_fake_sweep(["coinrun", "maze"], 4 * 16384)
 
 
 def test_one_row_per_trial_with_every_column(fake_sweep):
     spec, result = fake_sweep
     df = result.to_dataframe()
     assert len(df) == len(spec.trials()) == 8
-    assert set(df.columns) >= {"game", "seed", "framestack", *RESULT_COLUMNS, "status"}
-    assert not df[list(RESULT_COLUMNS)].isna().any().any()
+    assert set(df.columns) >= {"game", "seed", "framestack", *METRICS, "status"}
+    assert not df[list(METRICS)].isna().any().any()
     assert (df["status"] == "TERMINATED").all()
-    assert (df["env_steps"] == 4 * 16384).all() and (df["iterations"] == 4).all()
+    assert (df["env_steps"] == 4 * 16384).all() and (df["iteration"] == 4).all()
     assert set(zip(df.game, df.seed, df.framestack, strict=True)) == {
         (t.game, t.seed, t.framestack) for t in spec.trials()
     }
@@ -130,7 +124,7 @@ def test_asha_stops_weak_trials_early(tmp_path):
         max_concurrent=8,
     )
     assert len(df) == 8
-    assert df["iterations"].min() < 8 <= df["iterations"].max()  # some stopped, best finished
+    assert df["iteration"].min() < 8 <= df["iteration"].max()  # some stopped, best finished
 
 
 def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):
@@ -151,23 +145,6 @@ def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):
         assert params["global_pool"] is (row["variant"] == "wide+pool")
 
 
-def test_ablation_table_has_the_write_up_layout(tmp_path):
-    """`rlsweep ablate` end to end on the fake trainable (the real one runs in `make demo`-like
-    time only; see the README)."""
-    from rlsweep.ablate import load_ablation, write_ablation_table
-
-    spec = load_ablation("augmentations", smoke=True, storage_path=str(tmp_path))
-    result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
-    table = write_ablation_table(spec, result.path, n_resamples=200).read_text()
-    header = table.splitlines()[2]
-    assert header == (
-        "| game | No Augs | All Augs | Flip | Rotate | Crop Resize | Translate | Pad Crop |"
-    )
-    assert table.splitlines()[4].startswith("| leaper | ")
-    assert (result.path / "report" / "ablation.csv").exists()
-    assert (result.path / "report" / "report.md").exists()
-
-
 def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
     """What a restarted spot job does: the sweep found in storage is resumed, not rerun."""
     from rlsweep.sweep import can_resume, run_or_resume
@@ -184,3 +161,46 @@ def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
     assert (second.trials["status"] == "TERMINATED").all()
     for d, text in lines.items():
         assert (Path(d) / "result.json").read_text() == text
+
+
+def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path):
+    """The table `run` prints is `results.final_scores` (`rlsweep report`'s loader): an Optuna
+    sweep with variants whose trials ended at half their budget lists each trial's variant and
+    INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). Running it again
+    into the same dir is refused; `overwrite=True` replaces it instead of mixing the two."""
+    spec = SweepSpec(
+        name="early",
+        games=["coinrun"],
+        seeds=[0],
+        budget=2 * 16384,
+        variants={"A": {"framestack": "none"}, "B": {"framestack": "gap"}},
+        space={"lr": {"loguniform": [1e-5, 1e-3]}},
+        search={"algorithm": "optuna", "num_samples": 1, "seed": 0},
+        storage_path=str(tmp_path),
+    )
+    half = functools.partial(fake_trial, stop_at=0.5)
+    df = run_sweep(spec, trainable=half, num_cpus=2).trials
+    assert list(df["variant"]) == ["A", "B"] and (df["status"] == "INCOMPLETE").all(), df
+    assert (df["env_steps"] == 16384).all() and (df["iteration"] == 1).all()
+    final = R.final_scores(R.load_curves(tmp_path / "early"))
+    assert sorted(final["variant"]) == ["A", "B"] and (final["status"] == "INCOMPLETE").all()
+
+    with pytest.raises(SweepExistsError, match="rlsweep resume .*--overwrite"):
+        run_sweep(spec, trainable=fake_trial, num_cpus=2)
+    df = run_sweep(spec, trainable=fake_trial, num_cpus=2, overwrite=True).trials
+    assert len(df) == 2 and (df["status"] == "TERMINATED").all(), df
+    assert len(list((tmp_path / "early").glob("*/params.json"))) == 2
+
+
+def test_run_refuses_a_results_dir_holding_a_sweep_before_ray_starts(tmp_path, rlsweep_cli):
+    """`rlsweep run` on a spec whose results dir holds a sweep: exit 2 and what to do instead,
+    before Ray starts (no Ray session dir is created, nothing in the dir changes)."""
+    (tmp_path / "spec.yaml").write_text("name: demo\ngames: [coinrun]\nstorage_path: results\n")
+    (tmp_path / "results" / "demo").mkdir(parents=True)
+    (tmp_path / "results" / "demo" / "sweep.yaml").write_text("name: demo\n")
+    run = rlsweep_cli("run", "spec.yaml", cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    assert "results/demo" in run.stderr and "already holds a sweep" in run.stderr
+    assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
+    assert "Token authentication" not in run.stderr  # ray.init's first words
+    assert [p.name for p in (tmp_path / "results" / "demo").iterdir()] == ["sweep.yaml"]

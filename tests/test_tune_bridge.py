@@ -54,3 +54,31 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
             assert row["hp/lr"] == row["config"]["lr"]
         exploited += len(set(lrs)) > 1
     assert exploited >= 1
+
+
+def test_param_space_runs_what_validate_shows(tmp_path):
+    """A conditional parameter whose condition fails: the config Tune generates from
+    param_space, resolved as the trial resolves it, holds the value `spec.trials()` shows
+    (the spec's defaults: baseline + params, not TrialConfig()'s)."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    from rlsweep.config import TrialConfig
+    from rlsweep.tune_bridge import param_space
+
+    (tmp_path / "base.yaml").write_text("params: {augment_p: 0.5}\n")
+    spec = SweepSpec(
+        name="cond",
+        extends=str(tmp_path / "base.yaml"),
+        space={
+            "augment": ["none", "crop_resize"],
+            "augment_p": {"uniform": [0.1, 0.9], "when": {"augment": ["crop_resize"]}},
+        },
+        search={"algorithm": "random"},
+    )
+    shown = {t.augment: t for t in spec.trials()}
+    for _, config in generate_variants(param_space(spec)):
+        ran = TrialConfig.from_dict(spec.resolve(config))
+        if ran.augment == "none":
+            assert ran == shown["none"] and ran.augment_p == 0.5
+        else:
+            assert 0.1 <= ran.augment_p <= 0.9

@@ -14,6 +14,8 @@ IP; the security group Ray creates admits them only from the cluster's own group
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import ipaddress
 import re
 import shlex
@@ -22,6 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rlsweep.errors import LaunchError
+from rlsweep.launch import field_default
+from rlsweep.validators import is_int
 
 HEAD_NODE_TYPE = "head"
 VENV = "~/rlsweep-venv"
@@ -64,15 +70,15 @@ class WorkerType:
     def __post_init__(self) -> None:
         where = f"worker type {self.name!r}"
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise ValueError(f"{where}: name must be letters, digits, '_' or '-'")
+            raise LaunchError(f"{where}: name must be letters, digits, '_' or '-'")
         if self.name == HEAD_NODE_TYPE:
-            raise ValueError(f"{where}: {HEAD_NODE_TYPE!r} is the head node type's name")
+            raise LaunchError(f"{where}: {HEAD_NODE_TYPE!r} is the head node type's name")
         _check_instance(self.instance_type, f"{where}: instance_type")
         for key in ("min_workers", "max_workers"):
-            if not _nonneg_int(getattr(self, key)):
-                raise ValueError(f"{where}: {key} must be an integer >= 0")
+            if not is_int(getattr(self, key), minimum=0):
+                raise LaunchError(f"{where}: {key} must be an integer >= 0")
         if self.min_workers > self.max_workers:
-            raise ValueError(
+            raise LaunchError(
                 f"{where}: min_workers {self.min_workers} > max_workers {self.max_workers}"
             )
         _check_resources(self.resources, f"{where}: resources")
@@ -85,13 +91,13 @@ class WorkerType:
         if parts[-1] == "spot":
             parts = parts[:-1]
         if len(parts) not in (1, 3):
-            raise ValueError(f"--worker {text!r}: expected TYPE[:MIN:MAX][:spot]")
+            raise LaunchError(f"--worker {text!r}: expected TYPE[:MIN:MAX][:spot]")
         counts = {}
         if len(parts) == 3:
             try:
                 counts = {"min_workers": int(parts[1]), "max_workers": int(parts[2])}
             except ValueError:
-                raise ValueError(f"--worker {text!r}: MIN and MAX must be integers") from None
+                raise LaunchError(f"--worker {text!r}: MIN and MAX must be integers") from None
         name = parts[0].replace(".", "-") + ("-spot" if is_spot else "")
         return cls(name=name, instance_type=parts[0], spot=is_spot, **counts)
 
@@ -153,67 +159,67 @@ class Ec2Cluster:
         object.__setattr__(self, "workers", tuple(self.workers))
         object.__setattr__(self, "security_group_ids", tuple(self.security_group_ids))
         if not isinstance(self.cluster_name, str) or not _NAME.fullmatch(self.cluster_name):
-            raise ValueError(
+            raise LaunchError(
                 f"cluster_name: got {self.cluster_name!r}; allowed: letters, digits, '_', '-'"
             )
         if not isinstance(self.region, str) or not _REGION.fullmatch(self.region):
-            raise ValueError(f"region: got {self.region!r}; allowed: e.g. us-east-1, eu-west-2")
+            raise LaunchError(f"region: got {self.region!r}; allowed: e.g. us-east-1, eu-west-2")
         zones = self.availability_zone.split(",") if self.availability_zone else []
         for zone in map(str.strip, zones):
             if not (zone.startswith(self.region) and re.fullmatch(r"[a-z0-9-]+[a-z]", zone)):
-                raise ValueError(
+                raise LaunchError(
                     f"availability_zone: got {zone!r}; allowed: zones of {self.region}, "
                     f"e.g. {self.region}a"
                 )
         if not isinstance(self.image_id, str) or not _AMI.fullmatch(self.image_id):
-            raise ValueError(f"image_id: got {self.image_id!r}; allowed: an AMI id, ami-...")
+            raise LaunchError(f"image_id: got {self.image_id!r}; allowed: an AMI id, ami-...")
         _check_instance(self.head_instance_type, "head_instance_type")
         _check_resources(self.head_resources, "head_resources")
         if not self.workers or not all(isinstance(w, WorkerType) for w in self.workers):
-            raise ValueError("workers: allowed: one or more WorkerType")
+            raise LaunchError("workers: allowed: one or more WorkerType")
         names = [w.name for w in self.workers]
         if len(set(names)) != len(names):
-            raise ValueError(f"workers: names must be distinct, got {names}")
+            raise LaunchError(f"workers: names must be distinct, got {names}")
         if self.max_workers is not None:
-            if not _nonneg_int(self.max_workers):
-                raise ValueError(f"max_workers: got {self.max_workers!r}; allowed: integer >= 0")
+            if not is_int(self.max_workers, minimum=0):
+                raise LaunchError(f"max_workers: got {self.max_workers!r}; allowed: integer >= 0")
             floor = sum(w.min_workers for w in self.workers)
             if floor > self.max_workers:
-                raise ValueError(
+                raise LaunchError(
                     f"max_workers: {self.max_workers} < {floor}, the sum of the types' min_workers"
                 )
         timeout = self.idle_timeout_minutes
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
-            raise ValueError(f"idle_timeout_minutes: got {timeout!r}; allowed: a number >= 0")
+            raise LaunchError(f"idle_timeout_minutes: got {timeout!r}; allowed: a number >= 0")
         for key in ("iam_instance_profile", "worker_iam_instance_profile"):
             value = getattr(self, key)
             if value is not None and not (
                 _PROFILE_ARN.fullmatch(value) or _PROFILE_NAME.fullmatch(value)
             ):
-                raise ValueError(
+                raise LaunchError(
                     f"{key}: got {value!r}; allowed: an instance-profile ARN "
                     "(arn:aws:iam::123456789012:instance-profile/NAME) or its NAME"
                 )
         # Ray overwrites KeyName with its own key pair unless ssh_private_key is set, and with
         # ssh_private_key it refuses nodes without KeyName: the two come together.
         if (self.key_name is None) != (self.ssh_private_key is None):
-            raise ValueError("key_name and ssh_private_key: give both (your key pair) or neither")
+            raise LaunchError("key_name and ssh_private_key: give both (your key pair) or neither")
         if self.key_name is not None and not re.fullmatch(r"[\x20-\x7e]{1,255}", self.key_name):
-            raise ValueError(f"key_name: got {self.key_name!r}; allowed: a key pair name")
+            raise LaunchError(f"key_name: got {self.key_name!r}; allowed: a key pair name")
         if self.ssh_private_key is not None and (
             "\n" in self.ssh_private_key or "PRIVATE KEY" in self.ssh_private_key
         ):
-            raise ValueError("ssh_private_key: a path to the key file, never the key itself")
+            raise LaunchError("ssh_private_key: a path to the key file, never the key itself")
         if not _NAME.fullmatch(self.ssh_user or ""):
-            raise ValueError(f"ssh_user: got {self.ssh_user!r}; allowed: a login name")
+            raise LaunchError(f"ssh_user: got {self.ssh_user!r}; allowed: a login name")
         for sg in self.security_group_ids:
             if not _SG.fullmatch(sg):
-                raise ValueError(f"security_group_ids: got {sg!r}; allowed: sg-... ids")
+                raise LaunchError(f"security_group_ids: got {sg!r}; allowed: sg-... ids")
         _check_install(self.install)
         try:
             ipaddress.ip_address(self.dashboard_host)
         except ValueError:
-            raise ValueError(
+            raise LaunchError(
                 f"dashboard_host: got {self.dashboard_host!r}; allowed: an IP address "
                 "(127.0.0.1 keeps it on the head; reach it with `ray dashboard`)"
             ) from None
@@ -417,43 +423,136 @@ def _is_gpu(instance_type: str, resources: dict[str, int]) -> bool:
     return bool(_GPU_FAMILY.match(instance_type))
 
 
-def _nonneg_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
 def _check_instance(value: Any, where: str) -> None:
     if not isinstance(value, str) or not _INSTANCE.fullmatch(value):
-        raise ValueError(f"{where}: got {value!r}; allowed: an EC2 instance type, e.g. c6i.8xlarge")
+        raise LaunchError(
+            f"{where}: got {value!r}; allowed: an EC2 instance type, e.g. c6i.8xlarge"
+        )
 
 
 def _check_resources(resources: Any, where: str) -> None:
     # Ray's schema: resource amounts of a node type are integers >= 0.
     if not isinstance(resources, dict) or not all(
-        isinstance(k, str) and _nonneg_int(v) for k, v in resources.items()
+        isinstance(k, str) and is_int(v, minimum=0) for k, v in resources.items()
     ):
-        raise ValueError(f"{where}: got {resources!r}; allowed: {{name: integer >= 0}}")
+        raise LaunchError(f"{where}: got {resources!r}; allowed: {{name: integer >= 0}}")
 
 
 def _check_install(install: Any) -> None:
     if not isinstance(install, str) or not install.strip():
-        raise ValueError("install: allowed: rlsweep==X, a git+https:// URL or a wheel/sdist path")
+        raise LaunchError("install: allowed: rlsweep==X, a git+https:// URL or a wheel/sdist path")
     # A token in a URL (https://user:token@host/...) would be written into the YAML and to every
     # node's shell history; ssh URLs carry only a user name (git@github.com).
     for m in re.finditer(r"([a-z][a-z0-9+.-]*)://([^/@\s]+)@", install):
         scheme, userinfo = m.group(1), m.group(2)
         if ":" in userinfo or not scheme.endswith("ssh"):
-            raise ValueError(
+            raise LaunchError(
                 "install: the URL carries credentials; use a public URL, an ssh:// URL with a "
                 "deploy key on the AMI, or a local wheel"
             )
     local = install.endswith(_LOCAL_PACKAGE) and "://" not in install
     if local and not Path(install).expanduser().is_file():
-        raise ValueError(f"install: {install!r} is not a file (a local wheel/sdist to ship)")
+        raise LaunchError(f"install: {install!r} is not a file (a local wheel/sdist to ship)")
 
 
 def _check_mount(remote: Any, local: Any) -> None:
     if not isinstance(remote, str) or not isinstance(local, str) or not remote or not local:
-        raise ValueError(f"file_mounts: got {remote!r}: {local!r}; allowed: remote -> local path")
+        raise LaunchError(f"file_mounts: got {remote!r}: {local!r}; allowed: remote -> local path")
     parts = Path(local).expanduser().parts
     if {".aws", ".ssh", ".netrc"} & set(parts) or Path(local).name == "credentials":
-        raise ValueError(f"file_mounts: {local!r} looks like a credentials location; not shipped")
+        raise LaunchError(f"file_mounts: {local!r} looks like a credentials location; not shipped")
+
+
+# --- command line (`rlsweep cluster ec2`) -------------------------------------------------------
+def _default(name: str) -> Any:
+    return field_default(Ec2Cluster, name)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("out", help="YAML to write, e.g. cluster.yaml")
+    p.add_argument("--name", required=True, help="cluster name")
+    p.add_argument("--image", required=True, help="AMI id (NVIDIA drivers, Python 3.11)")
+    p.add_argument(
+        "--install", required=True, help="rlsweep for pip: rlsweep==X, git+https://..., or a wheel"
+    )
+    p.add_argument("--region", default=_default("region"), help="AWS region (default: %(default)s)")
+    p.add_argument("--zone", help="availability zone(s), comma-separated")
+    p.add_argument(
+        "--head", default=_default("head_instance_type"), help="head instance type (%(default)s)"
+    )
+    p.add_argument(
+        "--worker",
+        action="append",
+        metavar="TYPE[:MIN:MAX][:spot]",
+        help="worker node type, repeatable (default: "
+        + ", ".join(
+            f"{w.instance_type}:{w.min_workers}:{w.max_workers}" for w in _default("workers")
+        )
+        + ")",
+    )
+    p.add_argument("--spot", action="store_true", help="all workers on spot instances")
+    p.add_argument("--max-workers", type=int, help="cap on worker nodes (default: sum of MAX)")
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=_default("idle_timeout_minutes"),
+        help="minutes before scale-down (%(default)s)",
+    )
+    p.add_argument("--iam-profile", help="head instance profile, ARN or name (by reference)")
+    p.add_argument("--worker-iam-profile", help="workers' instance profile (e.g. S3 access)")
+    p.add_argument("--key-name", help="EC2 key pair name (with --ssh-key)")
+    p.add_argument("--ssh-key", help="path of that key pair's private key file")
+    p.add_argument("--ssh-user", default=_default("ssh_user"), help="AMI login user (%(default)s)")
+    p.add_argument("--security-group", action="append", help="sg-... id, repeatable")
+    p.add_argument(
+        "--torch", default=_default("torch"), help="torch requirement (default: %(default)s)"
+    )
+    p.add_argument(
+        "--dashboard-host",
+        default=_default("dashboard_host"),
+        help="dashboard address (%(default)s)",
+    )
+    p.add_argument("--spec", help="sweep spec to ship to the nodes (file_mounts; validated)")
+    p.add_argument("--storage", help="results URI for the run command, e.g. s3://bucket/sweeps")
+
+
+def cluster_from_args(args: argparse.Namespace) -> Ec2Cluster:
+    """The cluster `rlsweep cluster ec2` describes; the spec it ships is loaded (validated)
+    by the one loader, `SweepSpec.from_yaml`. Raises SpecError (LaunchError) on bad input."""
+    from rlsweep.spec import SweepSpec
+
+    mounts = {}
+    if args.spec:
+        SweepSpec.from_yaml(args.spec)  # the cluster would fail on it: fail here instead
+        mounts[f"{REMOTE_SPECS}/{Path(args.spec).name}"] = str(Path(args.spec).resolve())
+    workers = [WorkerType.parse(w, spot=args.spot) for w in args.worker or []]
+    return Ec2Cluster(
+        cluster_name=args.name,
+        image_id=args.image,
+        install=args.install,
+        region=args.region,
+        availability_zone=args.zone,
+        head_instance_type=args.head,
+        workers=workers or [dataclasses.replace(w, spot=args.spot) for w in _default("workers")],
+        max_workers=args.max_workers,
+        idle_timeout_minutes=args.idle_timeout,
+        iam_instance_profile=args.iam_profile,
+        worker_iam_instance_profile=args.worker_iam_profile,
+        key_name=args.key_name,
+        ssh_private_key=args.ssh_key,
+        ssh_user=args.ssh_user,
+        security_group_ids=args.security_group or (),
+        torch=args.torch,
+        dashboard_host=args.dashboard_host,
+        file_mounts=mounts,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    """Write the cluster YAML and print the commands that run the sweep on it."""
+    cluster = cluster_from_args(args)
+    path = write_cluster_yaml(cluster, args.out, spec=args.spec, storage=args.storage)
+    print(f"wrote {path}; run the sweep with:\n")
+    for command, what in ray_commands(path, cluster, args.spec, args.storage):
+        print(f"  {command}\n      # {what}")
+    return 0

@@ -32,9 +32,12 @@ import functools
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+from rlsweep.errors import LaunchError
+from rlsweep.launch import field_default
+from rlsweep.validators import is_int
 
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 """Where the job's sweep is stored: SageMaker syncs it with `checkpoint_s3_uri`."""
@@ -137,7 +140,7 @@ class SageMakerJob:
     def _check(self) -> None:
         def fail(name: str, allowed: str, value: Any = None) -> None:
             value = getattr(self, name) if value is None else value
-            raise ValueError(f"SageMakerJob.{name}: got {value!r}; allowed: {allowed}")
+            raise LaunchError(f"SageMakerJob.{name}: got {value!r}; allowed: {allowed}")
 
         if not isinstance(self.job_name, str) or not _JOB_NAME.fullmatch(self.job_name):
             fail("job_name", "1-63 letters, digits and '-', starting with a letter or digit")
@@ -147,10 +150,10 @@ class SageMakerJob:
             fail("image_uri", "an image URI of 1-255 characters")
         self._check_instances(fail)
         for name in ("volume_size_gb", "max_run_s"):
-            if not _positive_int(getattr(self, name)):
+            if not is_int(getattr(self, name), minimum=1):
                 fail(name, "an integer >= 1")
         if self.use_spot:
-            if not _positive_int(self.max_wait_s) or self.max_wait_s < self.max_run_s:
+            if not is_int(self.max_wait_s, minimum=1) or self.max_wait_s < self.max_run_s:
                 fail("max_wait_s", f"with use_spot, an integer >= max_run_s ({self.max_run_s})")
         elif self.max_wait_s is not None:
             fail("max_wait_s", "None unless use_spot (SageMaker only waits for spot capacity)")
@@ -197,14 +200,14 @@ class SageMakerJob:
                     g.instance_type
                 ):
                     fail("instance_groups", "instance types such as ml.c5.18xlarge", g)
-                if not _positive_int(g.count):
+                if not is_int(g.count, minimum=1):
                     fail("instance_groups", "counts >= 1", g)
             return
         if not isinstance(self.instance_type, str) or not _INSTANCE_TYPE.fullmatch(
             self.instance_type
         ):
             fail("instance_type", "an instance type such as ml.c5.18xlarge (or instance_groups)")
-        if not _positive_int(self.instance_count):
+        if not is_int(self.instance_count, minimum=1):
             fail("instance_count", "an integer >= 1")
 
     def _check_environment(self, fail) -> None:
@@ -222,10 +225,6 @@ class SageMakerJob:
                 )
             if _AWS_KEY_ID.search(value):
                 fail("environment", "no credentials (the value looks like an AWS key id)", key)
-
-
-def _positive_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
 def _is_s3(uri: Any) -> bool:
@@ -329,7 +328,7 @@ def check_request(request: dict[str, Any]) -> None:
 
     validate_parameters(request, _input_shape())
     if problems := model_problems(request):
-        raise ValueError("CreateTrainingJob request: " + "; ".join(problems))
+        raise LaunchError("CreateTrainingJob request: " + "; ".join(problems))
 
 
 def model_problems(request: dict[str, Any]) -> list[str]:
@@ -389,6 +388,10 @@ def _compiled(pattern: str | None) -> re.Pattern | None:
 
 # --- command line (`rlsweep sagemaker`) ---------------------------------------------------------
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    def job_int(flag: str, field: str, help: str) -> None:
+        """An integer flag whose default is SageMakerJob's (one definition of each default)."""
+        p.add_argument(flag, type=int, default=field_default(SageMakerJob, field), help=help)
+
     p.add_argument("spec", help="sweep spec, inside the source tree uploaded as --source-s3")
     p.add_argument("--job-name", required=True)
     p.add_argument("--role-arn", required=True, help="IAM role the job runs as (by ARN only)")
@@ -401,14 +404,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME:TYPE:COUNT",
         help="heterogeneous job, repeat per group; the first is the head's (the learner's)",
     )
-    p.add_argument("--instance-count", type=int, default=1, help="homogeneous job: hosts")
+    job_int("--instance-count", "instance_count", "homogeneous job: hosts (%(default)s)")
     p.add_argument("--checkpoint-s3", required=True, help="s3:// prefix of the sweep's storage")
     p.add_argument("--output-s3", required=True, help="s3:// prefix of the job's output")
     p.add_argument("--source-s3", help="s3://.../sourcedir.tar.gz of this source tree")
     p.add_argument("--spot", action="store_true", help="managed spot training")
-    p.add_argument("--max-run", type=int, default=24 * 3600, help="seconds (default: 1 day)")
+    job_int("--max-run", "max_run_s", "seconds (default: %(default)s)")
     p.add_argument("--max-wait", type=int, help="spot: seconds of run plus wait, >= --max-run")
-    p.add_argument("--volume-gb", type=int, default=50)
+    job_int("--volume-gb", "volume_size_gb", "%(default)s")
     p.add_argument("--storage", help="sweep storage in the job (default: the checkpoint dir)")
     p.add_argument("--region")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
@@ -424,7 +427,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise ValueError(f"--{what} {item!r}: expected KEY=VALUE")
+            raise LaunchError(f"--{what} {item!r}: expected KEY=VALUE")
         out[key] = value
     return out
 
@@ -432,7 +435,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 def _group(text: str) -> InstanceGroup:
     parts = text.split(":")
     if len(parts) != 3 or not parts[2].isdigit():
-        raise ValueError(f"--instance-group {text!r}: expected NAME:TYPE:COUNT")
+        raise LaunchError(f"--instance-group {text!r}: expected NAME:TYPE:COUNT")
     return InstanceGroup(parts[0], parts[1], int(parts[2]))
 
 
@@ -442,7 +445,7 @@ def job_from_args(args: argparse.Namespace) -> SageMakerJob:
     SweepSpec.from_yaml(args.spec)  # the job would fail on it: fail here instead
     spec_path = os.path.relpath(os.path.abspath(args.spec), os.path.abspath(args.source_root))
     if spec_path.split(os.sep)[0] == "..":
-        raise ValueError(f"{args.spec}: not inside --source-root {args.source_root}")
+        raise LaunchError(f"{args.spec}: not inside --source-root {args.source_root}")
     return SageMakerJob(
         job_name=args.job_name,
         role_arn=args.role_arn,
@@ -466,13 +469,10 @@ def job_from_args(args: argparse.Namespace) -> SageMakerJob:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Print the request (a dry run), or with --submit create the job and print its ARN."""
-    try:
-        job = job_from_args(args)
-        request = create_training_job_request(job)
-    except ValueError as e:  # SpecError included
-        print(f"rlsweep: error: {e}", file=sys.stderr)
-        return 2
+    """Print the request (a dry run), or with --submit create the job and print its ARN.
+    Bad input raises SpecError (LaunchError): `rlsweep.cli.main` reports it, exit code 2."""
+    job = job_from_args(args)
+    request = create_training_job_request(job)
     if args.submit:
         print(submit(job))
     else:

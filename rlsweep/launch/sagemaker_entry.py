@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlsweep.errors import LaunchError, SpecError
+
 RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 RESOURCE_CONFIG_ENV = "RLSWEEP_SM_RESOURCE_CONFIG"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
@@ -76,7 +78,7 @@ def parse_resource_config(d: dict[str, Any]) -> ResourceConfig:
     try:
         current, hosts = d["current_host"], list(d["hosts"])
     except (KeyError, TypeError) as e:
-        raise ValueError(f"resource config: missing {e}") from None
+        raise LaunchError(f"resource config: missing {e}") from None
     groups = {g["instance_group_name"]: list(g["hosts"]) for g in d.get("instance_groups") or []}
     groups = {name: g for name, g in groups.items() if g}  # a group may have no hosts listed
     if not groups:
@@ -85,7 +87,7 @@ def parse_resource_config(d: dict[str, Any]) -> ResourceConfig:
         (name for name, g in groups.items() if current in g), next(iter(groups))
     )
     if current not in hosts or not all(h in hosts for g in groups.values() for h in g):
-        raise ValueError(f"resource config: hosts {hosts} do not cover {current!r} / {groups}")
+        raise LaunchError(f"resource config: hosts {hosts} do not cover {current!r} / {groups}")
     return ResourceConfig(current, hosts, groups, current_group)
 
 
@@ -98,7 +100,7 @@ def pick_head(cfg: ResourceConfig, head_group: str | None = None) -> str:
     """The head: the first host of `head_group` (default: the first group listed)."""
     group = head_group or cfg.head_group_default
     if group not in cfg.groups:
-        raise ValueError(f"head group {group!r} is not one of the job's {list(cfg.groups)}")
+        raise LaunchError(f"head group {group!r} is not one of the job's {list(cfg.groups)}")
     return cfg.groups[group][0]
 
 
@@ -108,7 +110,7 @@ def parse_host_map(text: str | None) -> dict[str, str]:
     for item in filter(None, (text or "").split(",")):
         host, sep, addr = item.partition("=")
         if not sep or not host or not addr:
-            raise ValueError(f"--host-map: {item!r} is not HOST=ADDRESS")
+            raise LaunchError(f"--host-map: {item!r} is not HOST=ADDRESS")
         out[host.strip()] = addr.strip()
     return out
 
@@ -147,7 +149,7 @@ def placed_spec(spec_path: str, cfg: ResourceConfig, learner_group: str):
         params["learner_resources"] = {group_resource(learner_group): PLACEMENT_SHARE}
     if not base.get("env_runner_resources"):
         params["env_runner_resources"] = {ROLLOUT_RESOURCE: PLACEMENT_SHARE}
-    return SweepSpec.from_dict({**spec.to_dict(), "params": params}, source=spec_path)
+    return spec.replace(params=params)
 
 
 def free_ports(n: int) -> list[int]:
@@ -293,7 +295,7 @@ def load_trainable(path: str | None):
         return None
     module, _, attr = path.partition(":")
     if not module or not attr:
-        raise ValueError(f"--trainable {path!r}: expected package.module:attribute")
+        raise LaunchError(f"--trainable {path!r}: expected package.module:attribute")
     return getattr(importlib.import_module(module), attr)
 
 
@@ -439,9 +441,13 @@ def main(argv: list[str] | None = None) -> int:
     node_ip = address_of(cfg.current_host, host_map)
     role = "head" if cfg.current_host == args.head else f"worker of {args.head}"
     print(f"rlsweep: {cfg.current_host} ({cfg.current_group}, {node_ip}) is the {role}", flush=True)
-    if cfg.current_host == args.head:
-        return run_head(args, cfg, node_ip)
-    return run_worker(args, cfg, node_ip, address_of(args.head, host_map))
+    try:
+        if cfg.current_host == args.head:
+            return run_head(args, cfg, node_ip)
+        return run_worker(args, cfg, node_ip, address_of(args.head, host_map))
+    except SpecError as e:  # bad input (the spec, a flag): exit 2, as `rlsweep` does
+        print(f"rlsweep: error: {e}", file=sys.stderr, flush=True)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,259 @@
+"""Every private Ray / RLlib hook rlsweep relies on, in one place.
+
+rlsweep reaches past Ray's public API for three reasons: to make RLlib's PPO learner do the
+reference update (`LearnerHooks`, used by `rlsweep.algos.RlsweepPPOLearner`), to keep
+credentials out of the runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
+`stop_propagating_env_vars`), and to find the jemalloc Ray ships (`bundled_jemalloc`). `HOOKS`
+lists each private name with the Ray version it was checked against.
+
+Upgrading Ray: `pytest tests/test_ray_compat.py` says which hooked names are gone (fast, no Ray
+cluster); `pytest -m rllib tests/test_ppo_reference.py` says whether the learner still computes
+the reference update; then re-read each hook's Ray source for a changed meaning and bump its
+`checked` version here.
+
+Ray is imported only inside functions: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CHECKED = "2.60.0"
+"""The Ray release every hook below was last read against."""
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One private Ray name rlsweep uses."""
+
+    owner: str
+    """Dotted path of the Ray class or module that has it (the `ray` package, for files)."""
+    attribute: str
+    """The name (for a file: its path inside the installed ray package)."""
+    use: str
+    """What rlsweep does with it, and where."""
+    kind: str = "class"
+    """class: defined on the owner class or module | instance: set on every instance by the
+    owner's __init__ | file: shipped in the ray wheel."""
+    checked: str = CHECKED
+
+
+_LEARNER = "ray.rllib.core.learner.learner.Learner"
+_TORCH_LEARNER = "ray.rllib.core.learner.torch.torch_learner.TorchLearner"
+_WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
+_RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
+
+HOOKS: tuple[Hook, ...] = (
+    # RlsweepPPOLearner (rlsweep.algos), through LearnerHooks below.
+    Hook(
+        _LEARNER,
+        "_make_batch_if_necessary",
+        "overridden as LearnerHooks.make_batch: GAE without grad on the rollout's values, "
+        "advantage_norm batch/rllib",
+    ),
+    Hook(
+        _LEARNER,
+        "_create_iterator_if_necessary",
+        "overridden as LearnerHooks.minibatch_iterator: minibatching shuffle",
+    ),
+    Hook(
+        _LEARNER,
+        "_learner_connector",
+        "read as LearnerHooks.learner_connector: GAE swapped for ReferenceGAE",
+        kind="instance",
+    ),
+    Hook(
+        _LEARNER,
+        "_optimizer_lr_schedules",
+        "read as LearnerHooks.lr_schedules: a restored fixed lr is the config's (ray#62173)",
+        kind="instance",
+    ),
+    Hook(_TORCH_LEARNER, "_get_optimizer_lr", "LearnerHooks.optimizer_lr: the lr of an update"),
+    Hook(_TORCH_LEARNER, "_set_optimizer_lr", "LearnerHooks.set_optimizer_lr: see lr_schedules"),
+    # RLModule's forward passes: RLlib documents these as the methods a custom module
+    # overrides (rlsweep.rl_module), but they are underscore names all the same.
+    Hook(_RL_MODULE, "_forward", "rl_module: inference pass"),
+    Hook(_RL_MODULE, "_forward_exploration", "rl_module: rollout pass (with values)"),
+    Hook(_RL_MODULE, "_forward_train", "rl_module: training pass (augmentation)"),
+    Hook(_RL_MODULE, "_forward_inference", "rl_module: DQN's epsilon-greedy evaluation"),
+    # keyless_wandb_callback_class (rlsweep.tracking).
+    Hook(_WANDB, "_start_logging_actor", "overridden: logging actors without WANDB_API_KEY"),
+    Hook(_WANDB, "_remote_logger_class", "set before Ray's own code would", kind="instance"),
+    Hook(_WANDB, "_logger_actor_cls", "the actor class made remote"),
+    Hook(
+        "ray.air.integrations.wandb",
+        "_WandbLoggingActor",
+        "subclassed: its run returns once wandb-core has written the W&B run to disk",
+    ),
+    Hook("ray.air.util.node", "_force_on_current_node", "logging actors on the driver's node"),
+    # stop_propagating_env_vars (rlsweep.storage).
+    Hook(
+        "ray.tune.execution.class_cache",
+        "ENV_VARS_TO_PROPAGATE",
+        "AWS credential variables removed: not copied into trials' runtime_env",
+    ),
+    # bundled_jemalloc (rlsweep.sweep.runtime_env).
+    Hook("ray", "core/libjemalloc.so", "LD_PRELOADed into trial processes", kind="file"),
+    # ray_session_dir (tests read Ray's logs for leaked credentials).
+    Hook("ray._private.worker", "_global_node", "the session dir of this process's Ray"),
+    # end_tune_loop, set_restored_verbosity (rlsweep.interrupt, rlsweep.tune_bridge).
+    Hook(
+        "ray.tune.tune",
+        "_setup_signal_catching",
+        "installs the SIGUSR1 handler end_tune_loop signals: Tune ends its loop as on SIGINT",
+    ),
+    Hook(
+        "ray.tune.impl.tuner_internal.TunerInternal",
+        "get_run_config",
+        "set_restored_verbosity: a resumed sweep's console (through Tuner._local_tuner)",
+    ),
+)
+
+
+def resolve(owner: str) -> Any:
+    """The class or module a hook's `owner` names (imports it)."""
+    try:
+        return importlib.import_module(owner)
+    except ImportError:
+        module, _, name = owner.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+
+# --- RLlib Learner -------------------------------------------------------------------------------
+class LearnerHooks:
+    """Mixin for an RLlib Learner subclass, listed before the RLlib class in its bases: the
+    private Learner methods rlsweep overrides, under public names (override those and call
+    super()), and the private Learner state rlsweep reads. RLlib keeps calling its private
+    names; they route to the public ones here."""
+
+    def make_batch(self, training_data: Any) -> Any:
+        """The MultiAgentBatch a training step learns from: RLlib runs its learner connector
+        (GAE for PPO) over the episodes. RLlib's update and minibatch iterator call it."""
+        return super()._make_batch_if_necessary(training_data)
+
+    def minibatch_iterator(
+        self, *, training_data: Any, num_epochs: int = 1, minibatch_size: int | None = None, **kw
+    ) -> Any:
+        """The minibatches of one update (RLlib: a cyclic iterator over the batch)."""
+        return super()._create_iterator_if_necessary(
+            training_data=training_data, num_epochs=num_epochs, minibatch_size=minibatch_size, **kw
+        )
+
+    def _make_batch_if_necessary(self, training_data: Any) -> Any:
+        return self.make_batch(training_data)
+
+    def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:
+        return self.minibatch_iterator(**kwargs)
+
+    @property
+    def learner_connector(self) -> Any:
+        """The learner connector pipeline (None without one)."""
+        return self._learner_connector
+
+    @property
+    def lr_schedules(self) -> dict[Any, Any]:
+        """optimizer -> its lr Scheduler (`use_schedule` False: a fixed lr)."""
+        return self._optimizer_lr_schedules
+
+    def optimizer_lr(self, optimizer: Any) -> float:
+        return self._get_optimizer_lr(optimizer)
+
+    def set_optimizer_lr(self, optimizer: Any, lr: float) -> None:
+        self._set_optimizer_lr(optimizer, lr=lr)
+
+
+# --- Ray Tune ------------------------------------------------------------------------------------
+@functools.cache
+def keyless_wandb_callback_class() -> type:
+    """Ray's WandbLoggerCallback, minus the API key in its logging actors' runtime_env, and
+    with every trial's W&B run written out before its logging actor is killed."""
+    import ray
+    from ray.air.integrations.wandb import WandbLoggerCallback, _WandbLoggingActor
+    from ray.air.util.node import _force_on_current_node
+
+    class FlushedWandbLoggingActor(_WandbLoggingActor):
+        """Ray's logging actor, whose `run` returns only once the trial's W&B run is on disk.
+        `wandb.finish()` merely tells wandb-core (a child process) that the run is over; the
+        core writes the run file out as it closes the stream, which `wandb.teardown()` waits
+        for. Ray `ray.kill`s the actor the moment `run` returns, and that SIGKILLs wandb-core:
+        without the teardown, a run could be left a bare 7-byte header."""
+
+        def run(self) -> None:
+            import wandb
+
+            try:
+                super().run()
+            finally:
+                wandb.teardown()
+
+    class KeylessWandbLoggerCallback(WandbLoggerCallback):
+        """Ray's callback copies WANDB_API_KEY into its logging actors' `runtime_env`, and Ray
+        logs runtime envs in plain text. The actors run on the driver's node, whose processes
+        already see the key (environment or ~/.netrc), so they are created without it: this
+        is Ray's own actor options, less the runtime_env."""
+
+        _logger_actor_cls = FlushedWandbLoggingActor
+
+        def _start_logging_actor(self, trial, exclude_results, **wandb_init_kwargs):
+            if not self._remote_logger_class:
+                self._remote_logger_class = ray.remote(
+                    num_cpus=0,
+                    **_force_on_current_node(),
+                    max_restarts=-1,
+                    max_task_retries=-1,
+                )(self._logger_actor_cls)
+            super()._start_logging_actor(trial, exclude_results, **wandb_init_kwargs)
+
+    return KeylessWandbLoggerCallback
+
+
+def stop_propagating_env_vars(names: Iterable[str]) -> None:
+    """Keep Ray Tune from copying these driver environment variables into every trial's
+    runtime_env. Idempotent; a no-op on a Ray that does not copy them."""
+    try:
+        from ray.tune.execution import class_cache
+    except ImportError:
+        return
+    propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
+    if isinstance(propagated, set):
+        propagated.difference_update(names)
+
+
+# --- Ray files and sessions ----------------------------------------------------------------------
+def bundled_jemalloc() -> str | None:
+    """The jemalloc shared library in the ray wheel, if this install has one."""
+    import ray
+
+    path = os.path.join(os.path.dirname(ray.__file__), "core", "libjemalloc.so")
+    return path if os.path.exists(path) else None
+
+
+def ray_session_dir() -> str:
+    """The session dir (`/tmp/ray/session_*`) of the Ray this process is connected to."""
+    import ray._private.worker
+
+    return ray._private.worker._global_node.get_session_dir_path()
+
+
+# --- Tune's loop ---------------------------------------------------------------------------------
+def end_tune_loop() -> None:
+    """End a running `Tuner.fit` loop the way Ctrl-C ends it (Tune saves the experiment state,
+    unfinished trials unfinished, then stops the trials): Tune's `_setup_signal_catching`
+    handles SIGUSR1 so, whether or not TUNE_DISABLE_SIGINT_HANDLER keeps it off SIGINT. Main
+    thread only (where Tune installed the handler)."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGUSR1)
+
+
+def set_restored_verbosity(tuner: Any, verbose: int) -> None:
+    """`Tuner.restore` takes the RunConfig saved by the original run, verbosity included, and
+    has no argument to change it: set it on the restored tuner's run config."""
+    local = getattr(tuner, "_local_tuner", None)
+    if local is not None:
+        local.get_run_config().verbose = verbose

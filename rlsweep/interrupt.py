@@ -1,0 +1,238 @@
+"""Honest interrupts: Ctrl-C (SIGINT) or SIGTERM during a sweep stops it cleanly.
+
+On the driver (`Interrupts`, for the length of one `Tuner.fit`): the first signal asks every
+running trial to checkpoint after its current iteration and then wait. Once all of them have
+(or `grace_s` passed, or a second signal came), Tune's loop is ended the way Tune's own SIGINT
+handler ends it (`_ray_compat.end_tune_loop`): Tune saves the experiment state with those
+trials unfinished, so `rlsweep resume` continues each from the checkpoint it just wrote. A third
+signal raises KeyboardInterrupt.
+
+Trials learn of the request through a named Ray actor, so it reaches trials on every node of a
+cluster; they poll it between iterations with `requested()` (one actor call, ~1 ms).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
+
+from rlsweep.metrics import TRIAL_INTERRUPTED
+from rlsweep.storage import is_uri
+
+GRACE_S = 600.0
+"""Default wait for running trials to checkpoint after an interrupt: one iteration and an
+evaluation of a full-size trial fit in it."""
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _flag_class():
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class StopFlag:
+        def __init__(self) -> None:
+            self.value = False
+
+        def set(self) -> None:
+            self.value = True
+
+        def is_set(self) -> bool:
+            return self.value
+
+    return StopFlag
+
+
+# --- trial side ------------------------------------------------------------------------------
+
+
+def checkpoint_due(cfg: Any, iteration: int, saved_at: float) -> bool:
+    """A periodic checkpoint is due after this iteration: `checkpoint_every_s` of trial time
+    since the last one, or every `checkpoint_interval` iterations (the end and interrupts
+    always checkpoint)."""
+    every = cfg.checkpoint_interval
+    if every and iteration % every == 0:
+        return True
+    return bool(cfg.checkpoint_every_s) and time.monotonic() - saved_at >= cfg.checkpoint_every_s
+
+
+_flag_name: str | None = None
+_flag: Any = None
+
+
+def bind(name: str | None) -> None:
+    """Called in each trial process (by `tune_bridge.wrap_trainable`): the flag to poll."""
+    global _flag_name, _flag
+    _flag_name, _flag = name, None
+
+
+def requested() -> bool:
+    """The sweep was interrupted: checkpoint now, report with `trial/interrupted`, then call
+    `wait_to_be_stopped()`. False outside a sweep run by rlsweep."""
+    global _flag
+    if _flag_name is None:
+        return False
+    import ray
+
+    try:
+        if _flag is None:
+            _flag = ray.get_actor(_flag_name)
+        return bool(ray.get(_flag.is_set.remote(), timeout=30))
+    except Exception:  # the driver (and its flag) is gone: Tune is ending this trial anyway
+        return False
+
+
+def wait_to_be_stopped() -> NoReturn:
+    """Block until Tune stops this trial's process. Returning would mark the trial finished
+    (TERMINATED) in Tune's state, and `rlsweep resume` would not continue it."""
+    while True:
+        time.sleep(3600)
+
+
+# --- driver side -----------------------------------------------------------------------------
+
+
+class Interrupts:
+    """Signal handling on the driver for one `fit()`; also a listener of Tune's callback events
+    (`tune_bridge.DriverCallback`). Active only in the main thread (where Python delivers
+    signals, and where Tune installs its SIGUSR1 handler)."""
+
+    def __init__(self, say: Callable[[str], None] = print, grace_s: float = GRACE_S) -> None:
+        self.say = say
+        self.grace_s = float(os.environ.get("RLSWEEP_STOP_GRACE_S", grace_s))
+        self.signum: int | None = None
+        self._count = 0
+        self._flag: Any = None
+        self.flag_name: str | None = None
+        self._asked_at: float | None = None
+        self._waiting: set[str] = set()
+        self._saving: set[str] = set()
+        self._ended = False
+        self._previous: dict[int, Any] = {}
+        self._env: str | None = None
+
+    def __enter__(self) -> Interrupts:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        import ray
+
+        self.flag_name = f"rlsweep-stop-{uuid.uuid4().hex[:12]}"
+        self._flag = _flag_class().options(name=self.flag_name).remote()
+        # Tune's own handler would end the loop at once, killing trials mid-iteration.
+        self._env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+        for sig in SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        ray.get(self._flag.is_set.remote())  # created before any trial looks it up
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        if self._env is None:
+            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
+        else:
+            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = self._env
+        if self._flag is not None:
+            import ray
+
+            ray.kill(self._flag)
+            self._flag = None
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)."""
+        return 128 + (self.signum or signal.SIGINT)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self._count += 1
+        self.signum = self.signum or signum
+        if self._count == 2:
+            self.say("rlsweep: stopping now; trials lose their work since their last checkpoint")
+            self._end_tune()
+        elif self._count > 2:
+            raise KeyboardInterrupt
+
+    def _end_tune(self) -> None:
+        """End Tune's loop as its own SIGINT handler would (it always handles SIGUSR1): the
+        experiment state is saved with unfinished trials unfinished."""
+        if not self._ended:
+            self._ended = True
+            from rlsweep._ray_compat import end_tune_loop
+
+            end_tune_loop()
+
+    # Tune callback events (forwarded by tune_bridge.DriverCallback).
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.signum is None or self._ended:
+            return
+        if self._asked_at is None:
+            self._asked_at = time.monotonic()
+            self._flag.set.remote()
+            self._waiting = {t.trial_id for t in trials if t.status == "RUNNING"}
+            name = signal.Signals(self.signum).name
+            if self._waiting:
+                self.say(
+                    f"rlsweep: {name}: {len(self._waiting)} running trial(s) checkpoint after "
+                    f"their current iteration, then the sweep stops (at most "
+                    f"{self.grace_s / 60:.0f} min; Ctrl-C again to stop now)"
+                )
+        late = time.monotonic() - self._asked_at > self.grace_s
+        if late and self._waiting:
+            self.say(f"rlsweep: {len(self._waiting)} trial(s) did not checkpoint in time")
+        if not self._waiting or late:
+            self._end_tune()
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):
+        if result.get(TRIAL_INTERRUPTED):
+            self._saving.add(trial.trial_id)
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
+        if trial.trial_id in self._saving:
+            self._waiting.discard(trial.trial_id)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._waiting.discard(trial.trial_id)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._waiting.discard(trial.trial_id)
+
+
+class SweepInterrupted(Exception):
+    """`run_sweep` / `resume_sweep` stopped by Ctrl-C (SIGINT) or SIGTERM.
+
+    Running trials checkpointed after their current iteration (unless a second signal stopped
+    them at once) and are INCOMPLETE in `result.trials`; trials not started yet have no row.
+    `command` continues the sweep (`rlsweep resume <dir>`); `exit_code` is the shell's 128 +
+    signal number (130 for SIGINT, 143 for SIGTERM)."""
+
+    def __init__(self, result: Any, signum: int) -> None:
+        self.result, self.signum = result, signum
+        self.exit_code = 128 + signum
+        self.command = resume_command(result.path)
+        started = len(result.trials)
+        finished = int((result.trials["status"] == "TERMINATED").sum())
+        super().__init__(
+            f"{signal.Signals(signum).name}: sweep {result.spec.name} stopped with {finished} of "
+            f"{result.spec.num_trials} trials finished ({started} started); continue it with: "
+            f"{self.command}"
+        )
+
+
+def resume_command(experiment: Path | str) -> str:
+    """`rlsweep resume <dir>`, the dir relative to the working directory where it is inside."""
+    where = str(experiment)
+    if not is_uri(where):
+        with contextlib.suppress(ValueError):
+            where = str(Path(where).resolve().relative_to(Path.cwd())) or "."
+    return f"rlsweep resume {shlex.quote(where)}"

@@ -1,0 +1,92 @@
+"""rlsweep.importance: Optuna distributions of space parameters, a study built from finished
+trials or read from where an Optuna sweep persisted it, and fANOVA importances. No Ray: the
+frames and the SQLite study are made here (tests/test_tracking.py runs the real sweeps)."""
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+
+from rlsweep import metrics as M
+from rlsweep.importance import MIN_TRIALS, distribution, importances, study_from_trials
+from rlsweep.space import parse_space
+from rlsweep.spec import SweepSpec
+
+SPACE = {"lr": {"loguniform": [1e-5, 1e-3]}, "entropy_coeff": {"uniform": [0.0, 0.02]}}
+
+
+def test_distributions():
+    D = optuna.distributions
+    space = parse_space(
+        {
+            "widths": {"choice": [[16, 32, 32], [32, 64, 64]]},
+            "num_epochs": {"int": [1, 9], "q": 2},
+            "lr": {"loguniform": [1e-5, 1e-3]},
+            "gamma": {"uniform": [0.9, 0.99], "q": 0.01},
+        }
+    )
+    # As results tables hold them: lists as strings.
+    assert distribution(space["widths"]) == D.CategoricalDistribution(
+        ["[16, 32, 32]", "[32, 64, 64]"]
+    )
+    assert distribution(space["num_epochs"]) == D.IntDistribution(1, 9, step=2)
+    assert distribution(space["lr"]) == D.FloatDistribution(1e-5, 1e-3, log=True)
+    assert distribution(space["gamma"]) == D.FloatDistribution(0.9, 0.99, step=0.01)
+
+
+def _final(n: int, seed: int = 0) -> pd.DataFrame:
+    """n finished trials whose score is log10(lr); entropy_coeff is noise."""
+    rng = np.random.default_rng(seed)
+    lr = 10 ** rng.uniform(-5, -3, n)
+    return pd.DataFrame(
+        {
+            "lr": lr,
+            "entropy_coeff": rng.uniform(0, 0.02, n),
+            M.TEST_RETURN_NORM: np.log10(lr) + 5,
+        }
+    )
+
+
+def test_study_from_trials_keeps_only_usable_rows():
+    spec = SweepSpec(name="r", space=SPACE, search={"algorithm": "random"})
+    final = _final(6)
+    final.loc[0, M.TEST_RETURN_NORM] = np.nan  # not finished
+    final.loc[1, "lr"] = np.nan  # a parameter missing
+    final.loc[2, "entropy_coeff"] = 0.5  # outside the sampled range (a conditional's default)
+    study = study_from_trials(spec, final)
+    assert [t.value for t in study.trials] == pytest.approx(final[M.TEST_RETURN_NORM][3:])
+    assert study.trials[0].params == {
+        "lr": final.loc[3, "lr"],
+        "entropy_coeff": final.loc[3, "entropy_coeff"],
+    }
+    assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+
+
+def test_importances_from_finished_trials():
+    spec = SweepSpec(name="r", space=SPACE, search={"algorithm": "random"})
+    scores, source = importances(spec, _final(24))
+    assert source == "finished trials (24 trials)"
+    assert set(scores.index) == {"lr", "entropy_coeff"}
+    assert scores.sum() == pytest.approx(1.0) and scores["lr"] > 0.8
+    assert importances(spec, _final(MIN_TRIALS - 1)) is None
+    assert importances(SweepSpec(name="g"), _final(24)) is None  # nothing sampled
+
+
+def test_importances_from_the_persisted_study(tmp_path):
+    spec = SweepSpec(name="tpe", space=SPACE, search={"algorithm": "optuna"})
+    experiment = tmp_path / "tpe"
+    assert importances(spec, _final(8), experiment)[1] == "finished trials (8 trials)"
+    # What OptunaSearch persists during a sweep: the study named after it, in optuna.db.
+    study = optuna.create_study(
+        study_name="tpe", storage=spec.optuna_storage_url(experiment, create=True)
+    )
+    dists = {"lr": optuna.distributions.FloatDistribution(1e-5, 1e-3, log=True)}
+    dists["entropy_coeff"] = optuna.distributions.FloatDistribution(0.0, 0.02)
+    for _, row in _final(5, seed=1).iterrows():
+        params = {"lr": row["lr"], "entropy_coeff": row["entropy_coeff"]}
+        study.add_trial(
+            optuna.trial.create_trial(params=params, distributions=dists, value=row.iloc[-1])
+        )
+    scores, source = importances(spec, _final(8), experiment)
+    assert source == "the persisted Optuna study (5 trials)"
+    assert scores.sum() == pytest.approx(1.0)

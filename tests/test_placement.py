@@ -1,0 +1,151 @@
+"""Device placement, GPU memory estimate, packing arithmetic and resource validation: all pure,
+all on the CPU. One `rllib` test holds the placement equal to what RLlib asks Tune for, and runs
+the GPU trial's central EnvRunner on the CPU."""
+
+import pytest
+
+from rlsweep.config import TrialConfig
+from rlsweep.errors import ConfigError
+from rlsweep.placement import (
+    Machine,
+    activation_floats,
+    check_fits,
+    gpu_memory_gib,
+    num_params,
+    placement,
+    trials_at_once,
+    trials_per_gpu,
+)
+
+
+def test_cpu_trial_keeps_rllibs_layout():
+    p = placement(TrialConfig(num_cpus=2, num_env_runners=3, num_envs_per_env_runner=16), 4)
+    assert (p.device, p.central_inference) == ("cpu", False)
+    assert (p.num_env_runners, p.num_envs_per_env_runner, p.envpool_threads) == (3, 16, 4)
+    assert (p.cpus, p.gpus) == (5, 0)
+    assert p.bundles == ({"CPU": 2}, {"CPU": 1}, {"CPU": 1}, {"CPU": 1})
+
+
+def test_gpu_trial_samples_centrally_on_its_cpus():
+    p = placement(TrialConfig(num_gpus=0.25, num_cpus=4, num_envs_per_env_runner=128), 0)
+    assert (p.device, p.central_inference) == ("cuda", True)
+    # one envpool of all the trial's envs, stepped by the trial's CPUs, in the trial's process
+    assert (p.num_env_runners, p.num_envs_per_env_runner, p.envpool_threads) == (0, 128, 4)
+    assert (p.cpus, p.gpus) == (4, 0.25)
+    assert p.bundles == ({"CPU": 4, "GPU": 0.25},)
+
+
+def test_gpu_learner_with_remote_cpu_runners_keeps_rllibs_layout():
+    # a cluster's GPU node trains, its CPU nodes sample (ec2's GPU head, SageMaker's groups)
+    p = placement(TrialConfig(num_gpus=1, num_cpus=2, num_env_runners=4))
+    assert (p.device, p.central_inference, p.num_env_runners) == ("cuda", False, 4)
+    assert (p.cpus, p.gpus) == (6, 1)
+    assert p.bundles == ({"CPU": 2, "GPU": 1}, *({"CPU": 1},) * 4)
+
+
+@pytest.mark.parametrize(
+    ("params", "key", "message"),
+    [
+        ({"num_gpus": 1.5}, "num_gpus", "a fraction 0 < x <= 1 of one GPU, or a whole number"),
+        ({"num_gpus": -1}, "num_gpus", "got -1"),
+        ({"tf32": "yes"}, "tf32", "true, false"),
+    ],
+)
+def test_gpu_fields_are_validated(params, key, message):
+    with pytest.raises(ConfigError) as e:
+        TrialConfig(**params)
+    assert e.value.path == key and message in e.value.message
+    TrialConfig(num_gpus=2)  # whole GPUs are fine, and so is any fraction of one
+    TrialConfig(num_gpus=0.125, tf32=True)
+
+
+def test_parameter_count_matches_the_model():
+    from rlsweep.models import ImpalaActorCritic, ModelConfig
+
+    for params in [{}, {"widths": (32, 64, 64)}, {"framestack": "stack", "global_pool": True}]:
+        cfg = TrialConfig(**params)
+        c, _, _ = (3 * cfg.env_config().frames_per_obs, 64, 64)
+        model_cfg = ModelConfig(widths=cfg.widths, global_pool=cfg.global_pool)
+        net = ImpalaActorCritic((c, 64, 64), 15, model_cfg)
+        assert num_params(cfg) == sum(p.numel() for p in net.parameters())
+
+
+def test_gpu_memory_estimate_by_hand():
+    cfg = TrialConfig()  # 64 x 256 batch, minibatch 2048, [16, 32, 32], fp32
+    # input 2 x 3x64x64; stages: w*r^2 + 9*w*(r/2)^2 at r = 64, 32, 16; dense 2 x 256
+    floats = 2 * 3 * 4096 + (16 * 4096 + 9 * 16 * 1024) + (32 * 1024 + 9 * 32 * 256)
+    floats += (32 * 256 + 9 * 32 * 64) + 2 * 256
+    assert activation_floats(cfg) == floats
+    by_hand = 20 * num_params(cfg) + (16384 + 2048) * 12288 + 1.5 * 2048 * floats * 4
+    assert gpu_memory_gib(cfg) == pytest.approx(0.75 + by_hand / 2**30)
+    assert 4 < gpu_memory_gib(cfg) < 6  # ~5.2 GiB: 8 trials fit on an 80 GB H100, not 16
+    # bf16 halves the activations; a smaller minibatch shrinks them
+    assert gpu_memory_gib(TrialConfig(bf16=True)) < gpu_memory_gib(cfg)
+    assert gpu_memory_gib(TrialConfig(minibatch_size=512)) < gpu_memory_gib(cfg)
+
+
+def test_packing_arithmetic():
+    assert [trials_per_gpu(g) for g in (1, 0.5, 0.3, 0.25, 0.1, 2)] == [1, 2, 3, 4, 10, 1]
+    assert trials_at_once(4, 0.25, cpus=16, gpus=1) == (4, "GPU")
+    assert trials_at_once(4, 0.125, cpus=16, gpus=1) == (4, "CPU")  # 8 fit the GPU, 4 the CPUs
+    assert trials_at_once(2, 0.125, cpus=16, gpus=1) == (8, "GPU")
+    assert trials_at_once(1, 0.3, cpus=64, gpus=4) == (12, "GPU")  # never spans two GPUs
+    assert trials_at_once(4, 2, cpus=64, gpus=4) == (2, "GPU")
+    assert trials_at_once(3, 0, cpus=8, gpus=0) == (2, "CPU")
+    assert trials_at_once(1, 0.1, cpus=64, gpus=1) == (10, "GPU")  # 1 / 0.1 is 10, not 9
+
+
+def test_check_fits_refuses_what_cannot_run():
+    box = Machine(cpus=16, gpus=1, gpu_memory_gib=80, where="the box")
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), box)  # 8 x ~5.2 GiB
+    with pytest.raises(ConfigError, match="num_cpus: a trial needs 32 CPUs .*the box has 16"):
+        check_fits(TrialConfig(num_cpus=32), box)
+    with pytest.raises(ConfigError, match="num_env_runners: a trial needs 18 CPUs"):
+        check_fits(TrialConfig(num_cpus=2, num_env_runners=16), box)
+    with pytest.raises(ConfigError, match="num_gpus: got 2; the box has 1 GPUs"):
+        check_fits(TrialConfig(num_gpus=2), box)
+    small = Machine(cpus=16, gpus=1, gpu_memory_gib=12, where="the box")
+    # 8 trials of ~5.2 GiB share one 12 GiB GPU: refused, with the fraction that fits
+    with pytest.raises(ConfigError) as e:
+        check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), small)
+    assert e.value.path == "num_gpus"
+    assert "8 trials on one GPU need ~41.8 GiB" in e.value.message
+    assert "allowed: num_gpus >= 0.5" in e.value.message
+    # ... unless the CPUs hold back all but 2 of them
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=8), small)
+    # a trial bigger than the whole GPU: smaller batches, not fewer trials
+    with pytest.raises(ConfigError, match="a smaller minibatch_size or train batch"):
+        check_fits(TrialConfig(num_gpus=1, minibatch_size=16384), small)
+    # unknown GPU memory is not checked
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), Machine(cpus=16, gpus=1))
+
+
+@pytest.mark.rllib
+def test_placement_is_what_rllib_asks_for_and_the_central_runner_samples(tmp_path):
+    from rlsweep.algos import CentralInferenceEnvRunner, algorithm_config, trial_resources
+
+    for cfg in [
+        TrialConfig(num_cpus=2, num_env_runners=3),
+        TrialConfig(num_cpus=1),
+        TrialConfig(num_gpus=0.25, num_cpus=4),
+        TrialConfig(num_gpus=1, num_cpus=8, algorithm="impala", minibatch_size=256),
+        TrialConfig(num_gpus=0.5, num_env_runners=2),
+    ]:
+        assert trial_resources(cfg).bundles == list(placement(cfg).bundles)
+    gpu = TrialConfig(
+        num_gpus=0.5, num_cpus=1, num_envs_per_env_runner=2, rollout_length=8, minibatch_size=16
+    )
+    c = algorithm_config(gpu)
+    assert c.env_runner_cls is CentralInferenceEnvRunner and c.num_env_runners == 0
+    assert (c.num_gpus_per_learner, c.env_config["envpool_threads"]) == (0.5, 1)
+    remote = algorithm_config(TrialConfig(num_gpus=0.5, num_env_runners=2))
+    assert remote.env_runner_cls is not CentralInferenceEnvRunner
+    assert (remote.num_env_runners, remote.num_gpus_per_learner) == (2, 0.5)
+    # The GPU trial's runner, on the CPU: RLlib's sampling through our make_module.
+    runner = CentralInferenceEnvRunner(config=c.learners(num_gpus_per_learner=0))
+    try:
+        episodes = runner.sample(num_timesteps=16)
+        assert sum(len(e) for e in episodes) >= 16
+        assert next(runner.module.parameters()).device.type == "cpu"
+    finally:
+        runner.stop()

@@ -1,0 +1,72 @@
+import pytest
+
+from rlsweep.errors import ConfigError
+from rlsweep.space import KINDS, Param, apply_conditions, parse_space
+
+
+def test_a_plain_list_is_a_grid_and_round_trips():
+    space = parse_space({"lr": [1e-4, 5e-4], "framestack_k": {"int": [2, 4], "q": 2}})
+    assert space["lr"] == Param("grid", (1e-4, 5e-4)) and space["lr"].is_grid
+    assert {k: p.to_raw() for k, p in space.items()} == {
+        "lr": [1e-4, 5e-4],
+        "framestack_k": {"int": [2, 4], "q": 2},
+    }
+    assert parse_space({k: p.to_raw() for k, p in space.items()}) == space
+
+
+def test_int_includes_its_upper_bound_in_tune():
+    domain = Param.parse({"int": [1, 4]}).to_tune()
+    assert (domain.lower, domain.upper) == (1, 5)  # Tune's randint excludes the upper bound
+    assert Param.parse({"int": [1, 4]}).candidates == (1, 4)
+
+
+@pytest.mark.parametrize("q", [0.5, 1.5, 2.0001])
+def test_q_of_an_int_parameter_must_be_an_integer(q):
+    """Tune's qrandint takes an integer q: int(0.5) would quantize to multiples of 0."""
+    with pytest.raises(ConfigError) as e:
+        Param.parse({"int": [1, 4], "q": q})
+    assert str(e.value) == f"q: got {q!r}; allowed: an integer >= 1 for an int parameter"
+
+
+def test_an_integer_q_of_an_int_parameter_reaches_tune():
+    domain = Param.parse({"int": [2, 8], "q": 2}).to_tune()
+    assert (domain.lower, domain.upper, domain.sampler.q) == (2, 8, 2)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"normal": [0, 1]}, "got {'normal': [0, 1]}; allowed: exactly one of grid, choice"),
+        ({"uniform": [1, 0]}, "uniform: got [1, 0]; allowed: [low, high], low < high"),
+        ({"uniform": [0, True]}, "uniform: got [0, True]; allowed: [low, high], low < high"),
+        ({"loguniform": [0, 1]}, "loguniform: got low 0; allowed: low > 0 on a log scale"),
+        ({"int": [1.5, 3]}, "int: got [1.5, 3]; allowed: integer bounds"),
+        ({"uniform": [0, 1], "q": 0}, "q: got 0; allowed: a number > 0"),
+        ({"choice": [1, 2], "q": 1}, "choice: takes values only (no range or q)"),
+        ({"grid": [1, 2], "when": {"augment": ["flip"]}}, "when: a grid parameter cannot be"),
+        ({"choice": [1], "when": {"augment": []}}, "when.augment: needs a non-empty list"),
+    ],
+)
+def test_bad_parameters_are_refused_at_construction(raw, message):
+    with pytest.raises(ConfigError) as e:
+        Param.parse(raw)
+    assert str(e.value).startswith(message)
+    assert KINDS == ("grid", "choice", "uniform", "loguniform", "int")
+
+
+def test_errors_carry_the_key_path_under_space():
+    with pytest.raises(ConfigError, match=r"^space\.lr\.q: got -1"):
+        parse_space({"lr": {"uniform": [1e-4, 1e-3], "q": -1}})
+
+
+def test_conditional_parameter_falls_back_to_default():
+    space = parse_space({"framestack_k": {"choice": [2, 8], "when": {"framestack": ["gap"]}}})
+    defaults = {"framestack": "none", "framestack_k": 4}
+    assert (
+        apply_conditions({"framestack": "none", "framestack_k": 8}, space, defaults)["framestack_k"]
+        == 4
+    )
+    assert (
+        apply_conditions({"framestack": "gap", "framestack_k": 8}, space, defaults)["framestack_k"]
+        == 8
+    )

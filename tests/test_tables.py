@@ -1,0 +1,104 @@
+"""rlsweep.tables: the numbers and markdown tables of a report, from hand-made frames."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlsweep import metrics as M
+from rlsweep import stats as S
+from rlsweep import tables as T
+from rlsweep.results import TERMINATED, Experiment
+
+
+def _experiment(runs: dict[tuple[str, str, int], tuple[float, float]]) -> Experiment:
+    """(variant, game, seed) -> (train, test) normalized final scores, all TERMINATED."""
+    final = pd.DataFrame(
+        [
+            {
+                "sweep": "s",
+                "trial_id": f"{v}_{g}_{s}",
+                "game": g,
+                "seed": s,
+                "variant": v,
+                "iteration": 4,
+                M.ENV_STEPS: 4000,
+                M.TRAIN_RETURN_NORM: train,
+                M.TEST_RETURN_NORM: test,
+                "status": TERMINATED,
+                "error": "",
+            }
+            for (v, g, s), (train, test) in runs.items()
+        ]
+    )
+    variants = sorted(final["variant"].unique())
+    games = sorted(final["game"].unique())
+    return Experiment(final.copy(), final, ["variant"], variants, games)
+
+
+def test_gap_table_shows_the_ci_or_says_why_there_is_none():
+    three = {
+        ("A", "coinrun", s): (0.5 + 0.1 * s, 0.2 + 0.1 * s + 0.05 * (s == 2)) for s in range(3)
+    }
+    one = {("B", "coinrun", 0): (0.4, 0.3)}
+    exp = _experiment({**three, **one})
+    train, test = exp.scores("A", M.TRAIN_RETURN_NORM), exp.scores("A")
+    gap = S.generalization_gap(train, test, n_resamples=200, seed=0)
+    assert gap.has_ci and gap.low < gap.value < gap.high
+    assert T.gap_table(exp, ["A", "B"], n_resamples=200) == [
+        "| variant | train − test [95% CI] | runs |",
+        "| --- | --- | --- |",
+        f"| A | {gap.value:.3f} [{gap.low:.3f}, {gap.high:.3f}] | 3 |",
+        "| B | 0.100 (no CI: a game has < 2 runs) | 1 |",
+    ]
+    # A training score missing for every run of some game (older trials): no row at all.
+    exp.final.loc[exp.final["variant"] == "B", M.TRAIN_RETURN_NORM] = np.nan
+    assert [r.split(" |")[0] for r in T.gap_table(exp, ["A", "B"], n_resamples=200)[2:]] == ["| A"]
+
+
+def test_score_table_has_a_column_for_every_variant():
+    exp = _experiment({("A", "coinrun", 0): (0.5, 0.25), ("A", "coinrun", 1): (0.5, 0.75)})
+    exp.variants = ["A", "B"]  # B: declared by the spec, no finished trial
+    lines = T.score_table(exp, n_resamples=200).splitlines()
+    assert lines[0] == "| game | A | B |"
+    assert lines[2].startswith("| coinrun | 0.500 ± ") and lines[2].endswith(" | — |")
+    assert lines[3].startswith("| **IQM** | 0.500 [") and lines[3].endswith(" | — |")
+
+
+def test_improvement_table_is_pairwise():
+    exp = _experiment(
+        {
+            **{("A", "coinrun", s): (1.0, 0.8 + 0.01 * s) for s in range(2)},
+            **{("B", "coinrun", s): (1.0, 0.1 + 0.01 * s) for s in range(2)},
+        }
+    )
+    rows = T.improvement_table(exp, ["A", "B"], n_resamples=200)
+    assert rows == [
+        "| X \\ Y | A | B |",
+        "| --- | --- | --- |",
+        "| A |  | 1.000 [1.000, 1.000] |",
+        "| B | 0.000 [0.000, 0.000] |  |",
+    ]
+
+
+def test_runs_on_a_shared_grid():
+    a = (np.array([0.0, 10.0, 20.0]), np.array([0.0, 1.0, 2.0]))
+    b = (np.array([5.0, 15.0]), np.array([5.0, 6.0]))
+    grid, values = T.on_grid([a, b], 3)
+    np.testing.assert_allclose(grid, [5.0, 10.0, 15.0])  # only what both runs cover
+    np.testing.assert_allclose(values, [[0.5, 5.0], [1.0, 5.5], [1.5, 6.0]])
+    assert T.on_grid([a, (np.array([30.0, 40.0]), np.array([0.0, 0.0]))], 3) is None
+    assert T.on_grid([(np.array([]), np.array([]))], 3) is None
+    run = pd.DataFrame(
+        {M.ENV_STEPS: [1.0, 2.0, 3.0], "y": [0.1, np.nan, 0.3], M.TEST_FRESH: [True, True, False]}
+    )
+    x, y = T.points(run, "y", fresh_only=False)
+    assert x.tolist() == [1.0, 3.0] and y.tolist() == [0.1, 0.3]  # NaN points dropped
+    x, _ = T.points(run, "y", fresh_only=True)
+    assert x.tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    "usd, text", [(1234.5, "$1,234.50"), (0.0001234, "$0.0001234"), (0.0, "$0.00")]
+)
+def test_usd_text(usd, text):
+    assert T.usd_text(usd) == text
