@@ -89,6 +89,13 @@ def train_trial(config: dict[str, Any]) -> None:
     eval_s = 0.0
     iteration = 0
     saved_at = time.monotonic()
+    # Facts of this process, fixed for its life: read once, reported with every result.
+    process = {
+        JEMALLOC: jemalloc_loaded(),
+        NICE: os.nice(0),
+        TORCH_THREADS: torch.get_num_threads(),
+        NODE_ID: ray.get_runtime_context().get_node_id(),
+    }
     try:
         while True:
             result = algo.train()
@@ -114,11 +121,8 @@ def train_trial(config: dict[str, Any]) -> None:
                 WALL_S: wall,
                 EVAL_S: eval_s,
                 ENV_STEPS_PER_S: (m[ENV_STEPS] - steps_at_start) / wall,
-                JEMALLOC: jemalloc_loaded(),
-                NICE: os.nice(0),
-                TORCH_THREADS: torch.get_num_threads(),
+                **process,
                 CPU_S: time.process_time(),
-                NODE_ID: ray.get_runtime_context().get_node_id(),
             }
             updated = m[MODULE_STEPS_TRAINED] > 0  # DQN waits for learning_starts
             bad = [k for k in (LOSS_TOTAL, LOSS_VALUE) if not math.isfinite(m[k])]
