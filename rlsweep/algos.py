@@ -410,7 +410,11 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> Algor
     env_config = {**cfg.env_config().__dict__, "envpool_threads": p.envpool_threads}
     runner_class = {"env_runner_cls": CentralInferenceEnvRunner} if p.central_inference else {}
     return (
-        c.environment(env=_env_id(), env_config=env_config)
+        # Procgen's actions are Discrete: RLlib's action unsquashing/clipping would only
+        # deep-copy every env's action each step.
+        c.environment(
+            env=_env_id(), env_config=env_config, normalize_actions=False, clip_actions=False
+        )
         .env_runners(
             num_env_runners=p.num_env_runners,
             num_envs_per_env_runner=p.num_envs_per_env_runner,

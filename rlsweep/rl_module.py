@@ -44,6 +44,7 @@ class ImpalaPPOModule(TorchRLModule, ValueFunctionAPI):
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self.net.pi(self.net.features(batch[Columns.OBS]))}
 
+    @torch.no_grad()  # as RLlib's default: a rollout builds no autograd graph
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Rollouts also keep the value estimate (one linear layer on features already computed),
         # so PPO's GAE need not run the trunk over the whole batch again.
@@ -163,6 +164,7 @@ class ImpalaDQNModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI
         return {QF_PREDS: self.q_net(batch[Columns.OBS])}
 
     # --- forward passes ---------------------------------------------------------------------
+    @torch.no_grad()
     def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         q = self.q_net(batch[Columns.OBS])
         greedy = q.argmax(dim=-1)
@@ -171,6 +173,7 @@ class ImpalaDQNModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI
         probs.scatter_add_(-1, greedy[:, None], torch.full_like(q[:, :1], 1 - self.eval_epsilon))
         return {Columns.ACTIONS: greedy, Columns.ACTION_DIST_INPUTS: probs.clamp_min(1e-12).log()}
 
+    @torch.no_grad()
     def _forward_exploration(self, batch: dict[str, Any], t: int = 0, **kwargs) -> dict[str, Any]:
         q = self.q_net(batch[Columns.OBS])
         epsilon = self.epsilon_schedule.update(t)

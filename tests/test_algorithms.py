@@ -91,6 +91,16 @@ def test_ppo_vf_clip_modes_reach_rllib():
     assert c.vf_clip_param == 0.2 and PPO2_VF_CLIP not in c.learner_config_dict
 
 
+@pytest.mark.parametrize("algorithm", ["ppo", "impala", "appo", "dqn"])
+def test_discrete_actions_skip_rllibs_unsquash_and_clip(algorithm):
+    # Procgen's actions are Discrete(15): unsquashing/clipping is a no-op that deep-copies each
+    # env's action on every rollout step.
+    from rlsweep.algos import algorithm_config
+
+    c = algorithm_config(TrialConfig(algorithm=algorithm))
+    assert (c.normalize_actions, c.clip_actions) == (False, False)
+
+
 def test_dqn_config_mapping():
     from rlsweep.algos import algorithm_config
     from rlsweep.rl_module import ImpalaDQNModule

@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlsweep.rl_module import ImpalaPPOModule
+from rlsweep.rl_module import ImpalaDQNModule, ImpalaPPOModule
 
 
 def _module(augment=None):
@@ -64,3 +64,22 @@ def test_gae_reuses_rollout_values_and_recomputes_only_bootstrap_rows():
     m.use_rollout_values = False
     with torch.no_grad():
         torch.testing.assert_close(m.compute_values(batch), true_values)
+
+
+def test_rollout_passes_build_no_autograd_graph():
+    # RLlib's own _forward_exploration/_forward_inference run under no_grad; overriding them
+    # must keep that, or every rollout step records a graph it never uses (slower sampling).
+    obs = {"obs": _obs()}
+    space = gym.spaces.Box(0, 255, (6, 64, 64), np.uint8)
+    dqn = ImpalaDQNModule(
+        observation_space=space,
+        action_space=gym.spaces.Discrete(15),
+        model_config={"widths": [8, 16, 16]},
+    )
+    for m in (_module(), dqn):
+        for name, out in (
+            ("exploration", m.forward_exploration(obs, t=0)),
+            ("inference", m.forward_inference(obs)),
+        ):
+            grads = [k for k, v in out.items() if torch.is_tensor(v) and v.requires_grad]
+            assert not grads, f"{type(m).__name__}.forward_{name}: {grads} carry a graph"
