@@ -399,18 +399,34 @@ def _last_checkpoint(trial_dir: Path, local: bool) -> tuple[int, float] | None:
     return found
 
 
+def _ended_early(local: Path) -> set[str]:
+    """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
+    stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be."""
+    from ray.tune import ExperimentAnalysis
+
+    try:
+        trials = ExperimentAnalysis(str(local)).trials
+    except (FileNotFoundError, ValueError):  # no experiment state readable here
+        return set()
+    return {Path(t.path).name for t in trials if t.status == "TERMINATED" and t.path}
+
+
 def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
-    """What `resume_sweep` does with each trial: kept (finished), or continued from iteration N
-    and its env steps (its last checkpoint), or from scratch (no checkpoint)."""
+    """What `resume_sweep` does with each trial: kept (finished, or ended early by a
+    scheduler), or continued from iteration N and its env steps (its last checkpoint), or from
+    scratch (no checkpoint)."""
     try:
         local = R.experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
         final = R.final_scores(R.load_curves(local))
     except FileNotFoundError:
         return [f"rlsweep: resuming {spec.name}: no trial had started"]
-    done = final["status"] == R.TERMINATED
+    finished = final["status"] == R.TERMINATED
+    early = ~finished & final["trial_id"].isin(_ended_early(local))
+    done = finished | early
     lines = [
-        f"rlsweep: resuming {spec.name}: {int(done.sum())} finished trial(s) kept, "
-        f"{int((~done).sum())} to continue, {max(spec.num_trials - len(final), 0)} not started"
+        f"rlsweep: resuming {spec.name}: {int(finished.sum())} finished trial(s) kept, "
+        f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
+        f"continue, {max(spec.num_trials - len(final), 0)} not started"
     ]
     for row in final[~done].itertuples():
         at = _last_checkpoint(local / row.trial_id, local=not is_uri(experiment))

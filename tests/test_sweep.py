@@ -9,7 +9,7 @@ import pytest
 from rlsweep import results as R
 from rlsweep.metrics import METRICS
 from rlsweep.spec import SweepSpec
-from rlsweep.sweep import SweepExistsError, run_sweep
+from rlsweep.sweep import SweepExistsError, resume_points, run_sweep
 from rlsweep.testing import fake_trial
 
 
@@ -124,7 +124,8 @@ def test_asha_stops_weak_trials_early(tmp_path):
         max_concurrent=8,
     )
     assert len(df) == 8
-    assert df["iteration"].min() < 8 <= df["iteration"].max()  # some stopped, best finished
+    # Some stopped, the best finished.
+    assert df["iteration"].min() < 8 <= df["iteration"].max(), df[["lr", "iteration"]]
 
 
 def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):
@@ -184,6 +185,11 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path):
     assert (df["env_steps"] == 16384).all() and (df["iteration"] == 1).all()
     final = R.final_scores(R.load_curves(tmp_path / "early"))
     assert sorted(final["variant"]) == ["A", "B"] and (final["status"] == "INCOMPLETE").all()
+    # Tune will not restart them on resume, so resume does not promise to continue them.
+    assert resume_points(spec, str(tmp_path / "early")) == [
+        "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
+        "kept, 0 to continue, 0 not started"
+    ]
 
     with pytest.raises(SweepExistsError, match="rlsweep resume .*--overwrite"):
         run_sweep(spec, trainable=fake_trial, num_cpus=2)
