@@ -40,6 +40,7 @@ from ray.tune.registry import register_env
 from rlsweep import metrics as M
 from rlsweep._ray_compat import LearnerHooks
 from rlsweep.config import TrialConfig
+from rlsweep.connectors import batch_observations, sample_actions
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
 from rlsweep.placement import placement
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
@@ -422,6 +423,11 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> Algor
             gym_env_vectorize_mode=gym.VectorizeMode.VECTOR_ENTRY_POINT,
             num_cpus_per_env_runner=1,
             custom_resources_per_env_runner=dict(cfg.env_runner_resources),
+            # Batched env<->module data paths (rlsweep.connectors) instead of RLlib's per-env ones.
+            env_to_module_connector=batch_observations,
+            add_default_connectors_to_env_to_module_pipeline=False,
+            module_to_env_connector=sample_actions,
+            add_default_connectors_to_module_to_env_pipeline=False,
             **runner_class,
         )
         # The learner is local (num_learners=0): it lives in the main process's bundle, and

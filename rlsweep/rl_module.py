@@ -24,7 +24,25 @@ from rlsweep.augment import AugmentConfig, augment
 from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
 
 
-class ImpalaPPOModule(TorchRLModule, ValueFunctionAPI):
+class RolloutsInEvalMode:
+    """Mixin (before TorchRLModule in the bases): `forward_exploration`/`forward_inference`
+    switch the module to eval mode when it is in train mode and leave it there. TorchRLModule's
+    (Ray 2.60) switch every submodule to eval() and back to train() around each call, ~0.04 s of
+    a 4096-step CPU iteration and a fixed cost on every GPU step; `forward_train` switches back
+    to train mode itself. (rlsweep's networks behave the same in both modes.)"""
+
+    def forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        if self.training:
+            self.eval()
+        return self._forward_exploration(batch, **kwargs)
+
+    def forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        if self.training:
+            self.eval()
+        return self._forward_inference(batch, **kwargs)
+
+
+class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
     """IMPALA-CNN actor-critic; `model_config` holds `ModelConfig` fields as a plain dict, plus
     `augment` (AugmentConfig fields) and `augment_seed`."""
 
@@ -123,7 +141,9 @@ class _QNet(torch.nn.Module):
         return self.value(feats) + adv - adv.mean(dim=-1, keepdim=True)
 
 
-class ImpalaDQNModule(TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI):
+class ImpalaDQNModule(
+    RolloutsInEvalMode, TorchRLModule, InferenceOnlyAPI, TargetNetworkAPI, QNetAPI
+):
     """IMPALA-CNN Q-network for RLlib's DQN learner (expected Q-values only, no atoms).
 
     `model_config`: ModelConfig fields plus RLlib's auto-included `epsilon` (schedule),

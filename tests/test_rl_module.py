@@ -83,3 +83,24 @@ def test_rollout_passes_build_no_autograd_graph():
         ):
             grads = [k for k, v in out.items() if torch.is_tensor(v) and v.requires_grad]
             assert not grads, f"{type(m).__name__}.forward_{name}: {grads} carry a graph"
+
+
+def test_rollouts_switch_to_eval_mode_once_and_training_switches_back():
+    # TorchRLModule toggles eval()/train() over every submodule on each rollout step; ours
+    # switch to eval mode once and stay there until the learner's forward_train.
+    m = _module()
+    obs = {"obs": _obs()}
+    assert m.training
+    torch.manual_seed(0)
+    first = m.forward_exploration(obs, t=0)
+    assert not any(sub.training for sub in m.modules())
+    flips = []
+    conv = next(x for x in m.modules() if isinstance(x, torch.nn.Conv2d))
+    conv.register_forward_pre_hook(lambda mod, _: flips.append(mod.training))
+    m.forward_exploration(obs, t=0)
+    m.forward_inference(obs)
+    assert flips == [False, False] and not m.training
+    m.forward_train(obs)
+    assert all(sub.training for sub in m.modules())
+    torch.manual_seed(0)
+    torch.testing.assert_close(m.forward_exploration(obs, t=0), first)
