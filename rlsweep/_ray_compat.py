@@ -1,10 +1,12 @@
 """Every private Ray / RLlib hook rlsweep relies on, in one place.
 
-rlsweep reaches past Ray's public API for three reasons: to make RLlib's PPO learner do the
-reference update (`LearnerHooks`, used by `rlsweep.algos.RlsweepPPOLearner`), to keep
-credentials out of the runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
-`stop_propagating_env_vars`), and to find the jemalloc Ray ships (`bundled_jemalloc`). `HOOKS`
-lists each private name with the Ray version it was checked against.
+rlsweep reaches past Ray's public API to make RLlib's PPO learner do the reference update
+(`LearnerHooks`, used by `rlsweep.algos.RlsweepPPOLearner`), to keep credentials out of the
+runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
+`stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to stop Tune's
+loop the way Ctrl-C does (`end_tune_loop`), and to share the sweep's stop flag through the GCS
+(`kv_put`, `kv_get`). `HOOKS` lists each private name with the Ray version it was checked
+against.
 
 Upgrading Ray: `pytest tests/test_ray_compat.py` says which hooked names are gone (fast, no Ray
 cluster); `pytest -m rllib tests/test_ppo_reference.py` says whether the learner still computes
@@ -112,6 +114,10 @@ HOOKS: tuple[Hook, ...] = (
         "get_run_config",
         "set_restored_verbosity: a resumed sweep's console (through Tuner._local_tuner)",
     ),
+    # kv_put / kv_get / kv_delete (rlsweep.interrupt's stop flag).
+    Hook("ray.experimental.internal_kv", "_internal_kv_put", "kv_put: the stop flag is set"),
+    Hook("ray.experimental.internal_kv", "_internal_kv_get", "kv_get: trials read the flag"),
+    Hook("ray.experimental.internal_kv", "_internal_kv_del", "kv_delete: the flag is removed"),
 )
 
 
@@ -238,6 +244,30 @@ def ray_session_dir() -> str:
     import ray._private.worker
 
     return ray._private.worker._global_node.get_session_dir_path()
+
+
+# --- GCS key-value store --------------------------------------------------------------------------
+KV_NAMESPACE = "rlsweep"
+"""rlsweep's keys in Ray's GCS key-value store (Tune and Serve keep theirs in their own)."""
+
+
+def kv_put(key: str, value: bytes) -> None:
+    """Set `key` in the GCS store of the Ray this process is connected to (every node sees it)."""
+    from ray.experimental.internal_kv import _internal_kv_put
+
+    _internal_kv_put(key, value, overwrite=True, namespace=KV_NAMESPACE)
+
+
+def kv_get(key: str) -> bytes | None:
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    return _internal_kv_get(key, namespace=KV_NAMESPACE)
+
+
+def kv_delete(key: str) -> None:
+    from ray.experimental.internal_kv import _internal_kv_del
+
+    _internal_kv_del(key, namespace=KV_NAMESPACE)
 
 
 # --- Tune's loop ---------------------------------------------------------------------------------
