@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -40,7 +39,7 @@ from ray.tune.registry import register_env
 from rlsweep import metrics as M
 from rlsweep._ray_compat import LearnerHooks
 from rlsweep.config import TrialConfig
-from rlsweep.connectors import batch_observations, sample_actions
+from rlsweep.connectors import batch_observations, sample_actions, to_numpy
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
 from rlsweep.placement import placement
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
@@ -106,9 +105,9 @@ class ReferenceGAE(ConnectorV2):
             v = values.detach().cpu().numpy()
             targets = compute_value_targets(
                 values=v,
-                rewards=_numpy(module_batch[Columns.REWARDS]),
-                terminateds=_numpy(module_batch[Columns.TERMINATEDS]),
-                truncateds=_numpy(module_batch[Columns.TRUNCATEDS]),
+                rewards=to_numpy(module_batch[Columns.REWARDS]),
+                terminateds=to_numpy(module_batch[Columns.TERMINATEDS]),
+                truncateds=to_numpy(module_batch[Columns.TRUNCATEDS]),
                 gamma=self.gamma,
                 lambda_=self.lambda_,
             )
@@ -119,10 +118,6 @@ class ReferenceGAE(ConnectorV2):
                 targets, device=values.device
             )
         return batch
-
-
-def _numpy(x: Any) -> np.ndarray:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -60,11 +60,12 @@ class SampleActions(ConnectorV2):
             batch[Columns.ACTIONS] = actions
             if Columns.ACTION_LOGP not in batch:
                 batch[Columns.ACTION_LOGP] = dist.logp(actions)
-        return {k: _numpy(v) for k, v in batch.items()}
+        return {k: to_numpy(v) for k, v in batch.items()}
 
 
-def _numpy(x: Any) -> Any:
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
+def to_numpy(x: Any) -> np.ndarray:
+    """A tensor (on any device) or array-like as a numpy array."""
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def batch_observations(env=None, spaces=None, device=None) -> BatchObservations:
