@@ -31,36 +31,13 @@ Part = TypeVar("Part", EnvConfig, ModelConfig, AugmentConfig)
 
 
 @dataclass(frozen=True)
-class TrialConfig:
-    # Three groups below are the fields of a part (rlsweep.subconfigs), by the same names:
-    # EnvConfig (what the trial plays), AugmentConfig, ModelConfig. tests/test_subconfigs.py
-    # holds names, types and defaults equal.
-    # --- what the trial plays (EnvConfig) --------------------------------------------------
-    game: str = "coinrun"
-    """Procgen game."""
-    distribution_mode: str = "easy"
-    """easy, hard, or the game's extreme/memory/exploration mode."""
-    num_levels: int | None = None
-    """Training levels [start_level, start_level + num_levels); None = 200 easy, 500 hard,
-    extreme and memory; exploration mode plays its one fixed level (leave None)."""
-    start_level: int = 0
-    """First training level."""
-    framestack: str = "none"
-    """none | stack (last k frames) | gap (frames t and t-(k-1))."""
-    framestack_k: int = 4
-    """k for stack and gap."""
-    reward_shaping: bool = False
-    """Train on sign(r)(sqrt(|r|+1)-1) + 0.001 r; reported returns are always raw."""
+class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
+    """One trial, flat: the fields of its parts (rlsweep.subconfigs: EnvConfig, what it plays;
+    ModelConfig; AugmentConfig), declared and documented there once, then the fields below.
+    `part(cls)` builds a part back from the fields of the same names."""
+
     normalize_reward: bool = True
-    """Scale rewards by the running std of a discounted return, clip to +-reward_clip
-    (baselines' VecNormalize(ob=False), as train-procgen; gymnasium NormalizeReward in CleanRL)."""
-    reward_norm_gamma: float = 0.99
-    """Discount of that return: VecNormalize's own 0.99 (train-procgen); CleanRL uses gamma."""
-    reward_clip: float = 10.0
-    """Clip for normalized rewards."""
-    time_limit: str = "terminate"
-    """terminate: an episode ended by the game's time limit is terminal (procgen reports a plain
-    done; train-procgen, CleanRL, 2020's RLlib) | truncate: bootstrap from its last state."""
+    """On in a trial, as in train-procgen (a bare EnvConfig plays raw rewards)."""
     seed: int = 0
     """Seeds torch, RLlib and every env of the trial."""
 
@@ -191,30 +168,6 @@ class TrialConfig:
     resume, a spot reclaim) replays what it had rather than refilling from empty. Costs up to
     replay_capacity x frame size of disk and write time per checkpoint (~600 MB at 50k 64x64
     RGB frames)."""
-
-    # --- augmentation (AugmentConfig; learner minibatches only, see rlsweep.augment) --------
-    augment: str = "none"
-    """none | flip | rotate | crop_resize | translate | pad_crop | all (one drawn per sample)."""
-    augment_p: float = 1.0
-    """Probability that a training sample is augmented."""
-    augment_pad: int = 4
-    """translate / pad_crop: shift of up to this many pixels."""
-    augment_scale_min: float = 0.8
-    """crop_resize: smallest crop side, as a fraction of the image side."""
-
-    # --- model (ModelConfig) -----------------------------------------------------------------
-    widths: tuple[int, ...] = (16, 32, 32)
-    """IMPALA-CNN stage widths; (32, 64, 64) is the wide variant."""
-    downsample: str = "maxpool"
-    """maxpool | conv (stride 2)."""
-    global_pool: bool = False
-    """Global average pooling before the dense layer."""
-    dense: int = 256
-    """Dense layer width."""
-    channels_last: bool = True
-    """NHWC convolutions (faster on CPU)."""
-    bf16: bool = False
-    """bfloat16 autocast in the trunk."""
 
     def __post_init__(self) -> None:
         for name in ("widths", "lr_schedule"):

@@ -2,11 +2,10 @@
 dataclasses validated at construction: `EnvConfig` (rlsweep.envs), `ModelConfig`
 (rlsweep.models), `AugmentConfig` (rlsweep.augment).
 
-Each field has the name of the `TrialConfig` field it comes from, so `TrialConfig.part(cls)`
-builds a part by field name and a validation error names the trial's key (tests/test_config.py
-holds the names, types and defaults equal). They live here, away from torch and gymnasium, so
-that loading and validating a spec (`import rlsweep`, `rlsweep validate`, `rlsweep report`)
-imports neither.
+`TrialConfig` inherits their fields (each is declared and documented here, once), so a trial's
+keys are the parts' keys, `TrialConfig.part(cls)` builds a part by field name, and a validation
+error names the trial's key. They live here, away from torch and gymnasium, so that loading and
+validating a spec (`import rlsweep`, `rlsweep validate`, `rlsweep report`) imports neither.
 """
 
 from __future__ import annotations
