@@ -129,8 +129,10 @@ def _header(exp: Experiment) -> list[str]:
     md = [f"# Report: {', '.join(sweeps.index)}", ""]
     for sweep, counts in sweeps.iterrows():
         parts = ", ".join(f"{counts[s]} {s}" for s in R.STATUSES if s in counts and counts[s])
-        n = int(counts.sum())
-        md.append(f"- `{sweep}`: {n} trial{'s' * (n != 1)} ({parts})")
+        n, planned = int(counts.sum()), exp.planned.get(sweep)
+        unstarted = f"; {planned - n} not started" if planned and planned > n else ""
+        of = f" of {planned}" if planned and planned > n else ""
+        md.append(f"- `{sweep}`: {n}{of} trial{'s' * ((planned or n) != 1)} ({parts}){unstarted}")
     return [*md, ""]
 
 

@@ -30,6 +30,7 @@ trials normalized them with hard mode's constants.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -344,6 +345,9 @@ class Experiment:
     by: list[str]
     variants: list[str]
     games: list[str]
+    planned: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Trials each sweep's spec runs, by sweep name (sweeps whose spec.yaml was found): more
+    than `final` has rows for when trials have not started (an interrupted sweep)."""
 
     @property
     def counted(self) -> pd.DataFrame:
@@ -434,13 +438,16 @@ def load_experiment(paths: Sequence[str | Path], by: Sequence[str] | None = None
     final = final_scores(curves)
     by_ = choose_by(final, by)
     declared: list[tuple] = []
+    planned: dict[str, int] = {}
     for d in [d for p in paths for d in experiment_dirs(p)]:
         spec = sweep_spec(d)
         found = declared_variants(spec, by_) if spec is not None and by_ else None
         seen = final.loc[final["sweep"] == d.name, by_].drop_duplicates()
         # Only when it names every variant found (else the spec does not describe these trials).
-        if found is not None and set(seen.itertuples(index=False, name=None)) <= set(found):
-            declared += found
+        describes = found is None or set(seen.itertuples(index=False, name=None)) <= set(found)
+        if spec is not None and describes:
+            planned[d.name] = spec.num_trials
+            declared += found or []
     final["variant"], variants = label_variants(final, by_, declared)
     curves["variant"] = (
         curves[["sweep", "trial_id"]]
@@ -448,4 +455,4 @@ def load_experiment(paths: Sequence[str | Path], by: Sequence[str] | None = None
         .to_numpy()
     )
     games = sorted(final["game"].dropna().astype(str).unique())
-    return Experiment(curves, final, by_, variants, games)
+    return Experiment(curves, final, by_, variants, games, planned)

@@ -200,8 +200,11 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     assert "not counted: 4 ERROR." in table
     md = report.read_text()
     assert "Not aggregated (a game without finished runs): framestack=gap, framestack=stack" in md
+    assert "- `syn`: 8 of 12 trials (4 TERMINATED, 4 ERROR); 4 not started" in md
     # A spec that does not describe the trials found (another grid) adds no column.
     other = SweepSpec(name="syn", budget=4000, space={"framestack": ["gap", "stack"]})
     (exp / SWEEP_FILE).write_text(other.to_yaml())
-    table = (build_report([exp], out=tmp_path / "o2").parent / "table.md").read_text()
+    report = build_report([exp], out=tmp_path / "o2")
+    table = (report.parent / "table.md").read_text()
     assert table.startswith("| game | framestack=gap | framestack=none |\n")
+    assert "- `syn`: 8 trials (4 TERMINATED, 4 ERROR)\n" in report.read_text()
