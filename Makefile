@@ -27,8 +27,10 @@ demo: $(STAMP)
 	$(BIN)/rlsweep run search_spaces/demo.yaml --overwrite  # the demo reruns from scratch
 	$(BIN)/rlsweep report results/demo
 
+# benchmarks/throughput.py: an rlsweep trial vs an independent plain PPO loop, ROUNDS pairs
+# (default 4), the ratio with its 95% interval.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/throughput.py
+	$(BIN)/python benchmarks/throughput.py $(if $(ROUNDS),--rounds $(ROUNDS))
 
 # benchmarks/gpu.py: model bound, plain PPO loop, one trial, K packed trials (a GPU machine;
 # QUICK=1 runs its tiny CPU path). Results under $$OUT if set, else results/benchmarks/.

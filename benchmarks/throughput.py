@@ -17,11 +17,15 @@ per iteration, minibatch 2048, 3 epochs, on 2 CPUs / 2 torch threads:
   setup the issue measured); `--glibc` adds a row with the plain glibc allocator.
 
 Trial and peer runs alternate, round by round (trial, peer, then peer, trial, ...), so that load
-from other processes hits both alike; the ratio is pooled over all rounds, and each round's own
-ratio is printed too. Absolute figures depend on the machine's load (printed before and after);
-the ratio is the figure to read. Writes results/benchmarks/throughput.json (the keys
+from other processes hits both alike. Each round's ratio compares two runs minutes apart, so the
+machine's drift (on a shared host: 20% within an hour) mostly cancels in it; the rounds are the
+samples: the headline is their geometric mean with a 95% t-interval (`ratio_interval`), and
+whether that interval clears `--target` (0.95). The pooled ratio (all env steps over all seconds)
+is printed too. Absolute figures depend on the machine's load (printed before and after); the
+ratio and its interval are the figures to read. Writes results/benchmarks/throughput.json (the keys
 `trial_env_steps_per_s`, `peer_env_steps_per_s`, `ratio`, `measured_at`, `machine` are read by
-others, e.g. `rlsweep plan`'s steps/s default). About 7 minutes on an idle 2-core machine.
+others, e.g. `rlsweep plan`'s steps/s default). About 15 minutes on an idle 2-core machine
+(4 rounds), 25 on a busy one.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import yaml
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN_PPO = Path(__file__).resolve().parent / "plain_ppo.py"
@@ -246,6 +252,34 @@ def run_peer(tmp: Path, warmup: int, iterations: int, jemalloc: str | None, time
     )
 
 
+def ratio_interval(
+    trial: list[float], peer: list[float], confidence: float = 0.95
+) -> tuple[float, float, float]:
+    """(geometric mean, low, high) of the per-round ratios trial[i] / peer[i]: a t-interval on
+    their logs, the rounds as independent samples (each round's two runs are adjacent in time,
+    so the machine's slow drift cancels within it). One round has no interval (NaN bounds)."""
+    logs = np.log(np.asarray(trial, float) / np.asarray(peer, float))
+    center = float(np.exp(logs.mean()))
+    if len(logs) < 2:
+        return center, math.nan, math.nan
+    half = stats.t.ppf(0.5 + confidence / 2, len(logs) - 1) * logs.std(ddof=1) / len(logs) ** 0.5
+    return center, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+
+
+def verdict(low: float, high: float, target: float) -> str:
+    """What the interval says about `trial >= target x peer`."""
+    if math.isnan(low):
+        return f"no interval from one round: run --rounds 3 or more to test >= {target}"
+    if low >= target:
+        return f"trial >= {target} x peer: yes (the whole 95% interval)"
+    if high < target:
+        return f"trial >= {target} x peer: no (the whole 95% interval is below)"
+    return (
+        f"trial >= {target} x peer: not decided at this machine's noise (the interval spans "
+        f"{target}); more rounds narrow it"
+    )
+
+
 def pooled(runs: list[Run]) -> float:
     return sum(r.env_steps for r in runs) / sum(r.seconds for r in runs)
 
@@ -278,7 +312,7 @@ def machine() -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=2, help="trial/peer pairs (default 2)")
+    p.add_argument("--rounds", type=int, default=4, help="trial/peer pairs (default 4)")
     p.add_argument("--iterations", type=int, default=3, help="timed iterations per run")
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
     p.add_argument("--glibc", action="store_true", help="also time the peer with glibc malloc")
@@ -287,6 +321,9 @@ def main(argv: list[str] | None = None) -> None:
         "--out", type=Path, default=None, help=f"JSON (default {DEFAULT_OUT}; --quick: none)"
     )
     p.add_argument("--timeout", type=float, default=1800, help="seconds per subprocess")
+    p.add_argument(
+        "--target", type=float, default=0.95, help="the ratio the verdict tests (default 0.95)"
+    )
     a = p.parse_args(argv)
     if a.quick:
         a.rounds, a.iterations = 1, 1
@@ -328,10 +365,10 @@ def main(argv: list[str] | None = None) -> None:
     by_arm = {arm: [r for r in runs if r.arm == arm] for arm in dict.fromkeys(r.arm for r in runs)}
     peer_arm = "peer (jemalloc)" if jemalloc else "peer (glibc)"
     trial, peer = pooled(by_arm["trial"]), pooled(by_arm[peer_arm])
-    per_round = [
-        t.steps_per_s / q.steps_per_s
-        for t, q in zip(by_arm["trial"], by_arm[peer_arm], strict=True)
-    ]
+    trial_rates = [r.steps_per_s for r in by_arm["trial"]]
+    peer_rates = [r.steps_per_s for r in by_arm[peer_arm]]
+    per_round = [t / q for t, q in zip(trial_rates, peer_rates, strict=True)]
+    center, low, high = ratio_interval(trial_rates, peer_rates)
     best = {arm: max(r.best_steps_per_s for r in arm_runs) for arm, arm_runs in by_arm.items()}
     print(
         f"\n{'':<18}{'env-steps/s':>12}{'vs peer':>9}{'CPU-ms/env-step':>17}"
@@ -344,15 +381,21 @@ def main(argv: list[str] | None = None) -> None:
             f"{best[arm]:16.1f}{best[arm] / best[peer_arm]:9.2f}"
         )
     print(
-        f"ratio trial/peer: {trial / peer:.2f} (per round: "
+        f"ratio trial/peer: {center:.2f}, 95% interval [{low:.2f}, {high:.2f}] over "
+        f"{len(per_round)} round(s) (per round: "
         + ", ".join(f"{x:.2f}" for x in per_round)
-        + f"); load average {os.getloadavg()[0]:.2f} at the end"
+        + f"; pooled {trial / peer:.2f}); load average {os.getloadavg()[0]:.2f} at the end\n"
+        + verdict(low, high, a.target)
     )
     result = {
         "trial_env_steps_per_s": round(trial, 1),
         "peer_env_steps_per_s": round(peer, 1),
         "ratio": round(trial / peer, 3),
         "ratio_per_round": [round(x, 3) for x in per_round],
+        "ratio_geomean": round(center, 3),
+        "ratio_ci95": [round(low, 3), round(high, 3)] if not math.isnan(low) else None,
+        "target": a.target,
+        "verdict": verdict(low, high, a.target),
         "ratio_best_iteration": round(best["trial"] / best[peer_arm], 3),
         "trial_cpu_ms_per_env_step": round(cpu_ms(by_arm["trial"]), 3),
         "peer_cpu_ms_per_env_step": round(cpu_ms(by_arm[peer_arm]), 3),

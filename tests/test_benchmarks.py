@@ -1,0 +1,41 @@
+"""benchmarks/throughput.py's statistics: the ratio's interval and the verdict read from it."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from throughput import ratio_interval, verdict  # noqa: E402
+
+T_975_DF3 = 3.182446305284263
+"""Student's t, 97.5th percentile, 3 degrees of freedom (printed tables: 3.182)."""
+
+
+def test_ratio_interval_is_a_t_interval_on_log_ratios():
+    # make bench's four rounds on 2026-11-25 (trial and peer env-steps/s per round).
+    trial, peer = [124.4, 125.6, 122.2, 112.9], [147.2, 140.7, 123.8, 124.4]
+    logs = [math.log(t / p) for t, p in zip(trial, peer, strict=True)]
+    mean = sum(logs) / 4
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 3)
+    center, low, high = ratio_interval(trial, peer)
+    assert center == pytest.approx(math.exp(mean), rel=1e-12)
+    assert low == pytest.approx(math.exp(mean - T_975_DF3 * sd / 2), rel=1e-9)
+    assert high == pytest.approx(math.exp(mean + T_975_DF3 * sd / 2), rel=1e-9)
+    assert (round(center, 2), round(low, 2), round(high, 2)) == (0.91, 0.82, 1.0)
+
+
+def test_equal_ratios_have_a_zero_width_interval_and_one_round_none():
+    assert ratio_interval([98, 196], [100, 200]) == pytest.approx((0.98, 0.98, 0.98))
+    center, low, high = ratio_interval([98], [100])
+    assert center == pytest.approx(0.98) and math.isnan(low) and math.isnan(high)
+
+
+def test_verdict_reads_the_whole_interval():
+    assert verdict(0.96, 1.02, 0.95).endswith("yes (the whole 95% interval)")
+    assert "no (the whole 95% interval is below)" in verdict(0.85, 0.94, 0.95)
+    assert "not decided" in verdict(0.93, 0.99, 0.95)
+    assert "--rounds 3" in verdict(math.nan, math.nan, 0.95)
