@@ -18,14 +18,15 @@ per iteration, minibatch 2048, 3 epochs, on 2 CPUs / 2 torch threads:
 
 Trial and peer runs alternate, round by round (trial, peer, then peer, trial, ...), so that load
 from other processes hits both alike. Each round's ratio compares two runs minutes apart, so the
-machine's drift (on a shared host: 20% within an hour) mostly cancels in it; the rounds are the
-samples: the headline is their geometric mean with a 95% t-interval (`ratio_interval`), and
-whether that interval clears `--target` (0.95). The pooled ratio (all env steps over all seconds)
-is printed too. Absolute figures depend on the machine's load (printed before and after); the
-ratio and its interval are the figures to read. Writes results/benchmarks/throughput.json (the keys
-`trial_env_steps_per_s`, `peer_env_steps_per_s`, `ratio`, `measured_at`, `machine` are read by
-others, e.g. `rlsweep plan`'s steps/s default). About 15 minutes on an idle 2-core machine
-(4 rounds), 25 on a busy one.
+machine's drift (on a busy shared host the peer alone ran 101-147 env-steps/s within an hour)
+mostly cancels in it; the rounds are the samples: the headline is their geometric mean with a
+95% t-interval (`ratio_interval`), and whether that interval clears `--target` (0.95). The
+pooled ratio (all env steps over all seconds) is printed too. Absolute figures depend on the
+machine's load (printed before and after); the ratio and its interval are the figures to read.
+Writes results/benchmarks/throughput.json (the keys `trial_env_steps_per_s`,
+`peer_env_steps_per_s`, `ratio`, `measured_at`, `machine` are read by others, e.g. `rlsweep
+plan`'s steps/s default). About 15 minutes on an idle 2-core machine (4 rounds), 25 on a busy
+one.
 """
 
 from __future__ import annotations
@@ -369,6 +370,7 @@ def main(argv: list[str] | None = None) -> None:
     peer_rates = [r.steps_per_s for r in by_arm[peer_arm]]
     per_round = [t / q for t, q in zip(trial_rates, peer_rates, strict=True)]
     center, low, high = ratio_interval(trial_rates, peer_rates)
+    said = verdict(low, high, a.target)
     best = {arm: max(r.best_steps_per_s for r in arm_runs) for arm, arm_runs in by_arm.items()}
     print(
         f"\n{'':<18}{'env-steps/s':>12}{'vs peer':>9}{'CPU-ms/env-step':>17}"
@@ -385,7 +387,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{len(per_round)} round(s) (per round: "
         + ", ".join(f"{x:.2f}" for x in per_round)
         + f"; pooled {trial / peer:.2f}); load average {os.getloadavg()[0]:.2f} at the end\n"
-        + verdict(low, high, a.target)
+        + said
     )
     result = {
         "trial_env_steps_per_s": round(trial, 1),
@@ -395,7 +397,7 @@ def main(argv: list[str] | None = None) -> None:
         "ratio_geomean": round(center, 3),
         "ratio_ci95": [round(low, 3), round(high, 3)] if not math.isnan(low) else None,
         "target": a.target,
-        "verdict": verdict(low, high, a.target),
+        "verdict": said,
         "ratio_best_iteration": round(best["trial"] / best[peer_arm], 3),
         "trial_cpu_ms_per_env_step": round(cpu_ms(by_arm["trial"]), 3),
         "peer_cpu_ms_per_env_step": round(cpu_ms(by_arm[peer_arm]), 3),

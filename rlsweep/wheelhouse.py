@@ -20,7 +20,8 @@ as many transfers as its parts need; on the node (stdlib only, no rlsweep needed
 installed. pip then installs `rlsweep` from the wheels with `--no-index --find-links`, resolving
 against what the node has (its torch satisfies rlsweep's `torch>=2.4,<3`). A wheelhouse that
 skipped projects is installed as the set `pip download` resolved, with `--no-deps` (pip's
-resolver would look for the skipped ones); `pip check` then lists those as missing, as expected.
+resolver would look for the skipped ones); `pip check` then runs, and what it finds beyond the
+skipped projects is printed as a warning.
 """
 
 from __future__ import annotations
@@ -245,9 +246,9 @@ def install(
     dest = dest or parts_dir / "wheels"
     wheels = join(parts_dir, dest)
     manifest = json.loads((parts_dir / MANIFEST).read_text())
-    packages = list(packages or manifest.get("install", ["rlsweep"]))
     skipped = set(manifest.get("skipped", []))
     if not skipped:
+        packages = list(packages or manifest.get("install", ["rlsweep"]))
         cmd = [*pip, "install", "--no-index", "--find-links", str(dest), *pip_args, *packages]
         subprocess.run(cmd, check=True)
         return
