@@ -291,6 +291,14 @@ def cpu_ms(runs: list[Run]) -> float:
     return 1000 * sum(r.cpu_s for r in runs) / sum(r.env_steps for r in runs)
 
 
+def cores_used(runs: list[Run]) -> float:
+    """CPU cores the training process kept busy over its timed wall time. The pooled ratio is
+    the product of the two arms' ratios of this (the trial's share of the machine: what Ray's
+    daemons and Tune's driver leave it) and of CPU-ms per step inverted (its work per step).
+    The first is steady from run to run; the second carries the host's drift."""
+    return sum(r.cpu_s for r in runs) / sum(r.seconds for r in runs)
+
+
 def machine() -> dict:
     import torch
 
@@ -374,14 +382,20 @@ def main(argv: list[str] | None = None) -> None:
     best = {arm: max(r.best_steps_per_s for r in arm_runs) for arm, arm_runs in by_arm.items()}
     print(
         f"\n{'':<18}{'env-steps/s':>12}{'vs peer':>9}{'CPU-ms/env-step':>17}"
-        f"{'best iteration':>16}{'vs peer':>9}"
+        f"{'cores used':>12}{'best iteration':>16}{'vs peer':>9}"
     )
     for arm, arm_runs in by_arm.items():
         rate = pooled(arm_runs)
         print(
             f"{arm:<18}{rate:12.1f}{rate / peer:9.2f}{cpu_ms(arm_runs):17.2f}"
-            f"{best[arm]:16.1f}{best[arm] / best[peer_arm]:9.2f}"
+            f"{cores_used(arm_runs):12.3f}{best[arm]:16.1f}{best[arm] / best[peer_arm]:9.2f}"
         )
+    share = cores_used(by_arm["trial"]) / cores_used(by_arm[peer_arm])
+    work = cpu_ms(by_arm[peer_arm]) / cpu_ms(by_arm["trial"])
+    print(
+        f"pooled ratio {trial / peer:.3f} = cores used {share:.3f} x work per step {work:.3f} "
+        "(peer's CPU-ms/step over the trial's)"
+    )
     print(
         f"ratio trial/peer: {center:.2f}, 95% interval [{low:.2f}, {high:.2f}] over "
         f"{len(per_round)} round(s) (per round: "
@@ -400,6 +414,8 @@ def main(argv: list[str] | None = None) -> None:
         "verdict": said,
         "ratio_best_iteration": round(best["trial"] / best[peer_arm], 3),
         "trial_cpu_ms_per_env_step": round(cpu_ms(by_arm["trial"]), 3),
+        "trial_cores_used": round(cores_used(by_arm["trial"]), 3),
+        "peer_cores_used": round(cores_used(by_arm[peer_arm]), 3),
         "peer_cpu_ms_per_env_step": round(cpu_ms(by_arm[peer_arm]), 3),
         "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": facts,

@@ -3,7 +3,8 @@
 rlsweep reaches past Ray's public API to make RLlib's PPO learner do the reference update
 (`LearnerHooks`, used by `rlsweep.algos.RlsweepPPOLearner`), to keep credentials out of the
 runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
-`stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to stop Tune's
+`stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to start a
+local Ray without the background work nobody reads (`quiet_local_ray`), to stop Tune's
 loop the way Ctrl-C does (`end_tune_loop`), and to share the sweep's stop flag through the GCS
 (`kv_put`, `kv_get`). `HOOKS` lists each private name with the Ray version it was checked
 against.
@@ -18,10 +19,11 @@ Ray is imported only inside functions: importing this module costs nothing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +103,18 @@ HOOKS: tuple[Hook, ...] = (
     ),
     # bundled_jemalloc (rlsweep.sweep.runtime_env).
     Hook("ray", "core/libjemalloc.so", "LD_PRELOADed into trial processes", kind="file"),
+    # quiet_local_ray (rlsweep.sweep.ray_session).
+    Hook(
+        "ray._private.parameter.RayParams",
+        "include_log_monitor",
+        "set False while ray.init builds it: no log monitor when no one reads workers' output",
+        kind="instance",
+    ),
+    Hook(
+        "ray.dashboard.modules.reporter.reporter_consts",
+        "REPORTER_UPDATE_INTERVAL_MS",
+        "its env var set while ray.init starts the agent: node stats only a dashboard shows",
+    ),
     # ray_session_dir (tests read Ray's logs for leaked credentials).
     Hook("ray._private.worker", "_global_node", "the session dir of this process's Ray"),
     # end_tune_loop, set_restored_verbosity (rlsweep.interrupt, rlsweep.tune_bridge).
@@ -237,6 +251,67 @@ def bundled_jemalloc() -> str | None:
 
     path = os.path.join(os.path.dirname(ray.__file__), "core", "libjemalloc.so")
     return path if os.path.exists(path) else None
+
+
+QUIET_SYSTEM_CONFIG: dict[str, Any] = {
+    # Bookkeeping for Ray's own dashboards and debugging, read by no one without a dashboard.
+    "enable_metrics_collection": False,
+    "event_stats": False,
+    # Raylet housekeeping timers, 100-200 ms by default: the disk-full check, the plasma
+    # pressure GC check and the idle-worker reaper. A second is soon enough for a sweep.
+    "local_fs_monitor_interval_ms": 1000,
+    "raylet_check_gc_period_milliseconds": 1000,
+    "kill_idle_workers_interval_ms": 1000,
+}
+"""RayConfig overrides (ray.init's `_system_config`) for a Ray started by a sweep on this machine
+with no dashboard. Each timer wakes a daemon that takes a core from a trial's torch threads for
+a moment; on a 2-core machine Ray's daemons took ~0.043 of a core beside a trial, and ~0.027 with
+these, the log monitor off and the agent's node stats every minute (measured in /proc/*/stat,
+60 s each). Scheduling, spilling, health checks and the OOM monitor keep their defaults."""
+
+QUIET_REPORTER_INTERVAL_MS = 60_000
+"""How often the dashboard agent collects node and process stats (Ray's default 5000); only the
+dashboard shows them."""
+
+
+@contextlib.contextmanager
+def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str, Any]]:
+    """Around a `ray.init` that starts Ray on this machine: yields extra `ray.init` kwargs.
+
+    Without a dashboard: `QUIET_SYSTEM_CONFIG` and the agent's node stats every
+    `QUIET_REPORTER_INTERVAL_MS` (an env var the agent reads; set only while ray.init starts
+    it). Without `log_monitor`, no log monitor process: it polls every worker's log files ten
+    times a second to forward their lines to a driver that does not print them
+    (`log_to_driver=False`); Tune still writes each trial's stdout/stderr to its trial dir.
+    ray.init has no argument for it, so RayParams is built with `include_log_monitor=False`
+    while ray.init runs. Everything is restored on exit."""
+    from ray._private import parameter
+
+    kwargs: dict[str, Any] = {}
+    env: dict[str, str] = {}
+    if not dashboard:
+        kwargs["_system_config"] = dict(QUIET_SYSTEM_CONFIG)
+        env["REPORTER_UPDATE_INTERVAL_MS"] = str(QUIET_REPORTER_INTERVAL_MS)
+    saved_env = {k: os.environ.get(k) for k in env}
+    original_init = parameter.RayParams.__init__
+
+    @functools.wraps(original_init)
+    def init_without_log_monitor(self: Any, *args: Any, **kw: Any) -> None:
+        kw.setdefault("include_log_monitor", False)
+        original_init(self, *args, **kw)
+
+    os.environ.update(env)
+    if not log_monitor:
+        parameter.RayParams.__init__ = init_without_log_monitor
+    try:
+        yield kwargs
+    finally:
+        parameter.RayParams.__init__ = original_init
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def ray_session_dir() -> str:

@@ -24,7 +24,7 @@ import pandas as pd
 from rlsweep import __version__, tracking
 from rlsweep import metrics as M
 from rlsweep import results as R
-from rlsweep._ray_compat import bundled_jemalloc
+from rlsweep._ray_compat import bundled_jemalloc, quiet_local_ray
 from rlsweep.interrupt import SweepInterrupted, resume_command
 from rlsweep.results import RUN_FILE, SWEEP_FILE, run_info, sweep_spec
 from rlsweep.spec import VARIANT, SpecError, SweepSpec, check_local_resources, check_resources
@@ -223,16 +223,25 @@ def ray_session(
         kwargs: dict[str, Any] = {}
         if dashboard is not None and address is None:
             kwargs = {"dashboard_host": dashboard.host, "dashboard_port": dashboard.port}
-        ctx = ray.init(
-            address=address,
-            num_cpus=num_cpus if address is None else None,
-            runtime_env=runtime_env(jemalloc),
-            include_dashboard=dashboard is not None if address is None else None,
-            configure_logging=True,
-            logging_level="WARNING",
-            log_to_driver=verbose,
-            **kwargs,
+        # A Ray started here runs beside the trials on this machine's cores: without the
+        # background work only a dashboard or a verbose console would read (_ray_compat).
+        quiet = (
+            quiet_local_ray(log_monitor=verbose, dashboard=dashboard is not None)
+            if address is None
+            else contextlib.nullcontext({})
         )
+        with quiet as quiet_kwargs:
+            ctx = ray.init(
+                address=address,
+                num_cpus=num_cpus if address is None else None,
+                runtime_env=runtime_env(jemalloc),
+                include_dashboard=dashboard is not None if address is None else None,
+                configure_logging=True,
+                logging_level="WARNING",
+                log_to_driver=verbose,
+                **kwargs,
+                **quiet_kwargs,
+            )
         if dashboard is not None and ctx.dashboard_url:
             print(f"rlsweep: Ray dashboard at http://{ctx.dashboard_url}", flush=True)
             if os.environ.get("RAY_AUTH_MODE", "token") != "disabled":

@@ -1,4 +1,5 @@
-"""benchmarks/throughput.py's statistics: the ratio's interval and the verdict read from it."""
+"""benchmarks/throughput.py's statistics: the ratio's interval, the verdict read from it, and the
+ratio's split into the share of the machine and the work per step."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from throughput import ratio_interval, verdict  # noqa: E402
+from throughput import Run, cores_used, cpu_ms, pooled, ratio_interval, verdict  # noqa: E402
 
 T_975_DF3 = 3.182446305284263
 """Student's t, 97.5th percentile, 3 degrees of freedom (printed tables: 3.182)."""
@@ -39,3 +40,19 @@ def test_verdict_reads_the_whole_interval():
     assert "no (the whole 95% interval is below)" in verdict(0.85, 0.94, 0.95)
     assert "not decided" in verdict(0.93, 0.99, 0.95)
     assert "--rounds 3" in verdict(math.nan, math.nan, 0.95)
+
+
+def _run(arm: str, env_steps: float, seconds: float, cpu_s: float) -> Run:
+    return Run(arm, env_steps, seconds, cpu_s, [seconds], [env_steps], seconds + 30, (0.0, 0.0))
+
+
+def test_the_pooled_ratio_is_the_share_of_cores_times_the_work_per_step():
+    # The trial keeps 1.88 of 2 cores busy (Ray's daemons take the rest), the peer 1.95, and
+    # the trial spends 1% more CPU per step.
+    trial = [_run("trial", 4096, 30.0, 1.88 * 30.0), _run("trial", 8192, 66.0, 1.88 * 66.0)]
+    peer = [_run("peer", 4096, 28.0, 1.95 * 28.0 / 1.01), _run("peer", 4096, 29.0, 1.95 * 29.0)]
+    assert cores_used(trial) == pytest.approx(1.88)
+    share = cores_used(trial) / cores_used(peer)
+    work = cpu_ms(peer) / cpu_ms(trial)
+    assert pooled(trial) / pooled(peer) == pytest.approx(share * work)
+    assert share < 1 and work < 1

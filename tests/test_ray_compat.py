@@ -1,5 +1,6 @@
 """The private Ray/RLlib names rlsweep relies on still exist, and only rlsweep._ray_compat names
-them. Fast: builds a Learner and a W&B callback object, starts no Ray."""
+them. Fast: builds a Learner and a W&B callback object; one test starts a local Ray (~10 s) to
+see that `quiet_local_ray` reaches it."""
 
 import os
 import re
@@ -7,13 +8,22 @@ from pathlib import Path
 
 import ray
 
-from rlsweep._ray_compat import CHECKED, HOOKS, LearnerHooks, resolve
+from rlsweep._ray_compat import (
+    CHECKED,
+    HOOKS,
+    QUIET_REPORTER_INTERVAL_MS,
+    QUIET_SYSTEM_CONFIG,
+    LearnerHooks,
+    quiet_local_ray,
+    resolve,
+)
 
 PACKAGE = Path(__file__).resolve().parents[1] / "rlsweep"
 
 
 def _instances() -> dict[str, object]:
     """One object per owner whose hooked attributes are set by its __init__."""
+    from ray._private.parameter import RayParams
     from ray.air.integrations.wandb import WandbLoggerCallback
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
@@ -23,6 +33,7 @@ def _instances() -> dict[str, object]:
         "ray.air.integrations.wandb.WandbLoggerCallback": WandbLoggerCallback(
             project="p", mode="offline"
         ),
+        "ray._private.parameter.RayParams": RayParams(),
     }
 
 
@@ -85,3 +96,43 @@ def test_no_other_module_names_a_private_ray_name():
             if re.search(pattern, text):
                 offenders.append(f"{path}: {pattern}")
     assert offenders == []
+
+
+def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
+    from ray._private.parameter import RayParams
+
+    monkeypatch.delenv("REPORTER_UPDATE_INTERVAL_MS", raising=False)
+    init = RayParams.__init__
+    with quiet_local_ray(log_monitor=False, dashboard=False) as kwargs:
+        assert kwargs == {"_system_config": QUIET_SYSTEM_CONFIG}
+        assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == str(QUIET_REPORTER_INTERVAL_MS)
+        assert RayParams().include_log_monitor is False
+        assert RayParams(include_log_monitor=True).include_log_monitor is True
+    assert RayParams.__init__ is init and RayParams().include_log_monitor is None
+    assert "REPORTER_UPDATE_INTERVAL_MS" not in os.environ
+
+    # A dashboard or a verbose console gets Ray as it comes; a user's own setting survives.
+    monkeypatch.setenv("REPORTER_UPDATE_INTERVAL_MS", "1234")
+    with quiet_local_ray(log_monitor=True, dashboard=True) as kwargs:
+        assert kwargs == {}
+        assert RayParams().include_log_monitor is None
+        assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == "1234"
+    with quiet_local_ray(log_monitor=True, dashboard=False):
+        assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == str(QUIET_REPORTER_INTERVAL_MS)
+    assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == "1234"
+
+
+def test_a_sweeps_local_ray_runs_quiet():
+    """Through `sweep.ray_session`, as `run_sweep` starts Ray: the RayConfig overrides reach
+    the GCS (which hands them to every raylet and worker) and no log monitor runs."""
+    from ray._private import ray_constants, state, worker
+
+    from rlsweep.sweep import ray_session
+
+    assert not ray.is_initialized()
+    with ray_session(address=None, num_cpus=1, jemalloc=False, dashboard=None):
+        processes = dict(worker._global_node.all_processes)
+        config = state.state.get_system_config()
+    assert config.items() >= QUIET_SYSTEM_CONFIG.items()
+    assert ray_constants.PROCESS_TYPE_LOG_MONITOR not in processes
+    assert ray_constants.PROCESS_TYPE_RAYLET in processes
