@@ -58,6 +58,12 @@ def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
     return {"env_vars": env_vars}
 
 
+def starts_local_ray(address: str | None) -> bool:
+    """Whether a sweep starts Ray on this machine rather than joining a cluster: no `address`
+    given and none in RAY_ADDRESS (which ray.init reads when it has no address)."""
+    return address is None and not os.environ.get("RAY_ADDRESS")
+
+
 @dataclass
 class SweepResult:
     """A finished (or stopped) sweep: its spec, where it lives, and one row per trial."""
@@ -220,22 +226,23 @@ def ray_session(
 
     started_here = not ray.is_initialized()
     if started_here:
+        local = starts_local_ray(address)
         kwargs: dict[str, Any] = {}
-        if dashboard is not None and address is None:
+        if dashboard is not None and local:
             kwargs = {"dashboard_host": dashboard.host, "dashboard_port": dashboard.port}
         # A Ray started here runs beside the trials on this machine's cores: without the
         # background work only a dashboard or a verbose console would read (_ray_compat).
         quiet = (
             quiet_local_ray(log_monitor=verbose, dashboard=dashboard is not None)
-            if address is None
+            if local
             else contextlib.nullcontext({})
         )
         with quiet as quiet_kwargs:
             ctx = ray.init(
                 address=address,
-                num_cpus=num_cpus if address is None else None,
+                num_cpus=num_cpus if local else None,
                 runtime_env=runtime_env(jemalloc),
-                include_dashboard=dashboard is not None if address is None else None,
+                include_dashboard=dashboard is not None if local else None,
                 configure_logging=True,
                 logging_level="WARNING",
                 log_to_driver=verbose,
@@ -296,7 +303,7 @@ def run_sweep(
     """
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
-    if address is None:  # checked before Ray starts; a cluster is checked once joined
+    if starts_local_ray(address):  # checked before Ray starts; a cluster once joined
         check_local_resources(spec, num_cpus)
     experiment = experiment_path(spec, storage_path)
     _refuse_existing(spec, experiment, overwrite)
@@ -353,7 +360,7 @@ def resume_sweep(
     spec = sweep_spec(experiment)
     if spec is None:
         raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not run by rlsweep?)")
-    if address is None:
+    if starts_local_ray(address):
         check_local_resources(spec, num_cpus)
     # Tune restores the sweep's W&B callback itself; these settings also log the report run.
     wandb_settings = tracking.settings_from(
