@@ -64,12 +64,14 @@ def _check_fits(spec: SweepSpec, address: str | None, num_cpus: int | None) -> N
     """Every trial fits where the sweep would run, by the checks `run_sweep` makes: this
     machine (or `num_cpus`) before Ray starts; with `address` (or RAY_ADDRESS), the running
     cluster's resources (a warning only, as in `run`: an autoscaler may still add nodes)."""
+    from rlsweep.placement import starts_local_ray
     from rlsweep.spec import check_local_resources
-    from rlsweep.sweep import _check_cluster, ray_session, starts_local_ray
 
     if starts_local_ray(address):
         check_local_resources(spec, num_cpus)
         return
+    from rlsweep.sweep import _check_cluster, ray_session
+
     with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
         _check_cluster(spec, autoscaling=True)
 

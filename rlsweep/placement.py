@@ -13,6 +13,8 @@ before Ray starts, and the CPU tests pin every decision:
 - `gpu_memory_gib(cfg)`: a rough estimate of what one trial holds on its GPU.
 - `trials_at_once(...)` and `check_fits(...)`: how many trials a machine runs concurrently, and
   refusing packings that cannot fit (CPUs, GPUs, GPU memory).
+- `local_machine()` and `starts_local_ray(address)`: this machine, and whether a sweep runs on
+  it or joins a cluster.
 """
 
 from __future__ import annotations
@@ -217,3 +219,12 @@ def local_machine(cpus: float | None = None, gpus: bool = True) -> Machine:
         else None
     )
     return Machine(cpus=cpus or os.cpu_count() or 1, gpus=gpus, gpu_memory_gib=memory)
+
+
+def starts_local_ray(address: str | None) -> bool:
+    """Whether a sweep starts Ray on this machine (and fits its trials to `local_machine`)
+    rather than joining a cluster: no `address` given and none in RAY_ADDRESS (which ray.init
+    reads when it has no address)."""
+    import os
+
+    return address is None and not os.environ.get("RAY_ADDRESS")

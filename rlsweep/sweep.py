@@ -26,6 +26,7 @@ from rlsweep import metrics as M
 from rlsweep import results as R
 from rlsweep._ray_compat import bundled_jemalloc, quiet_local_ray
 from rlsweep.interrupt import SweepInterrupted, resume_command
+from rlsweep.placement import starts_local_ray
 from rlsweep.results import RUN_FILE, SWEEP_FILE, run_info, sweep_spec
 from rlsweep.spec import VARIANT, SpecError, SweepSpec, check_local_resources, check_resources
 from rlsweep.storage import filesystem, is_uri
@@ -56,12 +57,6 @@ def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
         env_vars["LD_PRELOAD"] = path
         env_vars["MALLOC_CONF"] = JEMALLOC_CONF
     return {"env_vars": env_vars}
-
-
-def starts_local_ray(address: str | None) -> bool:
-    """Whether a sweep starts Ray on this machine rather than joining a cluster: no `address`
-    given and none in RAY_ADDRESS (which ray.init reads when it has no address)."""
-    return address is None and not os.environ.get("RAY_ADDRESS")
 
 
 @dataclass

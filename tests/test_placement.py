@@ -13,6 +13,7 @@ from rlsweep.placement import (
     gpu_memory_gib,
     num_params,
     placement,
+    starts_local_ray,
     trials_at_once,
     trials_per_gpu,
 )
@@ -149,3 +150,15 @@ def test_placement_is_what_rllib_asks_for_and_the_central_runner_samples(tmp_pat
         assert next(runner.module.parameters()).device.type == "cpu"
     finally:
         runner.stop()
+
+
+def test_a_sweep_joins_the_cluster_ray_init_would_join(monkeypatch):
+    # ray.init(address=None) joins RAY_ADDRESS's cluster: no local resource check, num_cpus or
+    # quiet RayConfig (which ray.init refuses when joining) then.
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert starts_local_ray(None)
+    assert not starts_local_ray("auto") and not starts_local_ray("ray://head:10001")
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    assert not starts_local_ray(None)
+    monkeypatch.setenv("RAY_ADDRESS", "")
+    assert starts_local_ray(None)

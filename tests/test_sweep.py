@@ -9,7 +9,7 @@ import pytest
 from rlsweep import results as R
 from rlsweep.metrics import METRICS
 from rlsweep.spec import SweepSpec
-from rlsweep.sweep import SweepExistsError, resume_points, run_sweep, starts_local_ray
+from rlsweep.sweep import SweepExistsError, resume_points, run_sweep
 from rlsweep.testing import fake_trial
 
 
@@ -206,15 +206,3 @@ def test_run_refuses_a_results_dir_holding_a_sweep_before_ray_starts(tmp_path, r
     assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
     assert "Token authentication" not in run.stderr  # ray.init's first words
     assert [p.name for p in (tmp_path / "results" / "demo").iterdir()] == ["sweep.yaml"]
-
-
-def test_a_sweep_joins_the_cluster_ray_init_would_join(monkeypatch):
-    # ray.init(address=None) joins RAY_ADDRESS's cluster: no local resource check, num_cpus or
-    # quiet RayConfig (which ray.init refuses when joining) then.
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    assert starts_local_ray(None)
-    assert not starts_local_ray("auto") and not starts_local_ray("ray://head:10001")
-    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
-    assert not starts_local_ray(None)
-    monkeypatch.setenv("RAY_ADDRESS", "")
-    assert starts_local_ray(None)
