@@ -287,12 +287,13 @@ def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str,
     while ray.init runs. Everything is restored on exit."""
     from ray._private import parameter
 
+    from rlsweep.environ import set_env
+
     kwargs: dict[str, Any] = {}
     env: dict[str, str] = {}
     if not dashboard:
         kwargs["_system_config"] = dict(QUIET_SYSTEM_CONFIG)
         env["REPORTER_UPDATE_INTERVAL_MS"] = str(QUIET_REPORTER_INTERVAL_MS)
-    saved_env = {k: os.environ.get(k) for k in env}
     original_init = parameter.RayParams.__init__
 
     @functools.wraps(original_init)
@@ -300,18 +301,13 @@ def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str,
         kw.setdefault("include_log_monitor", False)
         original_init(self, *args, **kw)
 
-    os.environ.update(env)
     if not log_monitor:
         parameter.RayParams.__init__ = init_without_log_monitor
     try:
-        yield kwargs
+        with set_env(env):
+            yield kwargs
     finally:
         parameter.RayParams.__init__ = original_init
-        for k, v in saved_env.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def ray_session_dir() -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rlsweep.environ import set_env
 from rlsweep.metrics import TRIAL_INTERRUPTED
 from rlsweep.storage import is_uri
 
@@ -97,15 +98,14 @@ class Interrupts:
         self._saving: set[str] = set()
         self._ended = False
         self._previous: dict[int, Any] = {}
-        self._env: str | None = None
+        self._env = contextlib.ExitStack()
 
     def __enter__(self) -> Interrupts:
         if threading.current_thread() is not threading.main_thread():
             return self
         self.flag_name = f"rlsweep-stop-{uuid.uuid4().hex[:12]}"
         # Tune's own handler would end the loop at once, killing trials mid-iteration.
-        self._env = os.environ.get("TUNE_DISABLE_SIGINT_HANDLER")
-        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+        self._env.enter_context(set_env({"TUNE_DISABLE_SIGINT_HANDLER": "1"}))
         for sig in SIGNALS:
             self._previous[sig] = signal.signal(sig, self._handle)
         return self
@@ -114,10 +114,7 @@ class Interrupts:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
-        if self._env is None:
-            os.environ.pop("TUNE_DISABLE_SIGINT_HANDLER", None)
-        else:
-            os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = self._env
+        self._env.close()
         if self.flag_name is not None:
             from rlsweep._ray_compat import kv_delete
 

@@ -25,6 +25,7 @@ from rlsweep import __version__, tracking
 from rlsweep import metrics as M
 from rlsweep import results as R
 from rlsweep._ray_compat import bundled_jemalloc, quiet_local_ray
+from rlsweep.environ import set_env
 from rlsweep.interrupt import SweepInterrupted, resume_command
 from rlsweep.placement import starts_local_ray
 from rlsweep.results import RUN_FILE, SWEEP_FILE, run_info, sweep_spec
@@ -499,18 +500,12 @@ def _quiet_console(verbose: bool) -> Iterator[None]:
     filters = [(logging.getLogger(name), _DropLogs(p)) for name, p in _MUTED.items()]
     for log, f in filters:
         log.addFilter(f)
-    saved = os.environ.get("RAY_AIR_NEW_OUTPUT")
-    if not verbose:
-        os.environ["RAY_AIR_NEW_OUTPUT"] = "0"
     try:
-        yield
+        with set_env({} if verbose else {"RAY_AIR_NEW_OUTPUT": "0"}):
+            yield
     finally:
         for log, f in filters:
             log.removeFilter(f)
-        if saved is None:
-            os.environ.pop("RAY_AIR_NEW_OUTPUT", None)
-        else:
-            os.environ["RAY_AIR_NEW_OUTPUT"] = saved
 
 
 def _check_cluster(spec: SweepSpec, autoscaling: bool) -> None:

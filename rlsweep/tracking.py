@@ -13,12 +13,12 @@ import contextlib
 import netrc
 import os
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlsweep._ray_compat import keyless_wandb_callback_class
+from rlsweep.environ import set_env
 from rlsweep.spec import SweepSpec
 
 WANDB_MODES = ("auto", "offline", "online", "disabled")
@@ -95,19 +95,10 @@ def run_dir(settings: WandbSettings, experiment: str | Path) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def mode_env(mode: str) -> Iterator[None]:
+def mode_env(mode: str) -> contextlib.AbstractContextManager[None]:
     """Set WANDB_MODE for the duration of a sweep: Ray's callback skips its API-key lookup only
     when the env says offline, and wandb in the logging actors reads it too."""
-    old = os.environ.get("WANDB_MODE")
-    os.environ["WANDB_MODE"] = mode
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop("WANDB_MODE", None)
-        else:
-            os.environ["WANDB_MODE"] = old
+    return set_env({"WANDB_MODE": mode})
 
 
 def callback(spec: SweepSpec, settings: WandbSettings, experiment: str | Path):

@@ -1,7 +1,9 @@
 """Checkpoint timing and the resume command (the signal handling itself is exercised end to end
 by tests/test_resume.py, with real trials)."""
 
+import os
 import signal
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -9,7 +11,13 @@ import pytest
 
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
-from rlsweep.interrupt import SweepInterrupted, checkpoint_due, requested, resume_command
+from rlsweep.interrupt import (
+    Interrupts,
+    SweepInterrupted,
+    checkpoint_due,
+    requested,
+    resume_command,
+)
 from rlsweep.spec import SweepSpec
 
 
@@ -44,3 +52,26 @@ def test_resume_command_and_exit_code(tmp_path, monkeypatch):
     e = SweepInterrupted(Result(), signal.SIGTERM)
     assert e.exit_code == 143 and e.command == "rlsweep resume results/demo"
     assert "1 of 2 trials finished" in str(e)
+
+
+def test_interrupts_keep_tunes_sigint_handler_off_only_while_active(monkeypatch):
+    monkeypatch.setenv("TUNE_DISABLE_SIGINT_HANDLER", "0")
+    previous = signal.getsignal(signal.SIGINT)
+    with Interrupts(say=lambda _: None) as interrupts:
+        assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "1"
+        assert signal.getsignal(signal.SIGINT) == interrupts._handle
+    assert os.environ["TUNE_DISABLE_SIGINT_HANDLER"] == "0"
+    assert signal.getsignal(signal.SIGINT) == previous
+
+    # Off the main thread they do nothing, and leave the user's setting alone.
+    seen = []
+
+    def in_a_thread():
+        with Interrupts(say=lambda _: None):
+            seen.append(os.environ["TUNE_DISABLE_SIGINT_HANDLER"])
+        seen.append(os.environ.get("TUNE_DISABLE_SIGINT_HANDLER"))
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    assert seen == ["0", "0"]
