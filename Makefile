@@ -28,9 +28,11 @@ demo: $(STAMP)
 	$(BIN)/rlsweep report results/demo
 
 # benchmarks/throughput.py: an rlsweep trial vs an independent plain PPO loop, ROUNDS pairs
-# (default 4), the ratio with its 95% interval.
+# (default 4) of ITERATIONS timed iterations (default 3), the ratio with its 95% interval;
+# SIDE_BY_SIDE=1 runs each pair at once, one core each.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/throughput.py $(if $(ROUNDS),--rounds $(ROUNDS))
+	$(BIN)/python benchmarks/throughput.py $(if $(ROUNDS),--rounds $(ROUNDS)) \
+		$(if $(ITERATIONS),--iterations $(ITERATIONS)) $(if $(SIDE_BY_SIDE),--side-by-side)
 
 # benchmarks/gpu.py: model bound, plain PPO loop, one trial, K packed trials (a GPU machine;
 # QUICK=1 runs its tiny CPU path). Results under $$OUT if set, else results/benchmarks/.

@@ -369,6 +369,7 @@ def main(argv: list[str] | None = None) -> None:
                         "sample_s": s.sample_s,
                         "learn_s": s.learn_s,
                         "cpu_s": cpu,
+                        "end_unix": time.time(),
                     }
                 )
             print(f"iteration {i + 1}: {s.env_steps / wall:.1f} env-steps/s", file=sys.stderr)

@@ -1,6 +1,7 @@
 """Env-steps/s of an rlsweep trial, as a user gets it, against an independent plain PPO loop.
 
     .venv/bin/python benchmarks/throughput.py [--rounds 2] [--iterations 4] [--glibc] [--quick]
+                                              [--side-by-side]
 
 Both train coinrun (easy) with the IMPALA-CNN [16, 32, 32], 64 envs x 64 steps = 4096 env steps
 per iteration, minibatch 2048, 3 epochs, on 2 CPUs / 2 torch threads:
@@ -23,10 +24,19 @@ mostly cancels in it; the rounds are the samples: the headline is their geometri
 95% t-interval (`ratio_interval`), and whether that interval clears `--target` (0.95). The
 pooled ratio (all env steps over all seconds) is printed too. Absolute figures depend on the
 machine's load (printed before and after); the ratio and its interval are the figures to read.
+
 Writes results/benchmarks/throughput.json (the keys `trial_env_steps_per_s`,
 `peer_env_steps_per_s`, `ratio`, `measured_at`, `machine` are read by others, e.g. `rlsweep
 plan`'s steps/s default). About 15 minutes on an idle 2-core machine (4 rounds), 25 on a busy
 one.
+
+`--side-by-side` runs each round's trial and peer at the same time instead, each confined to
+one core (the trial's whole process tree: Ray's daemons, Tune's driver and the trial; `pinned`)
+with one torch thread, swapping cores every round. Each arm is then measured over the
+iterations that lie wholly inside the span both were training (`side_by_side`), so that a
+slow minute of the host slows both: the ratio's noise from the host's drift cancels within
+the round, not across minutes. It tests the trial at 1 CPU, where Ray's daemons weigh twice
+as much as at 2. Writes results/benchmarks/throughput_side_by_side.json.
 """
 
 from __future__ import annotations
@@ -42,7 +52,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -53,6 +64,8 @@ from scipy import stats
 ROOT = Path(__file__).resolve().parent.parent
 PLAIN_PPO = Path(__file__).resolve().parent / "plain_ppo.py"
 DEFAULT_OUT = ROOT / "results" / "benchmarks" / "throughput.json"
+SIDE_BY_SIDE_OUT = DEFAULT_OUT.with_name("throughput_side_by_side.json")
+"""Apart from DEFAULT_OUT: `rlsweep plan` reads that one's 2-CPU figure."""
 
 GAME, MODE = "coinrun", "easy"
 NUM_ENVS, ROLLOUT, MINIBATCH, EPOCHS, CPUS = 64, 64, 2048, 3, 2
@@ -81,6 +94,10 @@ class Run:
     load: tuple[float, float]
     """1-minute load average before and after."""
     facts: dict = field(default_factory=dict)
+    iteration_end: list[float] = field(default_factory=list)
+    """Unix time at which each timed iteration ended (to overlap side-by-side runs)."""
+    iteration_cpu_s: list[float] = field(default_factory=list)
+    """The training process's CPU seconds in each timed iteration."""
 
     @property
     def steps_per_s(self) -> float:
@@ -94,6 +111,44 @@ class Run:
     @property
     def cpu_ms_per_step(self) -> float:
         return 1000 * self.cpu_s / self.env_steps
+
+    @property
+    def span(self) -> tuple[float, float]:
+        """Unix times of the start of its first timed iteration and the end of its last."""
+        return self.iteration_end[0] - self.iteration_s[0], self.iteration_end[-1]
+
+    def within(self, start: float, end: float) -> Run:
+        """This run cut to its timed iterations that lie wholly inside [start, end] (the time
+        both side-by-side arms were training); an error if none does."""
+        keep = [
+            i
+            for i, (t, s) in enumerate(zip(self.iteration_end, self.iteration_s, strict=True))
+            if t - s >= start and t <= end
+        ]
+        if not keep:
+            raise RuntimeError(f"{self.arm}: no timed iteration inside the arms' common window")
+
+        def pick(xs: list[float]) -> list[float]:
+            return [xs[i] for i in keep]
+
+        return replace(
+            self,
+            env_steps=sum(pick(self.iteration_steps)),
+            seconds=sum(pick(self.iteration_s)),
+            cpu_s=sum(pick(self.iteration_cpu_s)),
+            iteration_s=pick(self.iteration_s),
+            iteration_steps=pick(self.iteration_steps),
+            iteration_end=pick(self.iteration_end),
+            iteration_cpu_s=pick(self.iteration_cpu_s),
+        )
+
+
+def side_by_side(trial: Run, peer: Run) -> tuple[Run, Run]:
+    """Both runs cut to the time both were in their timed iterations, so that each is measured
+    under the same load from the rest of the machine (and from the other)."""
+    start = max(trial.span[0], peer.span[0])
+    end = min(trial.span[1], peer.span[1])
+    return trial.within(start, end), peer.within(start, end)
 
 
 def _clean_env() -> dict[str, str]:
@@ -118,7 +173,7 @@ def find_jemalloc() -> str | None:
     return next((c for c in candidates if c and os.path.exists(c)), None)
 
 
-def trial_spec(storage: Path, iterations: int) -> dict:
+def trial_spec(storage: Path, iterations: int, cpus: int = CPUS) -> dict:
     return {
         "name": "throughput",
         "games": [GAME],
@@ -133,7 +188,7 @@ def trial_spec(storage: Path, iterations: int) -> dict:
             "rollout_length": ROLLOUT,
             "minibatch_size": MINIBATCH,
             "num_epochs": EPOCHS,
-            "num_cpus": CPUS,
+            "num_cpus": cpus,
             "eval_interval": 1000,  # evaluate only at the end (subtracted below)
             "eval_episodes": 1,
         },
@@ -147,18 +202,35 @@ def _tail(path: Path, n: int = 40) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
 
 
-def run_trial(tmp: Path, warmup: int, iterations: int, timeout: float) -> Run:
+def pinned(cmd: list[str], core: int | None) -> list[str]:
+    """`cmd` confined to one core (its threads, and every process it starts, inherit that)."""
+    if core is None:
+        return cmd
+    pin = (
+        f"import os, sys; os.sched_setaffinity(0, {{{core}}}); os.execvp(sys.argv[1], sys.argv[1:])"
+    )
+    return [sys.executable, "-c", pin, *cmd]
+
+
+def run_trial(
+    tmp: Path,
+    warmup: int,
+    iterations: int,
+    timeout: float,
+    cpus: int = CPUS,
+    core: int | None = None,
+) -> Run:
     spec_path, storage = tmp / "spec.yaml", tmp / "results"
     # One more iteration at the end: the trial evaluates when it finishes, and that iteration's
     # report carries the evaluation's time and CPU.
     total = warmup + iterations + 1
-    spec_path.write_text(yaml.safe_dump(trial_spec(storage, total)))
+    spec_path.write_text(yaml.safe_dump(trial_spec(storage, total, cpus)))
     log = tmp / "trial.log"
     cli = Path(sys.executable).parent / "rlsweep"
     load0, t0 = os.getloadavg()[0], time.perf_counter()
     with open(log, "w") as out:
         rc = subprocess.run(
-            [str(cli), "run", str(spec_path), "--num-cpus", str(CPUS)],
+            pinned([str(cli), "run", str(spec_path), "--num-cpus", str(cpus)], core),
             stdout=out,
             stderr=subprocess.STDOUT,
             env=_clean_env(),
@@ -187,6 +259,9 @@ def run_trial(tmp: Path, warmup: int, iterations: int, timeout: float) -> Run:
     ]
     first, last = timed[0], timed[-1]
     cpu = delta("perf/cpu_s", first, last) if last.get("perf/cpu_s") else math.nan
+    # Tune's `timestamp` is whole seconds of the same report as time/wall_s (seconds since the
+    # trial started): their mean offset places the reports in unix time to within ~0.5 s.
+    offset = np.mean([float(r["timestamp"]) - float(r["time/wall_s"]) for r in rows]) + 0.5
     return Run(
         arm="trial",
         env_steps=delta("env_steps", first, last),
@@ -194,6 +269,11 @@ def run_trial(tmp: Path, warmup: int, iterations: int, timeout: float) -> Run:
         cpu_s=cpu,
         iteration_s=spans,
         iteration_steps=[delta("env_steps", a, b) for a, b in zip(timed, timed[1:], strict=False)],
+        iteration_end=[float(offset + float(b["time/wall_s"])) for b in timed[1:]],
+        iteration_cpu_s=[
+            delta("perf/cpu_s", a, b) if b.get("perf/cpu_s") else math.nan
+            for a, b in zip(timed, timed[1:], strict=False)
+        ],
         process_s=process_s,
         load=(load0, os.getloadavg()[0]),
         facts={
@@ -204,7 +284,15 @@ def run_trial(tmp: Path, warmup: int, iterations: int, timeout: float) -> Run:
     )
 
 
-def run_peer(tmp: Path, warmup: int, iterations: int, jemalloc: str | None, timeout: float) -> Run:
+def run_peer(
+    tmp: Path,
+    warmup: int,
+    iterations: int,
+    jemalloc: str | None,
+    timeout: float,
+    cpus: int = CPUS,
+    core: int | None = None,
+) -> Run:
     env = _clean_env()
     if jemalloc:
         env |= {"LD_PRELOAD": jemalloc, "MALLOC_CONF": PEER_MALLOC_CONF}
@@ -218,7 +306,7 @@ def run_peer(tmp: Path, warmup: int, iterations: int, jemalloc: str | None, time
         f"--num-steps={ROLLOUT}",
         f"--minibatch-size={MINIBATCH}",
         f"--update-epochs={EPOCHS}",
-        f"--threads={CPUS}",
+        f"--threads={cpus}",
         f"--warmup={warmup}",
         f"--iterations={iterations}",
     ]
@@ -226,7 +314,12 @@ def run_peer(tmp: Path, warmup: int, iterations: int, jemalloc: str | None, time
     load0, t0 = os.getloadavg()[0], time.perf_counter()
     with open(log, "w") as err:
         proc = subprocess.run(
-            cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, timeout=timeout
+            pinned(cmd, core),
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env=env,
+            timeout=timeout,
         )
     process_s = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -240,6 +333,8 @@ def run_peer(tmp: Path, warmup: int, iterations: int, jemalloc: str | None, time
         cpu_s=sum(i["cpu_s"] for i in its),
         iteration_s=[i["wall_s"] for i in its],
         iteration_steps=[i["env_steps"] for i in its],
+        iteration_end=[i["end_unix"] for i in its],
+        iteration_cpu_s=[i["cpu_s"] for i in its],
         process_s=process_s,
         load=(load0, os.getloadavg()[0]),
         facts={
@@ -299,7 +394,7 @@ def cores_used(runs: list[Run]) -> float:
     return sum(r.cpu_s for r in runs) / sum(r.seconds for r in runs)
 
 
-def machine() -> dict:
+def machine(cpus: int = CPUS) -> dict:
     import torch
 
     model = ""
@@ -314,7 +409,7 @@ def machine() -> dict:
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
         "torch": torch.__version__,
-        "torch_threads_used": CPUS,
+        "torch_threads_used": cpus,
         "python": platform.python_version(),
     }
 
@@ -325,6 +420,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--iterations", type=int, default=3, help="timed iterations per run")
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
     p.add_argument("--glibc", action="store_true", help="also time the peer with glibc malloc")
+    p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run trial and peer at once, one core and one torch thread each (see above)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke: 1 round of 1 timed iteration")
     p.add_argument(
         "--out", type=Path, default=None, help=f"JSON (default {DEFAULT_OUT}; --quick: none)"
@@ -338,12 +438,16 @@ def main(argv: list[str] | None = None) -> None:
         a.rounds, a.iterations = 1, 1
     if a.warmup < 1 or a.iterations < 1 or a.rounds < 1:
         p.error("--warmup, --iterations and --rounds must be >= 1")
+    if a.side_by_side and (a.glibc or len(os.sched_getaffinity(0)) < 2):
+        p.error("--side-by-side needs 2 usable cores and no --glibc")
+    cpus = 1 if a.side_by_side else CPUS
+    facts = machine(cpus)
     jemalloc = find_jemalloc()
-    facts = machine()
     print(
         f"{GAME} {MODE}, IMPALA-CNN [16, 32, 32], {NUM_ENVS} envs x {ROLLOUT} steps, minibatch "
-        f"{MINIBATCH}, {EPOCHS} epochs, {CPUS} CPUs; {a.rounds} round(s) of {a.warmup} warm-up + "
-        f"{a.iterations} timed iteration(s) per run\nmachine: {facts['cpu']}, "
+        f"{MINIBATCH}, {EPOCHS} epochs, {cpus} CPU(s) per arm{' side by side' * a.side_by_side}; "
+        f"{a.rounds} round(s) of {a.warmup} warm-up + {a.iterations} timed iteration(s) per run\n"
+        f"machine: {facts['cpu']}, "
         f"{facts['cores']} cores ({facts['cores_usable']} usable), torch {facts['torch']}; "
         f"load average {os.getloadavg()[0]:.2f} at start",
         flush=True,
@@ -351,10 +455,35 @@ def main(argv: list[str] | None = None) -> None:
     if not jemalloc:
         print("no jemalloc found for the peer: it runs with glibc malloc")
     runs: list[Run] = []
+
+    def show(r: int, run: Run, where: str = "") -> None:
+        its = ", ".join(f"{s:.1f}" for s in run.iteration_s)
+        print(
+            f"round {r + 1} {run.arm + where:<24} {run.steps_per_s:7.1f} env-steps/s, "
+            f"{run.cpu_ms_per_step:.2f} CPU-ms/step (iterations {its} s; process "
+            f"{run.process_s:.0f} s; load {run.load[0]:.2f}->{run.load[1]:.2f}; {run.facts})",
+            flush=True,
+        )
+
     with tempfile.TemporaryDirectory(prefix="rlsweep-throughput-") as tmp_dir:
         for r in range(a.rounds):
             tmp = Path(tmp_dir) / f"round{r}"
             tmp.mkdir()
+            if a.side_by_side:
+                # Both at once, one core each, swapping cores every round. The peer runs 3
+                # iterations more, to cover the trial's Ray start-up and final evaluation.
+                cores = sorted(os.sched_getaffinity(0))[:2]
+                cores = cores if r % 2 == 0 else cores[::-1]
+                with ThreadPoolExecutor(2) as pool:
+                    t = pool.submit(run_trial, tmp, a.warmup, a.iterations, a.timeout, 1, cores[0])
+                    q = pool.submit(
+                        run_peer, tmp, a.warmup, a.iterations + 3, jemalloc, a.timeout, 1, cores[1]
+                    )
+                    pair = side_by_side(t.result(), q.result())
+                for run, core in zip(pair, cores, strict=True):
+                    runs.append(run)
+                    show(r, run, f" (core {core})")
+                continue
             arms = ["trial", "peer"] + (["glibc"] if a.glibc else [])
             for arm in arms if r % 2 == 0 else arms[::-1]:
                 if arm == "trial":
@@ -363,14 +492,7 @@ def main(argv: list[str] | None = None) -> None:
                     lib = jemalloc if arm == "peer" else None
                     run = run_peer(tmp, a.warmup, a.iterations, lib, a.timeout)
                 runs.append(run)
-                its = ", ".join(f"{s:.1f}" for s in run.iteration_s)
-                print(
-                    f"round {r + 1} {run.arm:<16} {run.steps_per_s:7.1f} env-steps/s, "
-                    f"{run.cpu_ms_per_step:.2f} CPU-ms/step "
-                    f"(iterations {its} s; process {run.process_s:.0f} s; load "
-                    f"{run.load[0]:.2f}->{run.load[1]:.2f}; {run.facts})",
-                    flush=True,
-                )
+                show(r, run)
     by_arm = {arm: [r for r in runs if r.arm == arm] for arm in dict.fromkeys(r.arm for r in runs)}
     peer_arm = "peer (jemalloc)" if jemalloc else "peer (glibc)"
     trial, peer = pooled(by_arm["trial"]), pooled(by_arm[peer_arm])
@@ -427,7 +549,8 @@ def main(argv: list[str] | None = None) -> None:
             "rollout_length": ROLLOUT,
             "minibatch_size": MINIBATCH,
             "num_epochs": EPOCHS,
-            "cpus": CPUS,
+            "cpus": cpus,
+            "side_by_side": a.side_by_side,
             "rounds": a.rounds,
             "warmup_iterations": a.warmup,
             "timed_iterations": a.iterations,
@@ -438,7 +561,8 @@ def main(argv: list[str] | None = None) -> None:
     }
     if "peer (glibc)" in by_arm and jemalloc:
         result["peer_glibc_env_steps_per_s"] = round(pooled(by_arm["peer (glibc)"]), 1)
-    out = a.out or (None if a.quick else DEFAULT_OUT)  # a smoke run's figure is no measurement
+    default = SIDE_BY_SIDE_OUT if a.side_by_side else DEFAULT_OUT
+    out = a.out or (None if a.quick else default)  # a smoke run's figure is no measurement
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(result, indent=2) + "\n")

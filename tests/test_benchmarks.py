@@ -1,16 +1,28 @@
-"""benchmarks/throughput.py's statistics: the ratio's interval, the verdict read from it, and the
-ratio's split into the share of the machine and the work per step."""
+"""benchmarks/throughput.py's statistics: the ratio's interval, the verdict read from it, the
+ratio's split into the share of the machine and the work per step, and the side-by-side mode's
+common window and core pinning."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from throughput import Run, cores_used, cpu_ms, pooled, ratio_interval, verdict  # noqa: E402
+from throughput import (  # noqa: E402
+    Run,
+    cores_used,
+    cpu_ms,
+    pinned,
+    pooled,
+    ratio_interval,
+    side_by_side,
+    verdict,
+)
 
 T_975_DF3 = 3.182446305284263
 """Student's t, 97.5th percentile, 3 degrees of freedom (printed tables: 3.182)."""
@@ -56,3 +68,49 @@ def test_the_pooled_ratio_is_the_share_of_cores_times_the_work_per_step():
     work = cpu_ms(peer) / cpu_ms(trial)
     assert pooled(trial) / pooled(peer) == pytest.approx(share * work)
     assert share < 1 and work < 1
+
+
+def _timed(arm: str, ends: list[float], seconds: float = 10.0) -> Run:
+    """Iterations `seconds` long of 100 steps and 15 CPU-seconds each, ending at `ends`."""
+    n = len(ends)
+    return Run(
+        arm,
+        100.0 * n,
+        seconds * n,
+        15.0 * n,
+        [seconds] * n,
+        [100.0] * n,
+        99.0,
+        (0.0, 0.0),
+        iteration_end=list(ends),
+        iteration_cpu_s=[15.0] * n,
+    )
+
+
+def test_side_by_side_keeps_only_iterations_inside_both_arms_timed_span():
+    # The trial starts its timed iterations at t=1000 (Ray's start-up and its warm-up before);
+    # the peer started earlier and trains on after the trial's last timed iteration (t=1040).
+    trial = _timed("trial", [1010, 1020, 1030, 1040])
+    peer = _timed("peer", [995, 1005, 1015, 1025, 1035, 1045, 1055])
+    t, q = side_by_side(trial, peer)
+    assert t.iteration_end == [1010, 1020, 1030, 1040]  # the whole window [1000, 1040] is its
+    assert q.iteration_end == [1015, 1025, 1035]  # 995-1005 and 1035-1045 straddle an edge
+    assert (q.env_steps, q.seconds, q.cpu_s) == (300.0, 30.0, 45.0)
+    assert q.iteration_steps == [100.0] * 3 and q.iteration_cpu_s == [15.0] * 3
+    assert peer.env_steps == 700.0  # the originals are left as they were
+
+
+def test_side_by_side_refuses_runs_that_never_overlapped():
+    with pytest.raises(RuntimeError, match="no timed iteration inside"):
+        side_by_side(_timed("trial", [1010, 1020]), _timed("peer", [2010, 2020]))
+
+
+def test_pinned_confines_the_command_and_its_children_to_one_core():
+    core = max(os.sched_getaffinity(0))
+    child = "import os, subprocess, sys; print(sorted(os.sched_getaffinity(0)))"
+    grandchild = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+    out = subprocess.run(
+        pinned([sys.executable, "-c", grandchild], core), capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"[{core}]"
+    assert pinned(["true"], None) == ["true"]
