@@ -56,7 +56,7 @@ def make_procgen_env(env_config: dict[str, Any]) -> ProcgenVectorEnv:
     """RLlib's vector entry point: `env_config` carries EnvConfig fields and `num_envs`."""
     cfg = dict(env_config)
     num_envs = cfg.pop("num_envs")
-    threads = cfg.pop("envpool_threads", 0)
+    threads = cfg.pop("envpool_threads")
     return ProcgenVectorEnv(EnvConfig(**cfg), num_envs=num_envs, split="train", num_threads=threads)
 
 
@@ -321,10 +321,10 @@ def ppo2_value_excess(
     return torch.relu((clipped_values - targets) ** 2 - (values - targets) ** 2)
 
 
-def ppo_config(cfg: TrialConfig, envpool_threads: int = 0) -> PPOConfig:
+def ppo_config(cfg: TrialConfig) -> PPOConfig:
     """The RLlib PPOConfig for one trial."""
     return (
-        _common(PPOConfig(), cfg, envpool_threads)
+        _common(PPOConfig(), cfg)
         .learners(
             learner_class=RlsweepPPOLearner,
             learner_config_dict={
@@ -399,10 +399,10 @@ def configure_torch(cfg: TrialConfig) -> None:
     torch.backends.cudnn.conv.fp32_precision = precision
 
 
-def _common(c: AlgorithmConfig, cfg: TrialConfig, envpool_threads: int) -> AlgorithmConfig:
+def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
     """Env, runners, resources, callbacks and seed: identical for every algorithm. Device and
     runner layout come from `rlsweep.placement.placement`."""
-    p = placement(cfg, envpool_threads)
+    p = placement(cfg)
     env_config = {**cfg.env_config().__dict__, "envpool_threads": p.envpool_threads}
     runner_class = {"env_runner_cls": CentralInferenceEnvRunner} if p.central_inference else {}
     return (
@@ -476,9 +476,9 @@ def _kl_loss(cfg: TrialConfig) -> dict[str, Any]:
     return dict(use_kl_loss=cfg.kl_coeff > 0, kl_coeff=cfg.kl_coeff, kl_target=cfg.kl_target)
 
 
-def _vtrace_config(base, cfg: TrialConfig, envpool_threads: int, module: type, **training):
+def _vtrace_config(base, cfg: TrialConfig, module: type, **training):
     """IMPALA and APPO: the shared V-trace training, iteration size and module, plus `training`."""
-    c = _common(base, cfg, envpool_threads)
+    c = _common(base, cfg)
     return (
         c.training(**_vtrace_training(cfg), **training)
         .reporting(**_iteration_size(cfg))
@@ -486,26 +486,25 @@ def _vtrace_config(base, cfg: TrialConfig, envpool_threads: int, module: type, *
     )
 
 
-def impala_config(cfg: TrialConfig, envpool_threads: int = 0) -> IMPALAConfig:
+def impala_config(cfg: TrialConfig) -> IMPALAConfig:
     """RLlib IMPALA (V-trace actor-critic) on the same actor-critic module as PPO."""
-    return _vtrace_config(IMPALAConfig(), cfg, envpool_threads, ImpalaPPOModule)
+    return _vtrace_config(IMPALAConfig(), cfg, ImpalaPPOModule)
 
 
-def appo_config(cfg: TrialConfig, envpool_threads: int = 0) -> APPOConfig:
+def appo_config(cfg: TrialConfig) -> APPOConfig:
     """RLlib APPO: IMPALA plus PPO's clipped surrogate against a periodically synced old policy."""
     return _vtrace_config(
         APPOConfig(),
         cfg,
-        envpool_threads,
         ImpalaAPPOModule,
         clip_param=cfg.clip_param,
         **_kl_loss(cfg),
     )
 
 
-def dqn_config(cfg: TrialConfig, envpool_threads: int = 0) -> DQNConfig:
+def dqn_config(cfg: TrialConfig) -> DQNConfig:
     """RLlib DQN with prioritized episode replay, n-step, double/dueling Q on the IMPALA-CNN."""
-    c = _common(DQNConfig(), cfg, envpool_threads)
+    c = _common(DQNConfig(), cfg)
     return (
         c.training(
             gamma=cfg.gamma,
@@ -536,14 +535,14 @@ def dqn_config(cfg: TrialConfig, envpool_threads: int = 0) -> DQNConfig:
 _BUILDERS = {"ppo": ppo_config, "impala": impala_config, "appo": appo_config, "dqn": dqn_config}
 
 
-def algorithm_config(cfg: TrialConfig, envpool_threads: int = 0) -> AlgorithmConfig:
+def algorithm_config(cfg: TrialConfig) -> AlgorithmConfig:
     """The RLlib config for `cfg.algorithm`."""
-    return _BUILDERS[cfg.algorithm](cfg, envpool_threads)
+    return _BUILDERS[cfg.algorithm](cfg)
 
 
-def build_algorithm(cfg: TrialConfig, envpool_threads: int = 0) -> Algorithm:
+def build_algorithm(cfg: TrialConfig) -> Algorithm:
     configure_torch(cfg)
-    return algorithm_config(cfg, envpool_threads).build_algo()
+    return algorithm_config(cfg).build_algo()
 
 
 def policy_logits(algo: Algorithm) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -75,13 +75,15 @@ def sampling_policy(logits_fn: Callable[[torch.Tensor], torch.Tensor], seed: int
 
 def evaluation_envs(cfg: TrialConfig) -> dict[str, ProcgenVectorEnv]:
     """A trial's evaluation envs: `eval_episodes` envs on its training levels and as many on
-    unseen levels, each seeded from the trial seed and the split's own stream."""
+    unseen levels, each seeded from the trial seed and the split's own stream, stepped by the
+    trial's CPUs (they run in its process)."""
     return {
         split: ProcgenVectorEnv(
             cfg.env_config(),
             num_envs=cfg.eval_episodes,
             seed=env_seed(cfg.seed, stream),
             split=split,
+            num_threads=cfg.num_cpus,
         )
         for split, stream in SPLITS.items()
     }

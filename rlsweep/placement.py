@@ -47,7 +47,7 @@ class Placement:
     num_envs_per_env_runner: int
     """Envs in each EnvRunner's one envpool."""
     envpool_threads: int
-    """envpool worker threads of each EnvRunner (0: envpool's default)."""
+    """envpool worker threads of each EnvRunner: the CPUs its process holds."""
     cpus: int
     """CPUs the trial reserves in all: its own process plus one per remote EnvRunner."""
     gpus: float
@@ -57,10 +57,11 @@ class Placement:
     process, then one per remote EnvRunner (custom resources not included; RLlib adds them)."""
 
 
-def placement(cfg: TrialConfig, envpool_threads: int = 0) -> Placement:
-    """The trial's placement. `envpool_threads` sets the envpool threads of CPU-inference
-    EnvRunners (0: envpool's default); a central-inference trial's envpool gets the trial's CPUs
-    (`num_cpus`), since its process does little else between the GPU's batched forwards."""
+def placement(cfg: TrialConfig) -> Placement:
+    """The trial's placement. Each envpool gets as many threads as its process holds CPUs: the
+    trial's `num_cpus` where it samples in its own process (on the CPU, or central inference),
+    1 on a remote EnvRunner (its bundle). envpool's own default, min(envs, the machine's
+    cores), ignores Ray's reservation: on a 64-core node every trial would start 64 threads."""
     if cfg.num_gpus > 0 and cfg.num_env_runners == 0:
         return Placement(
             device="cuda",
@@ -79,7 +80,7 @@ def placement(cfg: TrialConfig, envpool_threads: int = 0) -> Placement:
         central_inference=False,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-        envpool_threads=envpool_threads,
+        envpool_threads=1 if cfg.num_env_runners else cfg.num_cpus,
         cpus=cfg.num_cpus + cfg.num_env_runners,
         gpus=cfg.num_gpus,
         bundles=(main, *runners),

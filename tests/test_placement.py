@@ -1,6 +1,9 @@
 """Device placement, GPU memory estimate, packing arithmetic and resource validation: all pure,
-all on the CPU. One `rllib` test holds the placement equal to what RLlib asks Tune for, and runs
-the GPU trial's central EnvRunner on the CPU."""
+all on the CPU. Two `rllib` tests: the placement equals what RLlib asks Tune for (and the GPU
+trial's central EnvRunner samples on the CPU); each envpool starts the threads it is given."""
+
+import gc
+import os
 
 import pytest
 
@@ -20,20 +23,28 @@ from rlsweep.placement import (
 
 
 def test_cpu_trial_keeps_rllibs_layout():
-    p = placement(TrialConfig(num_cpus=2, num_env_runners=3, num_envs_per_env_runner=16), 4)
+    p = placement(TrialConfig(num_cpus=2, num_env_runners=3, num_envs_per_env_runner=16))
     assert (p.device, p.central_inference) == ("cpu", False)
-    assert (p.num_env_runners, p.num_envs_per_env_runner, p.envpool_threads) == (3, 16, 4)
+    # each remote EnvRunner holds one CPU, and steps its envpool with one thread
+    assert (p.num_env_runners, p.num_envs_per_env_runner, p.envpool_threads) == (3, 16, 1)
     assert (p.cpus, p.gpus) == (5, 0)
     assert p.bundles == ({"CPU": 2}, {"CPU": 1}, {"CPU": 1}, {"CPU": 1})
 
 
 def test_gpu_trial_samples_centrally_on_its_cpus():
-    p = placement(TrialConfig(num_gpus=0.25, num_cpus=4, num_envs_per_env_runner=128), 0)
+    p = placement(TrialConfig(num_gpus=0.25, num_cpus=4, num_envs_per_env_runner=128))
     assert (p.device, p.central_inference) == ("cuda", True)
     # one envpool of all the trial's envs, stepped by the trial's CPUs, in the trial's process
     assert (p.num_env_runners, p.num_envs_per_env_runner, p.envpool_threads) == (0, 128, 4)
     assert (p.cpus, p.gpus) == (4, 0.25)
     assert p.bundles == ({"CPU": 4, "GPU": 0.25},)
+
+
+def test_a_trial_sampling_in_its_own_process_steps_envpool_with_its_cpus():
+    # envpool's default, min(envs, the machine's cores), would start 64 threads per trial on a
+    # 64-core node, whatever Ray reserved for it.
+    p = placement(TrialConfig(num_cpus=3, num_envs_per_env_runner=64))
+    assert (p.num_env_runners, p.envpool_threads, p.cpus) == (0, 3, 3)
 
 
 def test_gpu_learner_with_remote_cpu_runners_keeps_rllibs_layout():
@@ -150,6 +161,36 @@ def test_placement_is_what_rllib_asks_for_and_the_central_runner_samples(tmp_pat
         assert next(runner.module.parameters()).device.type == "cpu"
     finally:
         runner.stop()
+
+
+@pytest.mark.rllib
+def test_each_envpool_starts_as_many_threads_as_its_process_holds_cpus():
+    """Counted as the process's new threads: a 1-CPU trial's training envpool and its two
+    evaluation envpools run one worker each, where envpool's default runs min(envs, this
+    machine's cores). Every pool also starts one thread of its own (its state buffer's)."""
+    from rlsweep.algos import algorithm_config, make_procgen_env
+    from rlsweep.envs import ProcgenVectorEnv
+    from rlsweep.evaluation import evaluation_envs
+
+    cfg = TrialConfig(num_cpus=1, num_envs_per_env_runner=4, minibatch_size=256, eval_episodes=4)
+    env_config = {**algorithm_config(cfg).env_config, "num_envs": 4}
+
+    def new_threads(make) -> int:
+        gc.collect()
+        before = len(os.listdir("/proc/self/task"))
+        envs = make()
+        after = len(os.listdir("/proc/self/task"))
+        for env in envs:
+            env.close()
+        del envs
+        gc.collect()  # envpool joins a pool's threads when the pool is freed
+        return after - before
+
+    new_threads(lambda: [make_procgen_env(env_config)])  # envpool's own start-up threads
+    assert new_threads(lambda: [make_procgen_env(env_config)]) == 1 + 1
+    assert new_threads(lambda: list(evaluation_envs(cfg).values())) == 2 * (1 + 1)
+    default = new_threads(lambda: [ProcgenVectorEnv(cfg.env_config(), num_envs=4)])
+    assert default == min(4, os.cpu_count() or 1) + 1
 
 
 def test_a_sweep_joins_the_cluster_ray_init_would_join(monkeypatch):
