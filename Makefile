@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= $(shell sed -n 's/^DEFAULT_TORCH = "\(.*\)"$$/\1/p' rlsweep/launch/ec2.py)
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench bench-gpu wheelhouse lint clean
+.PHONY: install test test-fast demo bench bench-gpu gpu-check syslibs wheelhouse lint clean
 
 install: $(STAMP)
 
@@ -38,6 +38,21 @@ bench: $(STAMP)
 # QUICK=1 runs its tiny CPU path). Results under $$OUT if set, else results/benchmarks/.
 bench-gpu: $(STAMP)
 	$(BIN)/python benchmarks/gpu.py $(if $(QUICK),--quick)
+
+# A bare GPU node, in one command (benchmarks/gpu_check.py): install $(WHEELHOUSE) with the
+# node's Python (GPU_PYTHON, whose torch it keeps; NO_INSTALL=1: use GPU_PYTHON's environment
+# as it is), unpack the .debs in syslibs/ of the system libraries that do not load, then
+# `rlsweep doctor --gpu` and benchmarks/gpu.py (QUICK=1: the CPU path, gpu.py --quick;
+# GPU_ARGS: more gpu.py arguments). Logs and JSON under $$OUT if set, else results/benchmarks/.
+GPU_PYTHON ?= python3
+gpu-check:
+	$(GPU_PYTHON) benchmarks/gpu_check.py run --wheelhouse $(WHEELHOUSE) $(if $(NO_INSTALL),--no-install) \
+		$(if $(QUICK),--quick) -- $(GPU_ARGS)
+
+# The .debs of the system libraries Procgen's Qt runtime needs (rlsweep.qt.SYSTEM_LIBRARIES),
+# from this machine's apt, into syslibs/: carry it beside the wheelhouse to a node without an index.
+syslibs:
+	$(PYTHON) benchmarks/gpu_check.py fetch-syslibs --dest syslibs
 
 # An offline install for a node without a package index (rlsweep/wheelhouse.py): wheels for
 # Python $(PY) on $(PLATFORM), less the projects in EXCLUDE (and those in HAVE, the node's

@@ -1,7 +1,7 @@
 """`rlsweep` command line: thin argument parsing over the Python API.
 
-Exit codes: 0 done, 1 some trials failed, 2 bad input (a spec, a flag: rlsweep.errors.SpecError),
-130 interrupted by Ctrl-C (143: SIGTERM).
+Exit codes: 0 done, 1 some trials failed (doctor: some check failed), 2 bad input (a spec, a
+flag: rlsweep.errors.SpecError), 130 interrupted by Ctrl-C (143: SIGTERM).
 """
 
 from __future__ import annotations
@@ -224,6 +224,22 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     return _exit_code(result)
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """One line per check as it finishes (rlsweep.doctor); exit code 1 if any failed."""
+    import json
+
+    from rlsweep import doctor
+
+    results = []
+    for check in doctor.run(gpu=args.gpu):
+        print(check.line(), flush=True)
+        results.append(check)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(doctor.as_json(results, args.gpu), f, indent=1)
+    return 0 if doctor.passed(results) else 1
+
+
 SPEC_HELP = "sweep spec YAML (e.g. search_spaces/demo.yaml; an ablation file too)"
 
 
@@ -419,6 +435,18 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--resamples", type=int, help="bootstrap resamples (default: the report's)")
     rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)
+
+    dr = _parser(
+        sub,
+        "doctor",
+        "check this machine: Python, torch, CUDA, Ray, Qt's libraries, envpool, Procgen",
+        "  rlsweep doctor          # a CPU machine passes; a missing GPU is reported\n"
+        "  rlsweep doctor --gpu --json doctor.json   # a GPU node: no CUDA GPU fails\n",
+        "One line per check with a fix; exit code 1 if any check failed.",
+    )
+    dr.add_argument("--gpu", action="store_true", help="fail without a CUDA GPU")
+    dr.add_argument("--json", metavar="FILE", help="also write the checks as JSON")
+    dr.set_defaults(func=cmd_doctor)
 
     cl = sub.add_parser("cluster", help="write a cluster config to run sweeps on")
     cluster = cl.add_subparsers(dest="provider", required=True)

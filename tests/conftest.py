@@ -124,3 +124,26 @@ def run_fake_sweep(tmp_path_factory):
         return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2)
 
     return run
+
+
+@pytest.fixture
+def libraries_unavailable(monkeypatch):
+    """`make(*sonames, qt=rlsweep.qt)`: that qt module's loader refuses `sonames` as a system
+    without them would (a missing file; libQt5Gui, which needs libGL and libGLX, fails with
+    them) and loads everything else for real."""
+    import ctypes
+
+    import rlsweep.qt
+
+    def make(*sonames: str, qt=rlsweep.qt) -> None:
+        def dlopen(name: str, mode: int = ctypes.RTLD_LOCAL):
+            base = name.rsplit("/", 1)[-1]
+            if base == "libQt5Gui.so.5" and {"libGL.so.1", "libGLX.so.0"} & set(sonames):
+                base = next(s for s in ("libGLX.so.0", "libGL.so.1") if s in sonames)
+            if base in sonames:
+                raise OSError(f"{base}: cannot open shared object file: No such file or directory")
+            return ctypes.CDLL(name, mode=mode)
+
+        monkeypatch.setattr(qt, "_dlopen", dlopen)
+
+    return make

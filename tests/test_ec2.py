@@ -16,6 +16,7 @@ from rlsweep.launch.ec2 import write_cluster_yaml as write
 
 AMI = "ami-0123456789abcdef0"
 PROFILE = "arn:aws:iam::123456789012:instance-profile/rlsweep-head"
+IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/rlsweep:0.1.0"
 FAKE = {
     "AWS_ACCESS_KEY_ID": "AKIAFAKE0EC20TEST0ID",
     "AWS_SECRET_ACCESS_KEY": "fakeEc2SecretKey/0123456789abcdefghijklmn",
@@ -55,6 +56,11 @@ CLUSTERS = {
         key_name="me",
         ssh_private_key="/home/me/.ssh/me.pem",
         security_group_ids=["sg-0123456789abcdef0"],
+    ),
+    "docker": cluster(
+        install=None,
+        docker_image=IMAGE,
+        workers=[WorkerType("cpu", "c6i.8xlarge", 0, 4), WorkerType("gpu", "g5.xlarge", 0, 2)],
     ),
     "region and image": cluster(
         region="eu-west-2",
@@ -118,6 +124,51 @@ def test_config_contents():
     assert "--index-url https://download.pytorch.org/whl/cpu" in c["worker_setup_commands"][0]
     assert "whl/cpu" not in " ".join(nodes["gpu"]["worker_setup_commands"])
     assert "worker_setup_commands" not in nodes["small"]
+
+
+def test_a_docker_image_runs_every_node_in_it():
+    """Ray's docker section with the image built from the Dockerfile: no venv and no install
+    on any node (GPU workers included), `ray` from the image's PATH, an ECR login on the host
+    with the instance profile (the image's registry and region, not the cluster's)."""
+    c = cluster_config(CLUSTERS["docker"])
+    assert c["docker"] == {
+        "image": IMAGE,
+        "container_name": "rlsweep",
+        "pull_before_run": True,
+        "run_options": ["--ulimit nofile=65536:65536"],
+    }
+    assert c["initialization_commands"] == [
+        "aws ecr get-login-password --region us-west-2 | docker login --username AWS "
+        "--password-stdin 123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    ]
+    assert c["setup_commands"] == [
+        "grep -qxF 'export AWS_DEFAULT_REGION=us-east-1' ~/.bashrc || "
+        "echo 'export AWS_DEFAULT_REGION=us-east-1' >> ~/.bashrc"
+    ]
+    assert c["head_setup_commands"] == c["worker_setup_commands"] == []
+    assert "worker_setup_commands" not in c["available_node_types"]["gpu"]
+    assert c["file_mounts"] == {}
+    assert "venv" not in yaml.safe_dump(c) and "pip install" not in yaml.safe_dump(c)
+    starts = c["head_start_ray_commands"] + c["worker_start_ray_commands"]
+    assert all(cmd.startswith(("ray stop", "ulimit -n 65536; ray start")) for cmd in starts)
+    # An image elsewhere (Docker Hub, a private registry) is pulled without an ECR login.
+    hub = cluster_config(cluster(install=None, docker_image="example/rlsweep:0.1.0"))
+    assert hub["docker"]["image"] == "example/rlsweep:0.1.0"
+    assert hub["initialization_commands"] == []
+
+
+def test_cli_takes_a_docker_image_or_an_install(tmp_path, capsys):
+    out = tmp_path / "cluster.yaml"
+    argv = ["cluster", "ec2", str(out), "--name", "s", "--image", AMI]
+    assert main([*argv, "--docker-image", IMAGE]) == 0
+    cfg = yaml.safe_load(out.read_text())
+    validate(cfg)
+    assert cfg["docker"]["image"] == IMAGE
+    with pytest.raises(SystemExit):  # argparse: one of --install / --docker-image
+        main(argv)
+    with pytest.raises(SystemExit):
+        main([*argv, "--docker-image", IMAGE, "--install", "rlsweep==0.1.0"])
+    assert "one of the arguments --install --docker-image is required" in capsys.readouterr().err
 
 
 def test_dashboard_on_localhost_unless_asked():
@@ -219,6 +270,9 @@ def test_local_wheel_is_shipped(tmp_path):
         ({"dashboard_host": "everywhere"}, "dashboard_host"),
         ({"file_mounts": {"~/creds": "~/.aws/credentials"}}, "credentials"),
         ({"security_group_ids": ["default"]}, "security_group_ids"),
+        ({"docker_image": IMAGE}, "install: None with docker_image"),
+        ({"install": None}, "install: allowed"),
+        ({"install": None, "docker_image": "not an image!"}, "docker_image"),
     ],
 )
 def test_bad_clusters_fail_at_construction(kw, message):

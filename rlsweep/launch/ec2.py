@@ -2,7 +2,9 @@
 
 The head node is a GPU instance (it runs the driver, Tune and GPU learners); CPU worker node types
 scale between their min and max with the trials' demand and can be spot instances. Every node gets
-a venv with a pinned torch and then rlsweep (which pins Ray), so all nodes run the same versions.
+a venv with a pinned torch and then rlsweep (which pins Ray), so all nodes run the same versions;
+or, with `docker_image` (the repository's Dockerfile, pushed to ECR), every node runs Ray inside
+that image (Ray's `docker:` section), which carries rlsweep and the system libraries Procgen needs.
 
 Security: nothing secret is written. The head's IAM instance profile and the EC2 key pair are named
 by reference (ARN or name); the SSH key is a local path Ray reads at `ray up`. The dashboard
@@ -48,6 +50,9 @@ _PROFILE_ARN = re.compile(r"arn:aws[a-z-]*:iam::\d{12}:instance-profile/[\w+=,.@
 _PROFILE_NAME = re.compile(r"[\w+=,.@-]{1,128}")
 _SG = re.compile(r"sg-[0-9a-f]{8,17}")
 _LOCAL_PACKAGE = (".whl", ".tar.gz", ".zip")
+_IMAGE = re.compile(r"[a-z0-9][a-z0-9._/:@-]*[a-z0-9]", re.IGNORECASE)
+_ECR = re.compile(r"(\d{12}\.dkr\.ecr\.([a-z0-9-]+)\.amazonaws\.com)/")
+DOCKER_CONTAINER = "rlsweep"
 
 
 @dataclass(frozen=True)
@@ -111,9 +116,16 @@ class Ec2Cluster:
     image_id: str
     """AMI of every node: Ubuntu with NVIDIA drivers and `python` (e.g. an AWS Deep Learning
     Base GPU AMI). Required: Ray's fallback AMI is Ubuntu 18.04, too old for Python 3.11."""
-    install: str
+    install: str | None = None
     """What pip installs as rlsweep: `rlsweep==X`, a VCS URL (`git+https://...@tag`) or a local
-    wheel/sdist path (shipped to the nodes). Required: no index is trusted by default."""
+    wheel/sdist path (shipped to the nodes). Required without `docker_image` (no index is trusted
+    by default); None with it (the image carries rlsweep)."""
+    docker_image: str | None = None
+    """The image every node runs Ray in, built from the repository's Dockerfile (README: "A
+    container image"), e.g. ACCOUNT.dkr.ecr.REGION.amazonaws.com/rlsweep:TAG; an ECR image is
+    pulled after `docker login` with the node's instance profile (it needs ECR read access).
+    The AMI then needs Docker and the NVIDIA container toolkit (AWS's Deep Learning Base GPU
+    AMIs have both). None: a venv on the AMI, with `install` pip-installed into it."""
     region: str = "us-east-1"
     """AWS region, e.g. us-east-1."""
     availability_zone: str | None = None
@@ -145,9 +157,11 @@ class Ec2Cluster:
     security_group_ids: tuple[str, ...] = ()
     """Security groups of every node (sg-...); empty: Ray creates one (intra-cluster + SSH)."""
     python: str = "python3.11"
-    """Interpreter on the AMI the venv is created with (rlsweep needs 3.11+)."""
+    """Interpreter on the AMI the venv is created with (rlsweep needs 3.11+; not used with
+    docker_image)."""
     torch: str = DEFAULT_TORCH
-    """torch requirement, installed before rlsweep: the CUDA build on GPU nodes, CPU elsewhere."""
+    """torch requirement, installed before rlsweep: the CUDA build on GPU nodes, CPU elsewhere
+    (not used with docker_image: the image has its torch)."""
     torch_gpu_index: str | None = None
     """pip index of the CUDA torch build; None: PyPI's (CUDA on Linux x86_64)."""
     dashboard_host: str = "127.0.0.1"
@@ -215,7 +229,15 @@ class Ec2Cluster:
         for sg in self.security_group_ids:
             if not _SG.fullmatch(sg):
                 raise LaunchError(f"security_group_ids: got {sg!r}; allowed: sg-... ids")
-        _check_install(self.install)
+        if self.docker_image is None:
+            _check_install(self.install)
+        elif self.install is not None:
+            raise LaunchError("install: None with docker_image (the image carries rlsweep)")
+        elif not isinstance(self.docker_image, str) or not _IMAGE.fullmatch(self.docker_image):
+            raise LaunchError(
+                f"docker_image: got {self.docker_image!r}; allowed: an image reference, e.g. "
+                "123456789012.dkr.ecr.us-east-1.amazonaws.com/rlsweep:0.1.0"
+            )
         try:
             ipaddress.ip_address(self.dashboard_host)
         except ValueError:
@@ -229,7 +251,11 @@ class Ec2Cluster:
     @property
     def local_package(self) -> Path | None:
         """The local wheel/sdist `install` names, if it is one (shipped via file_mounts)."""
-        if "://" in self.install or not self.install.endswith(_LOCAL_PACKAGE):
+        if (
+            self.install is None
+            or "://" in self.install
+            or not self.install.endswith(_LOCAL_PACKAGE)
+        ):
             return None
         return Path(self.install).expanduser().resolve()
 
@@ -264,7 +290,7 @@ def cluster_config(c: Ec2Cluster) -> dict[str, Any]:
             "max_workers": w.max_workers,
             "node_config": _node_config(c, w.instance_type, c.worker_iam_instance_profile, w.spot),
         }
-        if _is_gpu(w.instance_type, w.resources):
+        if c.docker_image is None and _is_gpu(w.instance_type, w.resources):
             # A node type's own worker_setup_commands replace setup + worker setup commands.
             node_type["worker_setup_commands"] = _venv_commands(c) + _install_commands(c, True)
         node_types[w.name] = node_type
@@ -273,8 +299,8 @@ def cluster_config(c: Ec2Cluster) -> dict[str, Any]:
     if c.local_package is not None:
         file_mounts[f"{REMOTE_DIST}/{c.local_package.name}"] = str(c.local_package)
     ulimit = "ulimit -n 65536"  # Ray's own start commands raise it: many workers' sockets
-    ray = f"{VENV}/bin/ray"
-    return {
+    ray = "ray" if c.docker_image else f"{VENV}/bin/ray"  # the image has it on PATH
+    config: dict[str, Any] = {
         "cluster_name": c.cluster_name,
         "max_workers": (
             c.max_workers if c.max_workers is not None else sum(w.max_workers for w in c.workers)
@@ -305,6 +331,9 @@ def cluster_config(c: Ec2Cluster) -> dict[str, Any]:
             f"{ulimit}; {ray} start --address=$RAY_HEAD_IP:6379 --object-manager-port=8076",
         ],
     }
+    if c.docker_image:
+        config.update(_docker(c))
+    return config
 
 
 def ray_commands(
@@ -392,14 +421,42 @@ def _node_config(c: Ec2Cluster, instance_type: str, profile: str | None, spot: b
 def _venv_commands(c: Ec2Cluster) -> list[str]:
     """A venv on every node, active in Ray's login shells (`ray exec` finds `rlsweep`)."""
     activate = f"source {VENV}/bin/activate"
-    # pyarrow's S3 filesystem (--storage s3://) needs a region; the instance role has no default.
-    region = f"export AWS_DEFAULT_REGION={c.region}"
     return [
         f"test -x {VENV}/bin/python || {shlex.quote(c.python)} -m venv {VENV}",
         f"grep -qxF '{activate}' ~/.bashrc || echo '{activate}' >> ~/.bashrc",
-        f"grep -qxF '{region}' ~/.bashrc || echo '{region}' >> ~/.bashrc",
+        _region_command(c),
         f"{VENV}/bin/pip install -U pip",
     ]
+
+
+def _region_command(c: Ec2Cluster) -> str:
+    # pyarrow's S3 filesystem (--storage s3://) needs a region; the instance role has no default.
+    region = f"export AWS_DEFAULT_REGION={c.region}"
+    return f"grep -qxF '{region}' ~/.bashrc || echo '{region}' >> ~/.bashrc"
+
+
+def _docker(c: Ec2Cluster) -> dict[str, Any]:
+    """The keys that run every node's Ray inside `c.docker_image`: Ray's `docker:` section
+    (host networking; the NVIDIA runtime and /dev/shm's size Ray sets itself), an ECR login on
+    the host with the instance profile, and no venv or install (the image has rlsweep)."""
+    keys: dict[str, Any] = {
+        "docker": {
+            "image": c.docker_image,
+            "container_name": DOCKER_CONTAINER,
+            "pull_before_run": True,
+            "run_options": ["--ulimit nofile=65536:65536"],
+        },
+        "setup_commands": [_region_command(c)],
+        "head_setup_commands": [],
+        "worker_setup_commands": [],
+    }
+    if m := _ECR.match(c.docker_image):
+        registry, region = m.groups()
+        keys["initialization_commands"] = [
+            f"aws ecr get-login-password --region {region} | "
+            f"docker login --username AWS --password-stdin {registry}"
+        ]
+    return keys
 
 
 def _install_commands(c: Ec2Cluster, gpu: bool) -> list[str]:
@@ -440,7 +497,10 @@ def _check_resources(resources: Any, where: str) -> None:
 
 def _check_install(install: Any) -> None:
     if not isinstance(install, str) or not install.strip():
-        raise LaunchError("install: allowed: rlsweep==X, a git+https:// URL or a wheel/sdist path")
+        raise LaunchError(
+            "install: allowed: rlsweep==X, a git+https:// URL or a wheel/sdist path "
+            "(or a docker_image instead)"
+        )
     # A token in a URL (https://user:token@host/...) would be written into the YAML and to every
     # node's shell history; ssh URLs carry only a user name (git@github.com).
     for m in re.finditer(r"([a-z][a-z0-9+.-]*)://([^/@\s]+)@", install):
@@ -471,9 +531,17 @@ def _default(name: str) -> Any:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", help="YAML to write, e.g. cluster.yaml")
     p.add_argument("--name", required=True, help="cluster name")
-    p.add_argument("--image", required=True, help="AMI id (NVIDIA drivers, Python 3.11)")
     p.add_argument(
-        "--install", required=True, help="rlsweep for pip: rlsweep==X, git+https://..., or a wheel"
+        "--image",
+        required=True,
+        help="AMI id (NVIDIA drivers, Python 3.11; --docker-image: Docker, NVIDIA's toolkit)",
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "--install", help="rlsweep for pip into a venv: rlsweep==X, git+https://..., or a wheel"
+    )
+    where.add_argument(
+        "--docker-image", help="run every node in this image (the Dockerfile's, e.g. on ECR)"
     )
     p.add_argument("--region", default=_default("region"), help="AWS region (default: %(default)s)")
     p.add_argument("--zone", help="availability zone(s), comma-separated")
@@ -530,6 +598,7 @@ def cluster_from_args(args: argparse.Namespace) -> Ec2Cluster:
         cluster_name=args.name,
         image_id=args.image,
         install=args.install,
+        docker_image=args.docker_image,
         region=args.region,
         availability_zone=args.zone,
         head_instance_type=args.head,

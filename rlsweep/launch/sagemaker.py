@@ -13,7 +13,8 @@ every host) bootstraps it and runs the sweep on the head.
 - Code: `source_s3_uri` is a .tar.gz of this source tree (with the spec); it reaches the job as
   the `code` input channel and SageMaker's script mode (`sagemaker_program`,
   `sagemaker_submit_directory`) runs the entry script from it. Without it the image must carry
-  the tree in /opt/ml/code.
+  the tree in /opt/ml/code (the repository's Dockerfile leaves it empty, for the tarball).
+- Image: the repository's Dockerfile, pushed to ECR (`image_uri`).
 
 Security: the job's AWS access is the IAM role named by `role_arn`; the request carries no keys,
 and environment variables that look like secrets are refused (SageMaker shows a job's
@@ -80,8 +81,10 @@ class SageMakerJob:
     role_arn: str
     """ARN of the IAM role the job runs as; its policy is the job's only AWS access."""
     image_uri: str
-    """Training image (ECR) with rlsweep's dependencies and SageMaker's training toolkit (which
-    runs `sagemaker_program`), e.g. a PyTorch deep learning container."""
+    """Training image (ECR): the repository's Dockerfile built and pushed (README: "A container
+    image"). It has rlsweep's dependencies, the system libraries Procgen needs and SageMaker's
+    training toolkit, whose `train` runs `sagemaker_program`; its /opt/ml/code is empty, since
+    the toolkit extracts the source tree there only into an empty dir."""
     instance_type: str | None = None
     """Homogeneous job: the instance type of every host, e.g. ml.c5.18xlarge."""
     instance_count: int = 1
@@ -395,7 +398,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec, inside the source tree uploaded as --source-s3")
     p.add_argument("--job-name", required=True)
     p.add_argument("--role-arn", required=True, help="IAM role the job runs as (by ARN only)")
-    p.add_argument("--image-uri", required=True, help="training image with rlsweep's deps")
+    p.add_argument(
+        "--image-uri", required=True, help="training image: the Dockerfile's, pushed to ECR"
+    )
     hosts = p.add_mutually_exclusive_group(required=True)
     hosts.add_argument("--instance-type", help="homogeneous job: every host's type")
     hosts.add_argument(

@@ -1,0 +1,255 @@
+"""One command for a GPU node (`make gpu-check`): install, `rlsweep doctor`, `benchmarks/gpu.py`.
+
+    python3 benchmarks/gpu_check.py run [--wheelhouse DIR | --no-install] [--syslibs DIR]
+                                        [--quick] [-- GPU.PY ARGS]
+    python benchmarks/gpu_check.py fetch-syslibs [--dest DIR]   # where apt has an index
+
+Stdlib only: it runs with the node's own Python (and its torch) before anything is installed.
+Stages, each printing its output as it comes and keeping it in a log under $OUT (default
+results/benchmarks/, gpu.py's), so a run stopped by a time limit still leaves what it finished:
+
+1. install: `wheelhouse.py install WHEELHOUSE -- --target build/gpu-check/site` (README
+   "Offline install"); every later stage finds the wheelhouse's packages on PYTHONPATH, behind
+   this checkout (the code being checked) and in front of the node's own (torch). `--no-install`
+   uses this Python's environment as it is.
+2. system libraries: those of `rlsweep.qt.SYSTEM_LIBRARIES` that do not load here are unpacked
+   from their .debs in SYSLIBS (fetched with `fetch-syslibs`, i.e. `make syslibs`, on a machine
+   with an index) and put on LD_LIBRARY_PATH for the later stages: a node without a package
+   index cannot apt-get them.
+3. `rlsweep doctor --gpu` (without `--gpu` when `--quick`): doctor.log, doctor.json.
+4. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
+   into $OUT itself: gpu.log.
+
+gpu-check.json sums up the stages (exit code, seconds) and what was unpacked. A stage that
+fails does not stop the next, except a failed install (nothing after it could run). Exit code
+0 when every stage succeeded, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.util
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / "build" / "gpu-check"
+"""Installed packages and unpacked libraries: big, so never under $OUT (which is shipped back)."""
+DEFAULT_OUT = REPO / "results" / "benchmarks"
+"""Where results go without $OUT: gpu.py's own default, where `rlsweep plan` reads gpu.json."""
+
+
+@functools.cache
+def qt_module() -> ModuleType:
+    """rlsweep/qt.py of this checkout, loaded as a file (once): `import rlsweep` would need the
+    dependencies this script may be about to install."""
+    spec = importlib.util.spec_from_file_location("rlsweep_qt_file", REPO / "rlsweep" / "qt.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- system libraries ------------------------------------------------------------------------
+def debs_for(packages: list[str], folder: Path) -> dict[str, Path]:
+    """The .deb of each package in `folder` (apt-get download's names, PACKAGE_VERSION_ARCH.deb,
+    or the package's t64 rename's, as fetched on Ubuntu 24.04; the last name when there are
+    several); packages without one are left out."""
+    found = {}
+    for package in packages:
+        candidates = sorted(folder.glob(f"{package}_*.deb")) + sorted(
+            folder.glob(f"{package}t64_*.deb")
+        )
+        if candidates:
+            found[package] = candidates[-1]
+    return found
+
+
+def unpack_deb(deb: Path, dest: Path) -> None:
+    """`dpkg-deb -x`, or where there is no dpkg, the deb's data archive read here (an `ar`
+    archive holding data.tar.{xz,gz,bz2}; zstd needs dpkg-deb)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if shutil.which("dpkg-deb"):
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(dest)], check=True)
+        return
+    data = deb.read_bytes()
+    if not data.startswith(b"!<arch>\n"):
+        raise ValueError(f"{deb}: not a .deb (no ar header)")
+    pos = 8
+    while pos + 60 <= len(data):
+        name = data[pos : pos + 16].decode().strip().rstrip("/")
+        size = int(data[pos + 48 : pos + 58].decode().strip())
+        body = data[pos + 60 : pos + 60 + size]
+        if name.startswith("data.tar"):
+            with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+                tar.extractall(dest, filter="data")
+            return
+        pos += 60 + size + size % 2
+    raise ValueError(f"{deb}: no data.tar member")
+
+
+def library_dirs(root: Path) -> list[Path]:
+    """The folders under `root` that hold shared libraries (usr/lib/x86_64-linux-gnu, ...)."""
+    return sorted({p.parent for p in root.rglob("*.so*") if p.is_file() or p.is_symlink()})
+
+
+def provide_system_libraries(syslibs: Path, dest: Path, log) -> tuple[list[str], list[Path]]:
+    """Unpack the .debs of the declared libraries that do not load here: (packages unpacked,
+    their library folders for LD_LIBRARY_PATH). Says what is missing and what it did."""
+    qt = qt_module()
+    missing = qt.missing_system_libraries()
+    if not missing:
+        log(f"system libraries: all {len(qt.SYSTEM_LIBRARIES)} of rlsweep.qt load here")
+        return [], []
+    log("system libraries that do not load: " + ", ".join(lib.soname for lib, _ in missing))
+    packages = qt.apt_packages(tuple(lib for lib, _ in missing))
+    debs = debs_for(packages, syslibs) if syslibs.is_dir() else {}
+    if absent := [p for p in packages if p not in debs]:
+        log(
+            f"no .deb in {syslibs} for {', '.join(absent)}: run `make syslibs` where apt has an "
+            f"index and carry {syslibs.name}/ here, or {qt.install_hint([m for m, _ in missing])}"
+        )
+    shutil.rmtree(dest, ignore_errors=True)
+    for deb in debs.values():
+        unpack_deb(deb, dest)
+        log(f"unpacked {deb.name}")
+    return list(debs), library_dirs(dest) if debs else []
+
+
+def fetch_syslibs(dest: Path) -> int:
+    """`apt-get download` the declared packages into `dest` (this machine's release: Debian 12
+    here; its libraries run on newer glibc too)."""
+    packages = qt_module().apt_packages()
+    dest.mkdir(parents=True, exist_ok=True)
+    for package in packages:
+        # Ubuntu 24.04 and Debian 13 only provide libglib2.0-0 (apt-get install resolves it,
+        # apt-get download does not): there it is libglib2.0-0t64.
+        for name in (package, f"{package}t64"):
+            if subprocess.run(["apt-get", "download", name], cwd=dest).returncode == 0:
+                break
+        else:
+            print(f"gpu-check: apt-get download {package} failed; `apt-get update` first?")
+            return 1
+    debs = debs_for(packages, dest)
+    size = sum(p.stat().st_size for p in debs.values()) / 2**20
+    print(f"{dest}: {len(debs)} .debs, {size:.1f} MiB, for {' '.join(packages)}")
+    return 0
+
+
+# --- stages ----------------------------------------------------------------------------------
+class Run:
+    """Stages run one after another, each teed to the console and to OUT/<name>.log."""
+
+    def __init__(self, out: Path, env: dict[str, str]) -> None:
+        self.out, self.env = out, env
+        self.stages: list[dict] = []
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "gpu-check.log").write_text("")
+        (self.out / "gpu-check.json").unlink(missing_ok=True)
+
+    def log(self, line: str) -> None:
+        print(f"gpu-check: {line}", flush=True)
+        with open(self.out / "gpu-check.log", "a") as f:
+            f.write(line + "\n")
+
+    def stage(self, name: str, argv: list[str]) -> int:
+        self.log(f"[{name}] {' '.join(argv)}")
+        t = time.monotonic()
+        with open(self.out / f"{name}.log", "w") as log:
+            proc = subprocess.Popen(
+                argv,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env=self.env,
+                cwd=REPO,
+            )
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+                log.write(line)
+                log.flush()
+            rc = proc.wait()
+        wall = time.monotonic() - t
+        self.stages.append({"stage": name, "rc": rc, "wall_s": round(wall, 1)})
+        self.log(f"[{name}] exit code {rc} after {wall:.0f} s")
+        self.write_summary()
+        return rc
+
+    def write_summary(self, **extra) -> None:
+        path = self.out / "gpu-check.json"
+        summary = json.loads(path.read_text()) if path.exists() else {}
+        summary.update(extra, stages=self.stages)
+        path.write_text(json.dumps(summary, indent=1) + "\n")
+
+
+def prepend(env: dict[str, str], key: str, paths: list[Path | str]) -> None:
+    parts = [str(p) for p in paths] + ([env[key]] if env.get(key) else [])
+    env[key] = os.pathsep.join(parts)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(os.environ.get("OUT") or DEFAULT_OUT).resolve()
+    env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
+    python = sys.executable
+    r = Run(out, env)
+    r.log(f"results under {out}; {python} (Python {sys.version.split()[0]})")
+    r.write_summary(python=python, quick=args.quick, started=time.strftime("%Y-%m-%d %H:%M:%S"))
+    if shutil.which("nvidia-smi"):
+        r.stage("nvidia-smi", ["nvidia-smi"])
+    pythonpath: list[Path | str] = [REPO]
+    if not args.no_install:
+        wheelhouse = args.wheelhouse.resolve()
+        if not (wheelhouse / "wheelhouse.py").is_file():
+            r.log(f"no wheelhouse at {wheelhouse} (README: Offline install); or --no-install")
+            return 2
+        site = WORK / "site"
+        shutil.rmtree(site, ignore_errors=True)  # pip --target skips what it finds there
+        argv = [python, str(wheelhouse / "wheelhouse.py"), "install", str(wheelhouse)]
+        if r.stage("install", [*argv, "--", "--target", str(site)]):
+            return 1
+        pythonpath.append(site)
+        prepend(env, "PATH", [site / "bin"])
+    prepend(env, "PYTHONPATH", pythonpath)
+    packages, dirs = provide_system_libraries(args.syslibs.resolve(), WORK / "syslibs", r.log)
+    if dirs:
+        prepend(env, "LD_LIBRARY_PATH", dirs)
+        r.log(f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}")
+    r.write_summary(unpacked=packages, ld_library_path=[str(d) for d in dirs])
+    doctor = [python, "-m", "rlsweep.cli", "doctor", "--json", str(out / "doctor.json")]
+    r.stage("doctor", doctor if args.quick else [*doctor, "--gpu"])
+    gpu = [python, str(REPO / "benchmarks" / "gpu.py"), *(["--quick"] if args.quick else [])]
+    r.stage("gpu", [*gpu, *args.gpu_args])
+    failed = [s["stage"] for s in r.stages if s["rc"]]
+    r.log(f"done: {'failed: ' + ', '.join(failed) if failed else 'every stage passed'}")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="install, doctor, gpu.py; results under $OUT")
+    r.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse", help="%(default)s")
+    r.add_argument("--no-install", action="store_true", help="use this Python's environment")
+    r.add_argument("--syslibs", type=Path, default=REPO / "syslibs", help="%(default)s")
+    r.add_argument("--quick", action="store_true", help="the CPU path: doctor, gpu.py --quick")
+    r.add_argument("gpu_args", nargs="*", help="more gpu.py arguments (after --)")
+    f = sub.add_parser("fetch-syslibs", help="apt-get download the declared system libraries")
+    f.add_argument("--dest", type=Path, default=REPO / "syslibs", help="%(default)s")
+    args = p.parse_args(argv)
+    if args.cmd == "fetch-syslibs":
+        return fetch_syslibs(args.dest)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""benchmarks/gpu_check.py (`make gpu-check`): the system libraries it unpacks from .debs on a
+node without a package index, and its CPU path run for real through make."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import gpu_check  # noqa: E402
+
+needs_dpkg_deb = pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="needs dpkg-deb")
+
+
+def build_deb(folder: Path, package: str, files: dict[str, str]) -> Path:
+    """A real .deb (dpkg-deb --build, xz) of `package` holding `files` (path -> text), named
+    as `apt-get download` names them."""
+    tree = folder / f"{package}-tree"
+    (tree / "DEBIAN").mkdir(parents=True)
+    (tree / "DEBIAN" / "control").write_text(
+        f"Package: {package}\nVersion: 1.0-1\nArchitecture: amd64\n"
+        "Maintainer: rlsweep tests <tests@example.invalid>\nDescription: test\n"
+    )
+    for path, text in files.items():
+        (tree / path).parent.mkdir(parents=True, exist_ok=True)
+        (tree / path).write_text(text)
+    deb = folder / f"{package}_1.0-1_amd64.deb"
+    subprocess.run(
+        ["dpkg-deb", "-Zxz", "--root-owner-group", "--build", str(tree), str(deb)],
+        check=True,
+        capture_output=True,
+    )
+    shutil.rmtree(tree)
+    return deb
+
+
+def test_debs_are_found_by_package_name_or_its_t64_rename(tmp_path):
+    (tmp_path / "libglib2.0-0t64_2.80_amd64.deb").touch()  # fetched on Ubuntu 24.04
+    for name in ("libx11-xcb1_1.8_amd64.deb", "libgl1-mesa-dri_23_amd64.deb"):
+        (tmp_path / name).touch()
+    (tmp_path / "libgl1_1.6.0-1_amd64.deb").touch()
+    found = gpu_check.debs_for(["libglib2.0-0", "libx11-6", "libgl1"], tmp_path)
+    assert found == {
+        "libglib2.0-0": tmp_path / "libglib2.0-0t64_2.80_amd64.deb",
+        "libgl1": tmp_path / "libgl1_1.6.0-1_amd64.deb",
+    }
+
+
+@needs_dpkg_deb
+def test_a_deb_unpacks_the_same_with_and_without_dpkg(tmp_path, monkeypatch):
+    lib = "usr/lib/x86_64-linux-gnu/libGLX.so.0"
+    deb = build_deb(tmp_path, "libglx0", {lib: "not really a library"})
+    gpu_check.unpack_deb(deb, tmp_path / "dpkg")
+    monkeypatch.setattr(gpu_check.shutil, "which", lambda name: None)  # a node without dpkg
+    gpu_check.unpack_deb(deb, tmp_path / "stdlib")
+    for root in ("dpkg", "stdlib"):
+        assert (tmp_path / root / lib).read_text() == "not really a library"
+        assert gpu_check.library_dirs(tmp_path / root) == [(tmp_path / root / lib).parent]
+
+
+@needs_dpkg_deb
+def test_only_the_libraries_that_do_not_load_are_unpacked(tmp_path, libraries_unavailable):
+    syslibs = tmp_path / "syslibs"
+    syslibs.mkdir()
+    build_deb(syslibs, "libglx0", {"usr/lib/x86_64-linux-gnu/libGLX.so.0": "glx"})
+    build_deb(syslibs, "libgl1", {"usr/lib/x86_64-linux-gnu/libGL.so.1": "gl"})
+    libraries_unavailable("libGLX.so.0", qt=gpu_check.qt_module())
+    said = []
+    packages, dirs = gpu_check.provide_system_libraries(syslibs, tmp_path / "root", said.append)
+    assert packages == ["libglx0"]  # libGL loads here: its .deb stays packed
+    assert dirs == [tmp_path / "root" / "usr" / "lib" / "x86_64-linux-gnu"]
+    assert said == [
+        "system libraries that do not load: libGLX.so.0",
+        "unpacked libglx0_1.0-1_amd64.deb",
+    ]
+
+
+def test_a_missing_library_without_its_deb_is_named_with_the_fix(tmp_path, libraries_unavailable):
+    libraries_unavailable("libgthread-2.0.so.0", qt=gpu_check.qt_module())
+    said = []
+    packages, dirs = gpu_check.provide_system_libraries(tmp_path, tmp_path / "root", said.append)
+    assert (packages, dirs) == ([], [])
+    assert said[1].startswith(f"no .deb in {tmp_path} for libglib2.0-0: run `make syslibs`")
+    assert "apt-get install -y libglib2.0-0" in said[1]
+
+
+def test_every_library_loading_here_unpacks_nothing(tmp_path):
+    said = []
+    assert gpu_check.provide_system_libraries(tmp_path, tmp_path, said.append) == ([], [])
+    assert said == ["system libraries: all 13 of rlsweep.qt load here"]
+
+
+def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "run"]
+        + ["--wheelhouse", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OUT": str(out)},
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert f"no wheelhouse at {tmp_path / 'none'}" in proc.stdout
+    assert not (out / "doctor.log").exists()
+
+
+@pytest.mark.rllib  # gpu.py --quick trains a real (tiny) rlsweep trial through Tune
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_gpu_check_runs_its_cpu_path(tmp_path):
+    """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor then gpu.py --quick (K = 1 only, to keep
+    it short), each stage's output printed and logged, everything under $OUT."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        ["make", "-s", "gpu-check", "QUICK=1", "NO_INSTALL=1", f"GPU_PYTHON={sys.executable}"]
+        + ["GPU_ARGS=--packed 1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OUT": str(out)},
+        timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    console = proc.stdout
+    summary = json.loads((out / "gpu-check.json").read_text())
+    assert [(s["stage"], s["rc"]) for s in summary["stages"]] == [("doctor", 0), ("gpu", 0)]
+    assert summary["unpacked"] == [] and summary["quick"]
+    assert json.loads((out / "doctor.json").read_text())["passed"]
+    assert json.loads((out / "gpu_quick.json").read_text())  # gpu.py's own record, in $OUT
+    # Printed as it ran, in order, and kept in each stage's log.
+    order = ["[doctor]", "ok    procgen", "[doctor] exit code 0", "[gpu]", "[gpu] exit code 0"]
+    at = [console.index(marker) for marker in order]
+    assert at == sorted(at)
+    assert "ok    procgen" in (out / "doctor.log").read_text()
+    assert (out / "gpu.log").read_text().strip()
+    assert "every stage passed" in (out / "gpu-check.log").read_text()
