@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import warnings
 
 from rlsweep.errors import SpecError
 from rlsweep.spec import SweepSpec
@@ -199,9 +200,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         # --resamples unset: build_report's default (one definition: rlsweep.tables.N_RESAMPLES)
         n = {"n_resamples": args.resamples} if args.resamples is not None else {}
-        path = build_report(args.dirs, by=by, out=args.out, prices=args.prices, **n)
+        with warnings.catch_warnings(record=True) as caught:  # e.g. repeated trials
+            warnings.simplefilter("always", UserWarning)
+            path = build_report(
+                args.dirs, by=by, out=args.out, pool=args.pool, prices=args.prices, **n
+            )
     except (OSError, ValueError) as e:  # OSError: also S3 access denied / unreachable
         raise SpecError(None, "", str(e)) from None
+    for text in dict.fromkeys(str(w.message) for w in caught if w.category is UserWarning):
+        print(f"rlsweep: warning: {text}", file=sys.stderr)
     print((path.parent / "table.md").read_text())
     print(f"report: {path}")
     return 0
@@ -422,7 +429,8 @@ def parser() -> argparse.ArgumentParser:
         "report",
         "tables, plots and report.md from experiment dirs",
         "  rlsweep report results/demo\n"
-        "  rlsweep report results/a results/b --by lr,framestack --out report/\n",
+        "  rlsweep report results/            # every sweep in it, one report each\n"
+        "  rlsweep report results/a results/b --pool --by lr --out report/\n",
     )
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="experiment (or storage) directories")
     rep.add_argument(
@@ -432,6 +440,12 @@ def parser() -> argparse.ArgumentParser:
         help="variant parameter(s), repeat or comma-separate (default: the swept ones)",
     )
     rep.add_argument("--out", help="output directory (default: DIR/report)")
+    rep.add_argument(
+        "--pool",
+        action="store_true",
+        help="pool trials of different sweeps whose configs agree except seed (default: one "
+        "report per sweep)",
+    )
     rep.add_argument("--resamples", type=int, help="bootstrap resamples (default: the report's)")
     rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)

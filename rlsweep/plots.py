@@ -1,10 +1,12 @@
 """The report's figures, written to PNG files. The only module that imports matplotlib (Agg
 backend: files only, no display); the numbers come from `rlsweep.tables` and `rlsweep.stats`.
-Every function draws one figure into `path`; one color per variant, the same in every figure.
+Every `plot_*` function draws one figure into `path` (`learning_curves_figure` returns its
+figure, for tests to read); one color per variant, the same in every figure.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -13,7 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.ticker import EngFormatter, MaxNLocator  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from rlsweep import metrics as M  # noqa: E402
 from rlsweep import stats as S  # noqa: E402
@@ -31,10 +34,22 @@ def colors(variants: list[str]) -> dict[str, tuple]:
     return {v: cmap(i % 10) for i, v in enumerate(variants)}
 
 
+def steps_text(x: float, _pos: int | None = None) -> str:
+    """Env steps as an axis tick reads them: 0, 500, 200k, 1.2M, 25M, 1.5B (never the SI
+    prefixes below one, as in "200m" for 0.2 steps)."""
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{unit}"
+    return f"{x:.0f}"
+
+
 def _steps_axis(ax) -> None:
+    """Env steps on x, from 0 (call after drawing: a single point then sits at its steps)."""
     ax.set_xlabel("env steps")
-    ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 25M, not 25000000
-    ax.xaxis.set_major_locator(MaxNLocator(5))
+    ax.xaxis.set_major_formatter(FuncFormatter(steps_text))
+    ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
+    if ax.has_data():
+        ax.set_xlim(left=0)
 
 
 def _n_label(exp: Experiment, variant: str) -> str:
@@ -58,8 +73,18 @@ def _empty(path: Path, text: str) -> None:
 def plot_learning_curves(
     exp: Experiment, path: Path, *, n_resamples: int = N_RESAMPLES, seed: int = 0
 ) -> None:
+    """`learning_curves_figure`, written to `path`."""
+    _save(learning_curves_figure(exp, n_resamples=n_resamples, seed=seed), path)
+
+
+def learning_curves_figure(
+    exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> Figure:
     """Per game: mean normalized return over seeds vs env steps, training levels (dashed) and
-    unseen levels (solid), with 95% bootstrap bands, one color per variant."""
+    unseen levels (solid), with 95% bootstrap bands, one color per variant. Both are drawn
+    alike, from the iterations that evaluated (`test/fresh`; the rows between repeat the last
+    evaluation), each run interpolated linearly onto env steps all runs cover; runs with a
+    single evaluation are a point. A variant a panel cannot draw is named in it."""
     ncols = min(4, max(1, len(exp.games)))
     nrows = -(-max(1, len(exp.games)) // ncols)
     width = max(4.2 * ncols, 8.4)  # room for the legend when there are few games
@@ -69,35 +94,67 @@ def plot_learning_curves(
     for ax in axes.flat[len(exp.games) :]:
         ax.axis("off")
     palette = colors(exp.variants)
+    single = False  # some curve is a single point: the legend then shows the markers too
     for ax, game in zip(axes.flat, exp.games, strict=False):
+        missing = []
         for v, color in palette.items():
             runs = exp.runs(v, game)
-            for metric, fresh, style, alpha in (
-                (M.TRAIN_RETURN_NORM, False, "--", 0.08),
-                (M.TEST_RETURN_NORM, True, "-", 0.2),
+            drawn = False
+            for metric, style, alpha in (
+                (M.TRAIN_RETURN_NORM, "--", 0.08),
+                (M.TEST_RETURN_NORM, "-", 0.2),
             ):
-                g = on_grid([points(r, metric, fresh) for r in runs], CURVE_POINTS)
+                g = on_grid([points(r, metric, fresh_only=True) for r in runs], CURVE_POINTS)
                 if g is None:
                     continue
                 x, values = g
                 m, lo, hi = S.pointwise_mean(values, n_resamples=n_resamples, seed=seed)
-                ax.plot(x, m, style, color=color, marker="o" if len(x) == 1 else None)
+                ax.plot(x, m, style, color=color, **_marker(style, len(x) == 1))
                 ax.fill_between(x, lo, hi, color=color, alpha=alpha, linewidth=0)
+                if len(x) == 1 and np.isfinite(lo[0]):
+                    ax.errorbar(
+                        x, m, [m - lo, hi - m], fmt="none", color=color, capsize=3, alpha=0.6
+                    )
+                drawn = True
+                single |= len(x) == 1
+            if not drawn:
+                why = "no finished run" if not runs else "its runs share no evaluated env steps"
+                missing.append(f"{v} ({why})")
+        if missing:
+            note = textwrap.fill("Not drawn: " + "; ".join(missing), 60)
+            ax.text(0.02, 0.98, note, transform=ax.transAxes, fontsize=7, va="top", color="0.3")
         ax.set_title(game)
         _steps_axis(ax)
         ax.set_ylabel("normalized return")
         ax.grid(alpha=0.3)
     handles = [
-        plt.Line2D([], [], color=c, label=f"{v} (n={_n_label(exp, v)})") for v, c in palette.items()
+        plt.Line2D([], [], color=c, label=textwrap.fill(f"{v} (n={_n_label(exp, v)})", 60))
+        for v, c in palette.items()
     ]
     handles += [
-        plt.Line2D([], [], color="gray", ls="--", label="training levels"),
-        plt.Line2D([], [], color="gray", ls="-", label="unseen levels"),
+        plt.Line2D([], [], color="gray", ls="--", label="training levels", **_marker("--", single)),
+        plt.Line2D([], [], color="gray", ls="-", label="unseen levels", **_marker("-", single)),
     ]
-    ncol = max(1, min(len(handles), int(width // 3.4)))
-    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
+    _fit_legend(fig, handles)
     fig.suptitle("Learning curves: mean over seeds, 95% bootstrap CI")
-    _save(fig, path)
+    return fig
+
+
+def _marker(style: str, point: bool) -> dict:
+    """A single point's marker: hollow for training levels ('--'), filled for unseen ones."""
+    if not point:
+        return {}
+    return {"marker": "o", "fillstyle": "none" if style == "--" else "full"}
+
+
+def _fit_legend(fig: Figure, handles: list) -> None:
+    """A legend below the panels in as many columns as fit the figure's width."""
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(len(handles), 0, -1):
+        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
+        if ncol == 1 or legend.get_window_extent(renderer).width <= 0.98 * fig.bbox.width:
+            return
+        legend.remove()
 
 
 def plot_aggregates(

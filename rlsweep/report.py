@@ -56,15 +56,53 @@ def build_report(
     *,
     by: Sequence[str] | None = None,
     out: str | Path | None = None,
+    pool: bool = False,
     n_resamples: int = T.N_RESAMPLES,
     seed: int = 0,
     prices: str | Path | None = None,
 ) -> Path:
     """Write the report files (FILES) into `out` (default: `default_out(paths)`); returns the
     path of report.md. `prices`: a price table for the cost section (default: the shipped
-    `rlsweep/prices.yaml`)."""
-    exp = R.load_experiment(paths, by)
+    `rlsweep/prices.yaml`).
+
+    Several sweeps are reported one by one, each in `out/<sweep>/`, under an index (report.md
+    and table.md in `out`): trials of different sweeps never share a column. `pool`: trials
+    whose configs agree except seed share one, whatever their sweep (a config run twice with
+    the same seed counts once); configs run on different games are reported apart
+    (`rlsweep.results.pooled_groups`)."""
+    dirs = [d for p in paths for d in R.experiment_dirs(p)]
+    names = [d.name for d in dirs]
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"several experiment dirs named {', '.join(twice)}: report them apart")
     out = Path(out) if out is not None else default_out(paths)
+    kw = {"n_resamples": n_resamples, "seed": seed, "prices": prices}
+    if pool:
+        groups = R.pooled_groups(R.load_curves(dirs))
+        parts = {g: R.experiment(c, dirs, by, pool=True) for g, c in groups.items()}
+        notes = []
+    else:
+        loaded = {d.name: R.load_curves(d) for d in dirs}
+        parts = {name: R.experiment(c, dirs, by) for name, c in loaded.items()}
+        notes = _repeated_across(loaded)
+    if len(parts) == 1:
+        return _write_report(next(iter(parts.values())), dirs, out, **kw)
+    for name, exp in parts.items():
+        _write_report(exp, dirs, out / name, **kw)
+    return _write_index(parts, out, pool, notes)
+
+
+def _write_report(
+    exp: Experiment,
+    dirs: Sequence[Path],
+    out: Path,
+    *,
+    n_resamples: int,
+    seed: int,
+    prices: str | Path | None,
+) -> Path:
+    """One report (FILES) of `exp` into `out`; `dirs`: the experiment dirs it was loaded from
+    (those of its sweeps give its importance and cost sections)."""
     out.mkdir(parents=True, exist_ok=True)
     kw = {"n_resamples": n_resamples, "seed": seed}
 
@@ -79,7 +117,7 @@ def build_report(
     eff = {v: e for v in complete if (e := T.sample_efficiency(exp, v, **kw)) is not None}
     plots.plot_sample_efficiency(eff, out / "sample_efficiency.png", colors)
 
-    dirs = [d for p in paths for d in R.experiment_dirs(p)]
+    dirs = [d for d in dirs if d.name in set(exp.final["sweep"])]
     importance = importance_section(dirs, exp, out)
     md = [
         *_header(exp),
@@ -105,15 +143,60 @@ def build_report(
     return out / "report.md"
 
 
+def _repeated_across(loaded: dict[str, pd.DataFrame]) -> list[str]:
+    """Index lines: sweeps that ran another sweep's configs with its seeds (the same spec run
+    under two names), which each sweep's own report counts."""
+    final = pd.concat([R.final_scores(c) for c in loaded.values()], ignore_index=True)
+    first = R.repeats(final, pooled=True)
+    if first.empty:
+        return []
+    pairs = pd.DataFrame(
+        {"sweep": final.loc[first.index, "sweep"], "of": first.str.split("/").str[0]}
+    )
+    return [
+        f"- `{sweep}` repeats {n} trial{'s' * (n != 1)} of `{of}` (same config and seed): each "
+        "sweep's report counts them; `--pool` counts them once."
+        for (sweep, of), n in pairs.value_counts(sort=False).items()
+    ]
+
+
+def _write_index(parts: dict[str, Experiment], out: Path, pool: bool, notes: list[str]) -> Path:
+    """report.md and table.md in `out` over the reports in `out/<name>/`."""
+    out.mkdir(parents=True, exist_ok=True)
+    if pool:
+        intro = (
+            "Pooled: trials whose configs agree except seed share a column. These configs ran "
+            "different games, and aggregates compare variants over the same games, so each "
+            "set of games has its own report."
+        )
+    else:
+        intro = (
+            "One report per sweep: trials of different sweeps never share a column "
+            "(`rlsweep report --pool` pools those whose configs agree except seed)."
+        )
+    sweeps = sorted({s for exp in parts.values() for s in exp.final["sweep"]})
+    md = [f"# Report: {', '.join(sweeps)}", "", intro, "", *notes, *([""] if notes else [])]
+    tables = []
+    for name, exp in parts.items():
+        table = (out / name / "table.md").read_text()
+        md += [f"## {name}", "", *_header(exp)[2:], f"[Full report]({name}/report.md)", ""]
+        md += [table]
+        tables += [f"## {name}", "", table]
+    (out / "table.md").write_text("\n".join(tables))
+    (out / "report.md").write_text("\n".join(md))
+    return out / "report.md"
+
+
 def _write_frames(exp: Experiment, out: Path) -> list[str]:
     written = ["scores.csv", "final.csv"]
-    exp.curves.to_csv(out / "scores.csv", index=False)
+    curves = R.evaluations_only(exp.curves)
+    curves.to_csv(out / "scores.csv", index=False)
     exp.final.to_csv(out / "final.csv", index=False)
     try:
         import pyarrow  # noqa: F401
     except ImportError:
         return written
-    df = exp.curves.copy()
+    df = curves
     for col in [c for c in df.columns if pd.api.types.is_object_dtype(df[c])]:
         # Mixed-type params (None, numbers, strings): Parquet needs one type per column.
         df[col] = df[col].map(lambda v: v if v is None else str(v))
@@ -133,6 +216,12 @@ def _header(exp: Experiment) -> list[str]:
         unstarted = f"; {planned - n} not started" if planned and planned > n else ""
         of = f" of {planned}" if planned and planned > n else ""
         md.append(f"- `{sweep}`: {n}{of} trial{'s' * ((planned or n) != 1)} ({parts}){unstarted}")
+    if exp.pooled and len(sweeps) > 1:
+        md += [
+            "",
+            "Pooled: trials of these sweeps whose configs agree except seed share a column; a "
+            "config run again with the same seed counts once (listed under Trials not counted).",
+        ]
     return [*md, ""]
 
 
@@ -183,8 +272,9 @@ def _curves_section() -> list[str]:
     return [
         "## Learning curves",
         "",
-        "Dashed: training levels; solid: unseen levels (evaluations only). Runs are "
-        "interpolated onto the env steps all of them cover.",
+        "Dashed: training levels; solid: unseen levels. Both are drawn from the iterations "
+        "that evaluated (scores.csv leaves the others' scores empty), each run interpolated "
+        "linearly onto the env steps all runs cover; runs with one evaluation are a point.",
         "",
         "![learning curves](learning_curves.png)",
         "",

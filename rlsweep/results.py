@@ -255,31 +255,69 @@ def final_scores(curves: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def finished(final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM) -> pd.DataFrame:
+def evaluations_only(curves: pd.DataFrame) -> pd.DataFrame:
+    """`curves` with the evaluated scores (`train/return`, `test/return`, their `_norm`,
+    `gap/return_norm`) NaN on the rows that did not evaluate, where a trial repeats its last
+    evaluation (`test/fresh` false): a table of scores over iterations then holds each score
+    once, at the env steps it was measured, and no plateau that was never measured."""
+    out = curves.copy()
+    out.loc[~out[M.TEST_FRESH].astype(bool), list(_TEST_AT_EVAL)] = math.nan
+    return out
+
+
+def finished(
+    final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM, pooled: bool = False, quiet: bool = False
+) -> pd.DataFrame:
     """The trials whose `metric` may be aggregated: TERMINATED with a finite value, one per
-    cell (`one_per_cell`)."""
-    ok = (final["status"] == TERMINATED) & np.isfinite(final[metric].to_numpy(dtype=float))
-    return one_per_cell(final[ok])
+    cell (`one_per_cell`; `quiet`: without its warning)."""
+    return one_per_cell(final[_aggregable(final, metric)], pooled, quiet)
 
 
-def one_per_cell(final: pd.DataFrame) -> pd.DataFrame:
-    """One trial per cell (sweep, game, seed and every parameter): two trials of one cell (a
-    sweep run twice into one dir, before rlsweep refused that) are not two seeds. Keeps the
-    first by trial dir name, with a warning naming the dropped ones."""
+def _aggregable(final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM) -> pd.Series:
+    return (final["status"] == TERMINATED) & np.isfinite(final[metric].to_numpy(dtype=float))
+
+
+def _keys(df: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
+    """Per row, the values of `cols` as a tuple of strings (NaN and None compare equal to
+    themselves as strings): a hashable key to group or compare trials by."""
+    return pd.Series(
+        [tuple(map(str, row)) for row in df[list(cols)].itertuples(index=False, name=None)],
+        index=df.index,
+        dtype=object,
+    )
+
+
+def _cells(final: pd.DataFrame, pooled: bool) -> pd.Series:
+    """Each trial's cell: game, seed and every parameter, and its sweep unless `pooled`."""
+    return _keys(final, [*([] if pooled else ["sweep"]), "game", "seed", *param_columns(final)])
+
+
+def repeats(final: pd.DataFrame, pooled: bool = False) -> pd.Series:
+    """The trials that repeat an earlier trial's cell (`one_per_cell`), each mapped to the
+    `sweep/trial_id` of the first (by sweep, then trial dir name)."""
+    cells = _cells(final, pooled)
+    names = final["sweep"].astype(str) + "/" + final["trial_id"].astype(str)
+    first = names.groupby(cells, sort=False).transform("first")
+    return first[cells.duplicated(keep="first")].astype(object)
+
+
+def one_per_cell(final: pd.DataFrame, pooled: bool = False, quiet: bool = False) -> pd.DataFrame:
+    """One trial per cell (sweep, game, seed and every parameter; `pooled`: any sweep): two
+    trials of one cell (a sweep run twice into one dir, before rlsweep refused that; the same
+    spec run under two names, pooled) are not two seeds. Keeps the first, with a warning
+    naming the dropped ones unless `quiet`."""
     if final.empty:
         return final
-    keys = ["sweep", "game", "seed", *param_columns(final)]
-    cells = pd.Series([tuple(map(str, row)) for row in final[keys].itertuples(index=False)])
-    dup = cells.duplicated(keep="first").to_numpy()
-    if dup.any():
-        dropped = final.loc[dup, "trial_id"].tolist()
+    dup = repeats(final, pooled)
+    if len(dup) and not quiet:
+        dropped = [f"{final.at[i, 'sweep']}/{final.at[i, 'trial_id']}" for i in dup.index]
+        where = "config and seed" if pooled else "sweep, game, seed and parameters"
         warnings.warn(
-            f"{len(dropped)} trial(s) repeat another trial's cell (same sweep, game, seed and "
-            f"parameters) and are not counted as more seeds: {', '.join(map(str, dropped[:5]))}"
-            + (" ..." if len(dropped) > 5 else ""),
+            f"{len(dropped)} trial(s) repeat another trial's {where} and are counted once, not "
+            f"as more seeds: {', '.join(dropped[:5])}" + (" ..." if len(dropped) > 5 else ""),
             stacklevel=2,
         )
-    return final[~dup]
+    return final.drop(index=dup.index)
 
 
 def param_columns(df: pd.DataFrame) -> list[str]:
@@ -332,8 +370,10 @@ def run_info(experiment: str | Path) -> dict[str, Any]:
 
 
 # --- an experiment: trials labelled by variant --------------------------------------------
-# What a report compares: `load_experiment` labels every trial with its variant, the values of
-# the `by` parameter(s) (default: the swept ones).
+# What a report compares: `experiment` labels every trial with its variant, the values of the
+# `by` parameter(s) (default: the swept ones) and of any other parameter that differs between
+# trials of one such value, so that a variant is one config (game and seed aside), and one sweep
+# unless pooled.
 
 
 @dataclass
@@ -348,10 +388,21 @@ class Experiment:
     planned: dict[str, int] = dataclasses.field(default_factory=dict)
     """Trials each sweep's spec runs, by sweep name (sweeps whose spec.yaml was found): more
     than `final` has rows for when trials have not started (an interrupted sweep)."""
+    pooled: bool = False
+    """Trials of different sweeps share a variant when their configs agree (`--pool`)."""
+    split: list[str] = dataclasses.field(default_factory=list)
+    """The parameters of `by` that were not asked for (nor swept), added because trials of one
+    asked-for value differ in them."""
 
     @property
     def counted(self) -> pd.DataFrame:
-        return finished(self.final)
+        """`finished` (`experiment` warned of repeated trials once)."""
+        return finished(self.final, pooled=self.pooled, quiet=True)
+
+    @property
+    def repeats(self) -> pd.Series:
+        """Finished trials not counted because they repeat a counted one (`repeats`)."""
+        return repeats(self.final[_aggregable(self.final)], self.pooled)
 
     def scores(self, variant: str, metric: str = M.TEST_RETURN_NORM) -> list[np.ndarray]:
         """Finished runs' final `metric` per game (games in order; empty if none finished)."""
@@ -374,8 +425,7 @@ class Experiment:
 
 
 def choose_by(final: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
-    """The variant parameters: `by` if given (checked), else the swept parameters; with none
-    swept and several sweeps, the sweep itself."""
+    """The variant parameters asked for: `by` if given (checked), else the swept parameters."""
     known = [*param_columns(final), "sweep"]
     if by:
         for p in by:
@@ -386,9 +436,26 @@ def choose_by(final: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
                 )
         return list(by)
     swept = swept_params(final)
-    if not swept and final["sweep"].nunique() > 1:
-        return ["sweep"]
+    if VARIANT in swept:  # an ablation's: its labels name what its variants set
+        rest = split_params(final, [VARIANT], pooled=True)
+        return [VARIANT, *(p for p in swept if p in rest)]
     return swept
+
+
+def split_params(final: pd.DataFrame, by: Sequence[str], pooled: bool = False) -> list[str]:
+    """What a variant must also be labelled by so that it holds one config: the parameters
+    (not in `by`) that differ between trials of one `by` value, and then, unless `pooled`,
+    `sweep` where trials of one config come from several sweeps."""
+    trials = final.drop_duplicates(["sweep", "trial_id"])
+
+    def differ(cols: list[str], keys: list[str]) -> list[str]:
+        group = _keys(trials, keys)
+        return [c for c in cols if (trials[c].astype(str).groupby(group).nunique() > 1).any()]
+
+    extra = differ([c for c in param_columns(trials) if c not in by], list(by))
+    if not pooled and "sweep" not in by:
+        extra += differ(["sweep"], [*by, *extra])
+    return extra
 
 
 def _sort_key(v: object) -> tuple[int, float, str]:
@@ -397,8 +464,16 @@ def _sort_key(v: object) -> tuple[int, float, str]:
     return (1, 0.0, str(v))
 
 
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def _label(by: Sequence[str], values: Iterable[object]) -> str:
-    return ", ".join(f"{p}={v}" for p, v in zip(by, values, strict=True))
+    # A trial without a variant label (a plain sweep's, beside an ablation's) shows none.
+    parts = [
+        f"{p}={v}" for p, v in zip(by, values, strict=True) if not (p == VARIANT and _missing(v))
+    ]
+    return ", ".join(parts) or f"{VARIANT}=none"
 
 
 def label_variants(
@@ -410,7 +485,9 @@ def label_variants(
         return pd.Series("all", index=df.index), ["all"]
     combos = [*df[by].drop_duplicates().itertuples(index=False), *declared]
     combos = sorted(combos, key=lambda t: [_sort_key(v) for v in t])
-    labels = df[by].apply(lambda r: _label(by, r.tolist()), axis=1)
+    # Row by row, each value keeps its column's type (a row Series would turn ints to floats).
+    rows = df[by].itertuples(index=False, name=None)
+    labels = pd.Series([_label(by, r) for r in rows], index=df.index, dtype=object)
     return labels, list(dict.fromkeys(_label(by, c) for c in combos))
 
 
@@ -431,20 +508,40 @@ def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:
     return list(dict.fromkeys(out))
 
 
-def load_experiment(paths: Sequence[str | Path], by: Sequence[str] | None = None) -> Experiment:
-    """Every trial under `paths`, labelled by variant. A variant the sweep's spec runs shows up
-    even when none of its trials has a score or a trial dir yet (it gets "—" cells)."""
-    curves = load_curves(paths)
+def load_experiment(
+    paths: Sequence[str | Path], by: Sequence[str] | None = None, *, pool: bool = False
+) -> Experiment:
+    """Every trial under `paths`, labelled by variant (`experiment`)."""
+    dirs = [d for p in paths for d in experiment_dirs(p)]
+    return experiment(load_curves(dirs), dirs, by, pool=pool)
+
+
+def experiment(
+    curves: pd.DataFrame,
+    dirs: Sequence[Path],
+    by: Sequence[str] | None = None,
+    *,
+    pool: bool = False,
+) -> Experiment:
+    """`curves` (`load_curves` of `dirs`, or some of its trials) labelled by variant: the `by`
+    parameters (default: the swept ones) and whatever else tells configs apart
+    (`split_params`); a variant holds one sweep's trials unless `pool`. A variant the sweep's
+    spec runs shows up even when none of its trials has a score or a trial dir yet (it gets "—"
+    cells)."""
+    curves = curves.copy()
     final = final_scores(curves)
-    by_ = choose_by(final, by)
+    asked = choose_by(final, by)
+    split = split_params(final, asked, pool)
+    by_ = [*asked, *split]
     declared: list[tuple] = []
     planned: dict[str, int] = {}
-    for d in [d for p in paths for d in experiment_dirs(p)]:
+    for d in [d for d in dirs if d.name in set(final["sweep"])]:
         spec = sweep_spec(d)
         found = declared_variants(spec, by_) if spec is not None and by_ else None
         seen = final.loc[final["sweep"] == d.name, by_].drop_duplicates()
+        seen = {tuple(None if _missing(v) else v for v in t) for t in seen.itertuples(index=False)}
         # Only when it names every variant found (else the spec does not describe these trials).
-        describes = found is None or set(seen.itertuples(index=False, name=None)) <= set(found)
+        describes = found is None or seen <= set(found)
         if spec is not None and describes:
             planned[d.name] = spec.num_trials
             declared += found or []
@@ -455,4 +552,19 @@ def load_experiment(paths: Sequence[str | Path], by: Sequence[str] | None = None
         .to_numpy()
     )
     games = sorted(final["game"].dropna().astype(str).unique())
-    return Experiment(curves, final, by_, variants, games, planned)
+    finished(final, pooled=pool)  # warns, once, of trials that repeat another's cell
+    return Experiment(curves, final, by_, variants, games, planned, pool, split)
+
+
+def pooled_groups(curves: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Pooled trials split by the games their config (game and seed aside) ran, named by those
+    games: aggregates compare variants over the same games, so configs run on other games (an
+    ablation on leaper beside sweeps on coinrun) get a report of their own. One group when
+    every config ran the same games."""
+    trials = curves.drop_duplicates(["sweep", "trial_id"])
+    config = _keys(trials, param_columns(trials))
+    games = trials["game"].astype(str).groupby(config).transform(lambda g: "+".join(sorted(set(g))))
+    group = curves[["sweep", "trial_id"]].merge(
+        trials[["sweep", "trial_id"]].assign(group=games), how="left"
+    )["group"]
+    return {g: curves[(group == g).to_numpy()].reset_index(drop=True) for g in sorted(set(group))}

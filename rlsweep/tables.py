@@ -99,12 +99,19 @@ def score_table(exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 
     notes = norm_notes(exp.final)
     terminated = exp.final["status"] == R.TERMINATED
     uncalibrated = int((terminated & notes.notna()).sum())
-    dropped = int(terminated.sum()) - n_counted - uncalibrated
+    repeated = len(exp.repeats)
+    dropped = int(terminated.sum()) - n_counted - uncalibrated - repeated
     if dropped:
         not_counted.append(f"{dropped} TERMINATED without an unseen-level score")
     if uncalibrated:
         not_counted.append(f"{uncalibrated} TERMINATED in a mode without normalization constants")
+    if repeated:
+        not_counted.append(f"{repeated} repeating a counted trial's config and seed")
     by = ", ".join(f"`{p}`" for p in exp.by) or "nothing (one variant)"
+    if exp.split:
+        added = ", ".join(f"`{p}`" for p in exp.split)
+        by += f" ({added} added: trials differ in {'them' if len(exp.split) > 1 else 'it'}, "
+        by += "and a column holds one config)"
     lines += [
         "",
         f"Normalized return on unseen levels (`{M.TEST_RETURN_NORM}`) at the end of training; "
@@ -185,6 +192,7 @@ def gap_table(
 def not_counted_table(exp: Experiment) -> list[str]:
     """The trials left out of every number, with why."""
     left = exp.final[~exp.final.index.isin(exp.counted.index)]
+    repeats = exp.repeats
     return md_table(
         ["sweep", "trial", "variant", "status", "iteration", "env steps / budget", "why"],
         [
@@ -195,14 +203,16 @@ def not_counted_table(exp: Experiment) -> list[str]:
                 r.status,
                 str(r.iteration),
                 f"{_steps(r.env_steps)} / {_steps(getattr(r, 'total_env_steps', np.nan))}",
-                _why(r).replace("|", "\\|"),
+                _why(r, repeats.get(r.Index)).replace("|", "\\|"),
             ]
             for r in left.itertuples()
         ],
     )
 
 
-def _why(r) -> str:
+def _why(r, repeats: str | None = None) -> str:
+    if repeats is not None:
+        return f"repeats {repeats} (same config and seed): counted once"
     if r.error:
         return r.error
     if r.status == R.TERMINATED:
@@ -235,11 +245,15 @@ def on_grid(
     runs: list[tuple[np.ndarray, np.ndarray]], k: int
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Runs linearly interpolated onto k env-step points that every run covers: (grid,
-    values (k, runs)). None if the runs share no stretch of env steps."""
+    values (k, runs)). Runs of one point each (one evaluation: a smoke run) give one point, at
+    their mean env steps (asynchronous algorithms end a few steps apart). None if the runs
+    share no stretch of env steps."""
     runs = [r for r in runs if len(r[0])]
     if not runs:
         return None
     lo, hi = max(x[0] for x, _ in runs), min(x[-1] for x, _ in runs)
+    if lo > hi and all(len(x) == 1 for x, _ in runs):
+        return np.array([np.mean([x[0] for x, _ in runs])]), np.array([[y[0] for _, y in runs]])
     if lo > hi:
         return None
     grid = np.linspace(lo, hi, k if hi > lo else 1)

@@ -1,12 +1,23 @@
 """rlsweep.plots: each figure is a real PNG, drawn from real intervals; the empty cases too.
-(What the figures show is the numbers of rlsweep.tables/stats, tested there.)"""
+(What the figures show is the numbers of rlsweep.tables/stats, tested there.) Learning curves:
+what each panel draws, read from matplotlib's objects (lines' data, markers, tick labels)."""
 
+import json
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
+from matplotlib.lines import Line2D
 from PIL import Image
 
+from rlsweep import metrics as M
 from rlsweep import plots
 from rlsweep import stats as S
+from rlsweep.results import load_experiment
 
 
 def _png(path) -> tuple[int, int]:
@@ -46,3 +57,152 @@ def test_colors_are_stable_per_variant():
     c = plots.colors([f"v{i}" for i in range(12)])
     assert len(set(c.values())) == 10 and c["v0"] == c["v10"]  # tab10 cycles
     assert plots.colors(["v0", "v1"])["v1"] == c["v1"]
+
+
+# --- learning curves: what is drawn, read from matplotlib's objects -----------------------
+
+
+def _trial_like_the_trainable(
+    exp: Path, name: str, params: dict, steps: list[int], evals: set[int], score
+) -> None:
+    """A trial dir as `rlsweep.trainable` writes it: scores measured on the iterations in
+    `evals` (`score(iteration)` -> (train, test) normalized), carried forward between them,
+    NaN before the first. Its budget: the env steps it takes in 4 iterations of 256 or 12 of
+    1,024 (the last iteration may take more)."""
+    d = exp / name
+    d.mkdir(parents=True)
+    budget = {4: 1024, 12: 12288}[len(steps)]
+    (d / "params.json").write_text(json.dumps({**params, "total_env_steps": budget}))
+    train = test = math.nan
+    rows = []
+    for i, s in enumerate(steps, start=1):
+        if i in evals:
+            train, test = score(i)
+        rows.append(
+            {
+                "training_iteration": i,
+                M.ENV_STEPS: s,
+                M.TRAIN_RETURN: train,
+                M.TRAIN_RETURN_NORM: train,
+                M.TEST_RETURN: test,
+                M.TEST_RETURN_NORM: test,
+                M.GAP_NORM: train - test,
+                M.WALL_S: float(i),
+                M.TEST_FRESH: i in evals,
+            }
+        )
+    (d / "result.json").write_text("\n".join(map(json.dumps, rows)) + "\n")
+
+
+def _ticks(ax) -> list[str]:
+    """The x tick labels shown (within the axis' limits), after `fig.canvas.draw()`."""
+    lo, hi = ax.get_xlim()
+    return [t.get_text() for t in ax.get_xticklabels() if lo <= t.get_position()[0] <= hi]
+
+
+def _panel_lines(ax) -> dict[tuple[str, str], Line2D]:
+    """The panel's curves by (color, linestyle): '--' training levels, '-' unseen levels."""
+    lines = [line for line in ax.get_lines() if line.get_linestyle() in ("--", "-")]
+    return {(to_hex(line.get_color()), line.get_linestyle()): line for line in lines}
+
+
+OTHER_PARAMS = {"lr": 5e-4, "entropy_coeff": 0.01, "distribution_mode": "easy", "widths": [16, 32]}
+
+
+@pytest.fixture
+def demo_like(tmp_path) -> Path:
+    """The demo's shape: coinrun, framestack none vs gap, 2 seeds, 12 iterations of 1,024 env
+    steps, evaluated every 6 iterations (so at 6,144 and 12,288 env steps only)."""
+    exp = tmp_path / "demo"
+    steps = [1024 * i for i in range(1, 13)]
+    for fs, base in (("none", 0.1), ("gap", 0.3)):
+        for seed in (0, 1):
+            params = {"game": "coinrun", "seed": seed, "framestack": fs, **OTHER_PARAMS}
+            score = lambda i, b=base, s=seed: (b + 0.05 * i + 0.01 * s, b + 0.02 * i)  # noqa: E731
+            _trial_like_the_trainable(exp, f"coinrun_s{seed}_{fs}", params, steps, {6, 12}, score)
+    return exp
+
+
+def test_train_and_test_curves_are_drawn_alike_from_evaluations(demo_like):
+    exp = load_experiment([demo_like])
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    ax = fig.axes[0]
+    assert ax.get_title() == "coinrun"
+    palette = {v: to_hex(c) for v, c in plots.colors(exp.variants).items()}
+    lines = _panel_lines(ax)
+    for variant, base in (("framestack=none", 0.1), ("framestack=gap", 0.3)):
+        train, test = lines[palette[variant], "--"], lines[palette[variant], "-"]
+        x = train.get_xdata()
+        # Both over the evaluations only (6,144 to 12,288), on the same env steps.
+        np.testing.assert_array_equal(x, test.get_xdata())
+        assert (x[0], x[-1]) == (6144, 12288) and len(x) == plots.CURVE_POINTS
+        # Linear between the two evaluations, not the value carried over iterations 7-11:
+        # the seeds' mean train score at 6 and 12 is base + 0.3 + 0.005 and base + 0.6 + 0.005.
+        np.testing.assert_allclose(
+            train.get_ydata(), np.interp(x, [6144, 12288], [base + 0.305, base + 0.605])
+        )
+        np.testing.assert_allclose(
+            test.get_ydata(), np.interp(x, [6144, 12288], [base + 0.12, base + 0.24])
+        )
+    fig.canvas.draw()
+    assert _ticks(ax) == ["0", "3k", "6k", "9k", "12k"]
+    assert ax.get_xlim()[0] == 0
+    plt.close(fig)
+
+
+def test_a_run_with_one_evaluation_is_a_point_and_an_empty_cell_is_named(tmp_path):
+    """A smoke run (1,024 env steps, evaluated once, at its end) whose seeds end a few steps
+    apart, as asynchronous algorithms do: one point per variant at the seeds' mean env steps.
+    A variant without a finished run is named in the panel, not silently left out."""
+    exp_dir = tmp_path / "smoke"
+    for seed, end in ((0, 1024), (1, 1040)):
+        steps = [256, 512, 768, end]
+        params = {"game": "leaper", "seed": seed, "variant": "Gap"}
+        score = lambda i, s=seed: (0.2 + 0.1 * s, 0.1 + 0.1 * s)  # noqa: E731
+        _trial_like_the_trainable(exp_dir, f"leaper_s{seed}_gap", params, steps, {4}, score)
+    broken = exp_dir / "leaper_s0_none"
+    broken.mkdir()
+    (broken / "params.json").write_text(
+        json.dumps({"game": "leaper", "seed": 0, "variant": "None", "total_env_steps": 1024})
+    )
+    (broken / "error.txt").write_text("RuntimeError: boom\n")
+    exp = load_experiment([exp_dir])
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    ax = fig.axes[0]
+    gap = to_hex(plots.colors(exp.variants)["variant=Gap"])
+    lines = _panel_lines(ax)
+    for style, y, fill in (("--", 0.25, "none"), ("-", 0.15, "full")):
+        line = lines[gap, style]
+        assert (line.get_marker(), line.get_fillstyle()) == ("o", fill)
+        np.testing.assert_allclose(line.get_xdata(), [1032])
+        np.testing.assert_allclose(line.get_ydata(), [y])
+    assert len(lines) == 2  # nothing drawn for variant=None ...
+    notes = [t.get_text().replace("\n", " ") for t in ax.texts]
+    assert notes == ["Not drawn: variant=None (no finished run)"]  # ... and the panel says so
+    fig.canvas.draw()
+    assert _ticks(ax) == ["0", "250", "500", "750", "1k"]  # never "200m"
+    assert ax.get_xlim()[0] == 0 < 1032 < ax.get_xlim()[1]
+    plt.close(fig)
+
+
+def test_the_legend_fits_the_figure(demo_like):
+    """Long variant labels (several parameters, as a pooled report has) wrap into fewer
+    columns instead of running off the figure's edges."""
+    by = ["framestack", *OTHER_PARAMS, "total_env_steps"]
+    exp = load_experiment([demo_like], by=by)
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    box, page = legend.get_window_extent(), fig.bbox
+    assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, (box, page)
+    assert len(legend.get_texts()) == len(exp.variants) + 2
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    "steps, text",
+    [(0, "0"), (500, "500"), (2500, "2.5k"), (200_000, "200k"), (1_200_000, "1.2M")]
+    + [(25_000_000, "25M"), (1.5e9, "1.5B")],
+)
+def test_steps_read_as_env_steps(steps, text):
+    assert plots.steps_text(steps) == text

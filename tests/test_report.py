@@ -1,8 +1,10 @@
-"""rlsweep.report: a golden table.md for a small fixed experiment, and every file written."""
+"""rlsweep.report: a golden table.md for a small fixed experiment, every file written, and a
+folder of several sweeps (reported one by one, or pooled only where configs agree)."""
 
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rlsweep import metrics as M
@@ -112,7 +114,10 @@ def test_cli(experiment, tmp_path, capsys):
     out = tmp_path / "cli"
     assert main(["report", str(experiment), "--by", "lr", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    assert "| game | lr=0.0005 |" in text and f"report: {out / 'report.md'}" in text
+    # A column holds one config: --by lr alone would pool the framestacks as seeds.
+    assert "| game | lr=0.0005, framestack=gap | lr=0.0005, framestack=none |" in text
+    assert "columns by `lr`, `framestack` (`framestack` added: trials differ in it" in text
+    assert f"report: {out / 'report.md'}" in text
     assert main(["report", str(experiment), "--by", "nope", "--out", str(out)]) == 2
     assert "--by nope: not a parameter" in capsys.readouterr().err
 
@@ -208,3 +213,135 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     table = (report.parent / "table.md").read_text()
     assert table.startswith("| game | framestack=gap | framestack=none |\n")
     assert "- `syn`: 8 trials (4 TERMINATED, 4 ERROR)\n" in report.read_text()
+
+
+# --- a folder of sweeps (issue 27): never pooled unless asked, and then only like trials ---
+
+TINY = {"num_envs_per_env_runner": 16, "rollout_length": 16, "minibatch_size": 128}
+"""256 env steps per iteration."""
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """Five sweeps of the fake trainable in one storage dir, as a user's results/ ends up:
+    `grid` and `grid-again` the same spec under two names, `grid-seeds` the same grid on other
+    seeds, `long` the same config at 6,144 env steps beside the others' 2,048, and an ablation
+    (on leaper). Real Tune runs (~1 min on 2 busy cores): the files are the ones Tune writes."""
+    import ray
+
+    from rlsweep.spec import SweepSpec
+    from rlsweep.sweep import run_sweep
+    from rlsweep.testing import fake_trial
+
+    root = tmp_path_factory.mktemp("results")
+    grid = dict(games=["coinrun"], budget=2048, params=TINY, space={"entropy_coeff": [0.01, 0.02]})
+    specs = [
+        SweepSpec(name="grid", seeds=[0, 1], **grid),
+        SweepSpec(name="grid-again", seeds=[0, 1], **grid),
+        SweepSpec(name="grid-seeds", seeds=[2, 3], **grid),
+        SweepSpec(name="long", seeds=[0, 1], budget=6144, params={**TINY, "entropy_coeff": 0.01}),
+        SweepSpec(
+            name="ablation",
+            games=["leaper"],
+            seeds=[0, 1],
+            budget=1024,
+            params=TINY,
+            variants={"No Stack": {"framestack": "none"}, "Gap": {"framestack": "gap"}},
+        ),
+    ]
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        for spec in specs:
+            spec.storage_path = str(root)
+            run_sweep(spec, trainable=fake_trial, num_cpus=2)
+    finally:
+        ray.shutdown()
+    return root
+
+
+def _iqm_row(table: str) -> str:
+    return next(line for line in table.splitlines() if line.startswith("| **IQM** |"))
+
+
+def test_a_folder_of_sweeps_is_reported_sweep_by_sweep(folder, tmp_path):
+    report = build_report([folder], out=tmp_path / "out", n_resamples=200)
+    out = report.parent
+    names = ["ablation", "grid", "grid-again", "grid-seeds", "long"]
+    assert sorted(d.name for d in out.iterdir() if d.is_dir()) == names
+    headers = {
+        "ablation": "| game | variant=Gap | variant=No Stack |",
+        "grid": "| game | entropy_coeff=0.01 | entropy_coeff=0.02 |",
+        "grid-again": "| game | entropy_coeff=0.01 | entropy_coeff=0.02 |",
+        "grid-seeds": "| game | entropy_coeff=0.01 | entropy_coeff=0.02 |",
+        "long": "| game | all |",
+    }
+    index = report.read_text()
+    for name in names:
+        table = (out / name / "table.md").read_text()
+        assert table.splitlines()[0] == headers[name]
+        assert "nan" not in table and "—" not in _iqm_row(table)
+        # 2 seeds in every cell: nothing pooled across sweeps, nothing missing.
+        assert "(n=" not in table.split("\n\n")[0] and "—" not in table.split("\n\n")[0]
+        assert (out / name / "report.md").exists() and f"({name}/report.md)" in index
+        assert table in index and table in (out / "table.md").read_text()
+    assert "- `grid-again` repeats 4 trials of `grid` (same config and seed)" in index
+
+
+def test_pooled_only_where_configs_agree_except_seed(folder, tmp_path, capsys):
+    out = tmp_path / "pooled"
+    assert main(["report", str(folder), "--pool", "--out", str(out), "--resamples", "200"]) == 0
+    printed = capsys.readouterr()
+    # grid-again ran grid's configs with grid's seeds: counted once, and said so.
+    assert printed.err.startswith(
+        "rlsweep: warning: 4 trial(s) repeat another trial's config and seed and are counted "
+        "once, not as more seeds: grid-again/coinrun_s0_"
+    )
+    # The ablation ran other games: a report of its own, as aggregates need the same games.
+    assert sorted(d.name for d in out.iterdir() if d.is_dir()) == ["coinrun", "leaper"]
+    leaper = (out / "leaper" / "table.md").read_text()
+    assert leaper.splitlines()[0] == "| game | variant=Gap | variant=No Stack |"
+
+    table = (out / "coinrun" / "table.md").read_text()
+    assert table in printed.out
+    lines = table.splitlines()
+    assert lines[0] == (
+        "| game | entropy_coeff=0.01, total_env_steps=2048 | entropy_coeff=0.01, "
+        "total_env_steps=6144 | entropy_coeff=0.02, total_env_steps=2048 |"
+    )
+    final = pd.read_csv(out / "coinrun" / "final.csv")
+    cells = [c.strip() for c in lines[2].split("|")[2:-1]]
+    for cell, (ec, budget, sweeps) in zip(
+        cells,
+        [
+            (0.01, 2048, ["grid", "grid-seeds"]),
+            (0.01, 6144, ["long"]),
+            (0.02, 2048, ["grid", "grid-seeds"]),
+        ],
+        strict=True,
+    ):
+        runs = final[
+            (final["entropy_coeff"] == ec)
+            & (final["total_env_steps"] == budget)
+            & final["sweep"].isin(sweeps)
+        ]
+        assert len(runs) == 4 if budget == 2048 else 2
+        assert cell.startswith(f"{runs[M.TEST_RETURN_NORM].mean():.3f} ± ")
+        assert cell.endswith("(n=2)") == (budget == 6144)
+    assert "—" not in _iqm_row(table) and "nan" not in table
+    assert "columns by `entropy_coeff`, `total_env_steps` (`total_env_steps` added" in table
+    assert "Counted: 10 finished trials; not counted: 4 repeating a counted trial's" in table
+    md = (out / "coinrun" / "report.md").read_text()
+    assert md.count("(same config and seed): counted once |") == 4
+    assert "| grid-again | coinrun_s0_" in md and "| repeats grid/coinrun_s0_" in md
+
+
+def test_scores_csv_holds_each_score_where_it_was_measured(experiment, tmp_path):
+    """Rows between evaluations keep their env steps and times, not the carried scores."""
+    report = build_report([experiment], out=tmp_path / "out", n_resamples=200)
+    scores = pd.read_csv(report.parent / "scores.csv")
+    fresh = scores[M.TEST_FRESH].astype(bool)
+    done = scores["status"] == "TERMINATED"
+    evaluated = [M.TRAIN_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM]
+    assert scores.loc[~fresh, evaluated].isna().all().all()
+    assert scores.loc[fresh & done, evaluated].notna().all().all()
+    assert scores.loc[~fresh & (scores["iteration"] > 0), M.WALL_S].notna().all()

@@ -88,6 +88,11 @@ def test_runs_on_a_shared_grid():
     np.testing.assert_allclose(values, [[0.5, 5.0], [1.0, 5.5], [1.5, 6.0]])
     assert T.on_grid([a, (np.array([30.0, 40.0]), np.array([0.0, 0.0]))], 3) is None
     assert T.on_grid([(np.array([]), np.array([]))], 3) is None
+    # One evaluation each, a few env steps apart (asynchronous sampling): one point, not None.
+    grid, values = T.on_grid(
+        [(np.array([1024.0]), np.array([0.1])), (np.array([1040.0]), np.array([0.3]))], 3
+    )
+    assert grid.tolist() == [1032.0] and values.tolist() == [[0.1, 0.3]]
     run = pd.DataFrame(
         {M.ENV_STEPS: [1.0, 2.0, 3.0], "y": [0.1, np.nan, 0.3], M.TEST_FRESH: [True, True, False]}
     )
