@@ -8,6 +8,7 @@ avoids the bias towards short episodes. Actions are sampled from the policy, as 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -60,17 +61,24 @@ def evaluate(policy: Policy, env: ProcgenVectorEnv) -> EvalResult:
     return EvalResult(returns=returns, lengths=lengths, level_seeds=seeds, env_steps=steps)
 
 
-def sampling_policy(logits_fn: Callable[[torch.Tensor], torch.Tensor], seed: int) -> Policy:
-    """Wrap a logits function (obs tensor -> logits) as a sampling policy over numpy arrays."""
-    gen = torch.Generator().manual_seed(seed)
+@dataclass
+class SamplingPolicy:
+    """A logits function (obs tensor -> logits) as a sampling policy over numpy arrays, drawing
+    from its own `generator` (a trial saves and restores its state with its checkpoints)."""
+
+    logits_fn: Callable[[torch.Tensor], torch.Tensor]
+    generator: torch.Generator
 
     @torch.no_grad()
-    def act(obs: np.ndarray) -> np.ndarray:
-        logits = logits_fn(torch.from_numpy(obs))
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        logits = self.logits_fn(torch.from_numpy(obs))
         probs = torch.softmax(logits.float(), dim=-1)
-        return torch.multinomial(probs, 1, generator=gen).squeeze(-1).numpy()
+        return torch.multinomial(probs, 1, generator=self.generator).squeeze(-1).numpy()
 
-    return act
+
+def sampling_policy(logits_fn: Callable[[torch.Tensor], torch.Tensor], seed: int) -> SamplingPolicy:
+    """`logits_fn` as a sampling policy whose generator starts from `seed`."""
+    return SamplingPolicy(logits_fn, torch.Generator().manual_seed(seed))
 
 
 def evaluation_envs(cfg: TrialConfig) -> dict[str, ProcgenVectorEnv]:
@@ -89,18 +97,37 @@ def evaluation_envs(cfg: TrialConfig) -> dict[str, ProcgenVectorEnv]:
     }
 
 
+SCORE_FIELDS = (
+    "return",
+    "return_norm",
+    "episodes",
+    "episode_length",
+    "levels_in_train_range",
+    "level_seed_min",
+    "level_seed_max",
+)
+"""What `score_metrics` reports per split, as `<split>/<field>`."""
+
+
+def no_scores() -> dict[str, float]:
+    """Every split's `score_metrics` keys, NaN: a trial's scores before its first evaluation
+    (every report carries the same keys)."""
+    return {f"{split}/{field}": math.nan for split in SPLITS for field in SCORE_FIELDS}
+
+
 def score_metrics(cfg: TrialConfig, split: str, ev: EvalResult) -> dict[str, float | int]:
     """`<split>/return(_norm)` and what was played, checked against the training levels."""
     lo, hi = cfg.env_config().train_level_range or (0, 2**31)
     in_train = int(((ev.level_seeds >= lo) & (ev.level_seeds < hi)).sum())
-    return {
-        f"{split}/return": ev.mean_return,
-        f"{split}/return_norm": procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
-        f"{split}/episodes": len(ev.returns),
-        f"{split}/episode_length": float(ev.lengths.mean()),
+    values = (
+        ev.mean_return,
+        procgen.normalize(cfg.game, cfg.distribution_mode, ev.mean_return),
+        len(ev.returns),
+        float(ev.lengths.mean()),
         # Level seeds actually played: all in the training range for train/, none for test/
         # (unless training used every level, or exploration mode's single one).
-        f"{split}/levels_in_train_range": in_train,
-        f"{split}/level_seed_min": int(ev.level_seeds.min()),
-        f"{split}/level_seed_max": int(ev.level_seeds.max()),
-    }
+        in_train,
+        int(ev.level_seeds.min()),
+        int(ev.level_seeds.max()),
+    )
+    return {f"{split}/{f}": v for f, v in zip(SCORE_FIELDS, values, strict=True)}

@@ -1,4 +1,8 @@
-"""Stable metric names every trial reports; tests, tables and reports use only these."""
+"""Stable metric names every trial reports; tests, tables and reports use only these.
+
+Every report of a trial carries the same keys, in the same order (NaN, '' or False where a value
+does not exist yet, e.g. scores before the first evaluation): Tune's progress.csv takes its
+columns from a process's first report, also when a restored trial appends to it."""
 
 ENV_STEPS = "env_steps"
 TRAIN_RETURN = "train/return"
@@ -10,8 +14,11 @@ TEST_RETURN_NORM = "test/return_norm"
 GAP_NORM = "gap/return_norm"
 """train/return_norm - test/return_norm: the generalization gap."""
 WALL_S = "time/wall_s"
+"""Seconds the trial has trained and evaluated, summed over its processes: a trial restored from
+a checkpoint (`rlsweep resume`, a retry) counts on from the checkpoint's value (each process's
+start-up before its first iteration is not counted)."""
 EVAL_S = "time/eval_s"
-"""Seconds of time/wall_s spent evaluating (train and test levels)."""
+"""Seconds of time/wall_s spent evaluating (train and test levels), summed as time/wall_s."""
 TRAIN_EPISODE_RETURN_MEAN = "train/episode_return_mean"
 """RLlib's rolling mean over the last 100 training episodes that finished: biased towards short
 episodes early in training, so not a score; kept to watch training."""
@@ -31,8 +38,8 @@ HP_LR = "hp/lr"
 """The learning rate the iteration's update trained with (after PBT and schedules)."""
 HP_ENTROPY_COEFF = "hp/entropy_coeff"
 ENV_STEPS_PER_S = "time/env_steps_per_s"
-"""Env steps taken in this process per wall-clock second (a restored trial counts from its
-restore)."""
+"""Env steps taken in this process per wall-clock second of this process (a restored trial counts
+from its restore, unlike the cumulative time/wall_s): the trial's current speed."""
 JEMALLOC = "perf/jemalloc"
 """Whether jemalloc is loaded in the trial's process."""
 NICE = "perf/nice"
@@ -40,7 +47,8 @@ NICE = "perf/nice"
 TORCH_THREADS = "perf/torch_threads"
 """torch's intra-op threads in the trial's process."""
 CPU_S = "perf/cpu_s"
-"""CPU seconds the trial's process has used, all threads (benchmarks/throughput.py reads it)."""
+"""CPU seconds the trial's process has used, all threads, plus those of the processes it was
+restored from (summed as time/wall_s; benchmarks/throughput.py reads it)."""
 TEST_FRESH = "test/fresh"
 """True on iterations that evaluated; others carry the last evaluation forward."""
 
@@ -60,9 +68,9 @@ TUNE_STEPS = "timesteps_total"
 their x axis."""
 
 TRIAL_ERROR = "trial/error"
-"""Set (to the reason) on the last report of a trial that stopped itself as failed, e.g. on a
-non-finite loss. Divergence is a result, not a crash: Tune's retry from the last checkpoint
-would replay the same updates, so the trial ends instead of raising."""
+"""The reason, on the last report of a trial that stopped itself as failed, e.g. on a
+non-finite loss ('' on every other report). Divergence is a result, not a crash: Tune's retry
+from the last checkpoint would replay the same updates, so the trial ends instead of raising."""
 
 TRIAL_DONE = "trial/done"
 """True on a trial's last report (budget reached, or diverged). Tune stops the trial on it
@@ -76,3 +84,9 @@ NODE_ID = "trial/node_id"
 TRIAL_INTERRUPTED = "trial/interrupted"
 """True on the report a trial makes when the sweep is interrupted (Ctrl-C, SIGTERM): it carries
 the trial's last checkpoint, and the trial then waits to be stopped (`rlsweep.interrupt`)."""
+
+RESUMED_AT = "trial/resumed_at_iteration"
+"""0 in a trial's first process; in a process restored from a checkpoint (`rlsweep resume`, a
+retry after a crash, PBT), the iteration of that checkpoint. Its envs start new episodes there
+(envpool cannot save an episode in progress), so its rows differ from an uninterrupted run's
+from then on (README, "Resuming is not an exact continuation")."""

@@ -51,7 +51,7 @@ TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
 
 ID_COLUMNS = ("sweep", "trial_id", "game", "seed")
-METRIC_COLUMNS = (*M.METRICS, M.TEST_FRESH)
+METRIC_COLUMNS = (*M.METRICS, M.TEST_FRESH, M.RESUMED_AT)
 ITERATION = "iteration"
 STATUS_COLUMNS = ("status", "error")
 FINAL_EXTRA = ("test_iteration", "test_env_steps")
@@ -184,6 +184,8 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
             if fresh is not None
             else math.isfinite(rec[M.TEST_RETURN_NORM]) or math.isfinite(rec[M.TEST_RETURN])
         )
+        resumed = r.get(M.RESUMED_AT)  # NaN: a trial from before rlsweep recorded it
+        rec[M.RESUMED_AT] = float(resumed) if isinstance(resumed, int | float) else math.nan
         if uncalibrated:  # never another mode's constants (older trials recorded hard's)
             rec.update(dict.fromkeys(_NORM_METRICS, math.nan))
         records.append(rec)
@@ -218,7 +220,8 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
 def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """Tidy table of one or many experiment dirs (or storage dirs holding several): one row per
     trial per reported iteration, columns `sweep, trial_id, game, seed, <params>, iteration,
-    <stable metrics>, test/fresh, status, error`."""
+    <stable metrics>, test/fresh, trial/resumed_at_iteration, status, error` (the last: > 0 on
+    rows a restored process reported, see `rlsweep.metrics.RESUMED_AT`)."""
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     frames = []
     for path in paths:

@@ -440,14 +440,21 @@ def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
         f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
         f"continue, {max(spec.num_trials - len(final), 0)} not started"
     ]
+    restored = False
     for row in final[~done].itertuples():
         at = _last_checkpoint(local / row.trial_id, local=not is_uri(experiment))
+        restored |= at is not None
         where = (
             f"from iteration {at[0]}, {_steps(at[1])} env steps"
             if at
             else "from scratch: no checkpoint"
         )
         lines.append(f"  {row.trial_id}: {where}")
+    if restored:
+        lines.append(
+            "  (their envs start new episodes there: from then on their numbers are not an "
+            f"uninterrupted run's, and their rows say {M.RESUMED_AT})"
+        )
     return lines
 
 

@@ -56,7 +56,7 @@ def fake_trial(config: dict[str, Any], stop_at: float = 1.0) -> None:
     if (restored := tune.get_checkpoint()) is not None:
         with restored.as_directory() as path, open(os.path.join(path, "state.json")) as f:
             steps = json.load(f)["env_steps"]
-    iteration = steps // per_iter
+    iteration = resumed_at = steps // per_iter
     end = stop_at * cfg.total_env_steps
     while steps < end:
         time.sleep(pause)
@@ -79,10 +79,11 @@ def fake_trial(config: dict[str, Any], stop_at: float = 1.0) -> None:
             M.EVAL_S: 0.001 * iteration,
             M.HP_LR: cfg.lr,
             M.NODE_ID: ray.get_runtime_context().get_node_id(),
+            M.RESUMED_AT: resumed_at,
+            M.TRIAL_INTERRUPTED: False,
         }
         stop = steps < end and interrupt.requested()
-        if stop:
-            metrics[M.TRIAL_INTERRUPTED] = True
+        metrics[M.TRIAL_INTERRUPTED] = stop
         done = steps >= end
         if stop or done or interrupt.checkpoint_due(cfg, iteration, saved_at):
             with tempfile.TemporaryDirectory() as tmp:

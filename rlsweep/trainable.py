@@ -8,6 +8,10 @@ RLlib's rolling mean of finished training episodes favours short episodes early 
 (it is still reported, as `train/episode_return_mean`). Scores are refreshed every
 `eval_interval` iterations and at the end; in between they carry the last evaluation forward
 (`test/fresh` says which rows are new) so that Tune's schedulers always find the metric.
+
+A trial restored from a checkpoint counts on: its iteration, scores, clocks and every RNG come
+back with it (`rlsweep.algos.save_checkpoint`); only its envs start over, and every report of
+the restored process says so (`trial/resumed_at_iteration`).
 """
 
 from __future__ import annotations
@@ -22,10 +26,17 @@ from typing import Any
 import ray
 import torch
 from ray import tune
+from ray.tune.result import SHOULD_CHECKPOINT
 
 from rlsweep import algos, interrupt
 from rlsweep.config import TrialConfig
-from rlsweep.evaluation import evaluate, evaluation_envs, sampling_policy, score_metrics
+from rlsweep.evaluation import (
+    evaluate,
+    evaluation_envs,
+    no_scores,
+    sampling_policy,
+    score_metrics,
+)
 from rlsweep.metrics import (
     CPU_S,
     ENV_STEPS,
@@ -38,11 +49,10 @@ from rlsweep.metrics import (
     MODULE_STEPS_TRAINED,
     NICE,
     NODE_ID,
+    RESUMED_AT,
     TEST_FRESH,
-    TEST_RETURN,
     TEST_RETURN_NORM,
     TORCH_THREADS,
-    TRAIN_RETURN,
     TRAIN_RETURN_NORM,
     TRIAL_DONE,
     TRIAL_ERROR,
@@ -52,6 +62,13 @@ from rlsweep.metrics import (
 )
 
 logger = logging.getLogger(__name__)
+
+CLOCKS = (WALL_S, EVAL_S, CPU_S)
+"""Counted on across restores: saved with each checkpoint, added to by the restored process."""
+
+CHECKPOINT_ITERATION, CHECKPOINT_SCORES = "iteration", "scores"
+"""The trial's iteration and its last evaluation's scores, in the trainable's state saved with
+each checkpoint (beside its clocks, saved under their metric names)."""
 
 
 def jemalloc_loaded() -> bool:
@@ -70,24 +87,29 @@ def train_trial(config: dict[str, Any]) -> None:
     torch.set_num_threads(cfg.num_cpus)
     torch.manual_seed(cfg.seed)
     algo = algos.build_algorithm(cfg)
-    restored = tune.get_checkpoint()
-    if restored is not None:
-        with restored.as_directory() as path:
-            if not algos.restore_checkpoint(algo, path):
-                logger.warning(
-                    "%s: restored without its replay buffer (checkpoint_replay_buffer is off): "
-                    "replay starts empty",
-                    cfg.game,
-                )
-    eval_envs = evaluation_envs(cfg)
     policy = sampling_policy(algos.policy_logits(algo), seed=cfg.seed)
+    generators = {"evaluation": policy.generator}
+    # A restored trial counts on: its iteration, clocks, RNGs (envs restart: see RESUMED_AT).
+    saved: dict[str, Any] = {}
+    if (restored := tune.get_checkpoint()) is not None:
+        with restored.as_directory() as path:
+            found = algos.restore_checkpoint(algo, path, generators)
+        if not found.replay_buffer:
+            logger.warning(
+                "%s: restored without its replay buffer (checkpoint_replay_buffer is off): "
+                "replay starts empty",
+                cfg.game,
+            )
+        saved = found.trial
+    eval_envs = evaluation_envs(cfg)
     start = time.monotonic()
     steps_at_start: float | None = None  # a restored trial's steps were not taken in this process
-    scores: dict[str, Any] = dict.fromkeys(
-        (TRAIN_RETURN, TRAIN_RETURN_NORM, TEST_RETURN, TEST_RETURN_NORM), math.nan
-    )
-    eval_s = 0.0
-    iteration = 0
+    # Scores carry forward between evaluations, and across a restore.
+    scores: dict[str, Any] = {**no_scores(), **saved.get(CHECKPOINT_SCORES, {})}
+    iteration = int(saved.get(CHECKPOINT_ITERATION, 0))
+    resumed_at = iteration
+    wall_before, eval_s = saved.get(WALL_S, 0.0), saved.get(EVAL_S, 0.0)
+    cpu_before = saved.get(CPU_S, 0.0)
     saved_at = time.monotonic()
     # Facts of this process, fixed for its life: read once, reported with every result.
     process = {
@@ -95,6 +117,7 @@ def train_trial(config: dict[str, Any]) -> None:
         NICE: os.nice(0),
         TORCH_THREADS: torch.get_num_threads(),
         NODE_ID: ray.get_runtime_context().get_node_id(),
+        RESUMED_AT: resumed_at,
     }
     try:
         while True:
@@ -110,7 +133,8 @@ def train_trial(config: dict[str, Any]) -> None:
                 for split, env in eval_envs.items():
                     scores.update(score_metrics(cfg, split, evaluate(policy, env)))
                 eval_s += time.monotonic() - t0
-            wall = time.monotonic() - start
+            elapsed = time.monotonic() - start
+            # Every report has the same keys in the same order (rlsweep.metrics).
             metrics = {
                 **m,
                 TUNE_STEPS: m[ENV_STEPS],
@@ -118,11 +142,14 @@ def train_trial(config: dict[str, Any]) -> None:
                 TEST_FRESH: fresh,
                 TRIAL_DONE: finished,
                 GAP_NORM: scores[TRAIN_RETURN_NORM] - scores[TEST_RETURN_NORM],
-                WALL_S: wall,
+                WALL_S: wall_before + elapsed,
                 EVAL_S: eval_s,
-                ENV_STEPS_PER_S: (m[ENV_STEPS] - steps_at_start) / wall,
+                ENV_STEPS_PER_S: (m[ENV_STEPS] - steps_at_start) / elapsed,
                 **process,
-                CPU_S: time.process_time(),
+                CPU_S: cpu_before + time.process_time(),
+                TRIAL_ERROR: "",
+                TRIAL_INTERRUPTED: False,
+                SHOULD_CHECKPOINT: False,  # Tune sets it True on a report with a checkpoint
             }
             updated = m[MODULE_STEPS_TRAINED] > 0  # DQN waits for learning_starts
             bad = [k for k in (LOSS_TOTAL, LOSS_VALUE) if not math.isfinite(m[k])]
@@ -131,15 +158,17 @@ def train_trial(config: dict[str, Any]) -> None:
                 tune.report({**metrics, TRIAL_ERROR: reason, TRIAL_DONE: True})
                 break
             stop = not finished and interrupt.requested()
-            if stop:
-                metrics[TRIAL_INTERRUPTED] = True
+            metrics[TRIAL_INTERRUPTED] = stop
             if finished or stop or interrupt.checkpoint_due(cfg, iteration, saved_at):
+                trial = {
+                    CHECKPOINT_ITERATION: iteration,
+                    CHECKPOINT_SCORES: scores,
+                    **{k: metrics[k] for k in CLOCKS},
+                }
                 with tempfile.TemporaryDirectory() as tmp:
-                    algos.save_checkpoint(algo, cfg, os.path.join(tmp, "algo"))
-                    tune.report(
-                        metrics,
-                        checkpoint=tune.Checkpoint.from_directory(os.path.join(tmp, "algo")),
-                    )
+                    path = os.path.join(tmp, "algo")
+                    algos.save_checkpoint(algo, cfg, path, trial, generators)
+                    tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(path))
                 saved_at = time.monotonic()
             else:
                 tune.report(metrics)

@@ -1,10 +1,20 @@
+import math
+
 import numpy as np
 import torch
 
 from rlsweep import stats
 from rlsweep.config import TrialConfig
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
-from rlsweep.evaluation import evaluate, evaluation_envs, sampling_policy, score_metrics
+from rlsweep.evaluation import (
+    SPLITS,
+    EvalResult,
+    evaluate,
+    evaluation_envs,
+    no_scores,
+    sampling_policy,
+    score_metrics,
+)
 
 
 def test_one_episode_per_env_on_unseen_levels():
@@ -50,3 +60,16 @@ def test_an_untrained_policy_shows_no_generalization_gap():
     gap = stats.interval([np.array(gaps)], "mean")
     assert gap.low <= 0 <= gap.high, gap
     assert gap.high - gap.low < 0.3, gap  # and the interval is tight enough to mean something
+
+
+def test_scores_before_the_first_evaluation_have_every_key_an_evaluation_reports():
+    """A trial reports `no_scores()` until it evaluates, then `score_metrics`' values under the
+    same keys in the same order: every report of a trial has one key set (Tune's progress.csv
+    takes its columns from a process's first report)."""
+    one = np.ones(1, np.int64)
+    ev = EvalResult(returns=one * 5.0, lengths=one * 40, level_seeds=one * 7, env_steps=40)
+    cfg = TrialConfig(game="coinrun")
+    evaluated = {k: v for split in SPLITS for k, v in score_metrics(cfg, split, ev).items()}
+    assert list(no_scores()) == list(evaluated)
+    assert all(math.isnan(v) for v in no_scores().values())
+    assert not any(math.isnan(v) for v in evaluated.values())

@@ -61,10 +61,11 @@ def test_tune_dir_tidy_rows(fake_sweep):
     assert list(curves.columns[:4]) == ["sweep", "trial_id", "game", "seed"]
     assert {"framestack", "lr", "widths", "total_env_steps"} <= set(curves.columns)
     assert curves["widths"].iloc[0] == "[16, 32, 32]"  # lists as strings
-    assert list(curves.columns[-12:]) == [
+    assert list(curves.columns[-13:]) == [
         "iteration",
         *M.METRICS,
         M.TEST_FRESH,
+        M.RESUMED_AT,
         "status",
         "error",
     ]

@@ -3,7 +3,9 @@
 - Ctrl-C mid-sweep: the running trial checkpoints and stops, the driver exits 130 printing
   `rlsweep resume DIR`, a report can be built from what is on disk, and `rlsweep resume DIR`
   neither loses nor reruns the finished trial and continues the unfinished one from its
-  checkpoint (the env-step counter continues; ray#43266 was restores restarting);
+  checkpoint (the env-step counter continues; ray#43266 was restores restarting), its clocks
+  counting on, its progress.csv one table, its numbers an uninterrupted run's up to the
+  checkpoint;
 - a trial's process killed mid-run: Tune retries it from its last checkpoint;
 - a diverging trial (NaN loss) stops and is reported failed with the reason, without retries.
 """
@@ -19,6 +21,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -55,13 +58,34 @@ def _rows(trial_dir: Path) -> list[dict]:
     return rows
 
 
-def _trial_dirs(experiment: Path) -> dict[int, Path]:
-    """seed -> trial dir."""
+def _trial_dirs(experiment: Path, key: str = "seed") -> dict:
+    """The trial's `key` parameter (its seed) -> trial dir."""
     out = {}
     for d in experiment.glob("leaper_s*"):
         if (d / "params.json").exists():
-            out[json.loads((d / "params.json").read_text())["seed"]] = d
+            out[json.loads((d / "params.json").read_text())[key]] = d
     return out
+
+
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+
+
+def _progress_csv_is_result_json(trial_dir: Path) -> None:
+    """Tune's progress.csv loads in pandas and holds what result.json holds, row for row and
+    key for key (Tune takes a process's columns from its first report: a resumed trial's
+    reports must carry the first's keys, in its order)."""
+    csv = pd.read_csv(trial_dir / "progress.csv", float_precision="round_trip")
+    rows = [{k: v for k, v in r.items() if k != "config"} for r in _rows(trial_dir)]
+    assert len(csv) == len(rows), trial_dir
+    assert set().union(*rows) <= set(csv.columns), set().union(*rows) - set(csv.columns)
+    for i, row in enumerate(rows):
+        for key, value in row.items():
+            got = csv.at[i, key]
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                assert _same(float(got), float(value)), (trial_dir.name, i, key, got, value)
+            elif value not in ("", None):
+                assert str(got) == str(value), (trial_dir.name, i, key, got, value)
 
 
 def _wait(cond, timeout: float, what: str, proc: subprocess.Popen | None = None):
@@ -94,6 +118,23 @@ def _rlsweep(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
     )
 
 
+SCORES = (M.TRAIN_RETURN, M.TEST_RETURN, "test/level_seed_min")
+SAME_UNTIL_RESUMED = (
+    M.ENV_STEPS,
+    *SCORES,
+    M.TRAIN_EPISODE_RETURN_MEAN,
+    M.LOSS_TOTAL,
+    M.LOSS_POLICY,
+    M.LOSS_VALUE,
+    M.LOSS_ENTROPY,
+    M.TEST_FRESH,
+    M.HP_LR,
+)
+"""What an interrupted trial reports exactly as an uninterrupted one does, up to its
+checkpoint; after it only the evaluation schedule, the lr and the scores carried forward until
+its next evaluation stay (README: "Resuming is not an exact continuation")."""
+
+
 def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     """Ctrl-C on `rlsweep run` (SIGINT to its process group, as a terminal sends it), with
     rlsweep's default checkpoint settings (nothing about checkpoints in the spec): the running
@@ -102,15 +143,22 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     progress view showed an ETA on the way). Running the spec again is refused; `rlsweep resume`
     says where each trial continues from, neither loses nor reruns the finished trial, and
     continues the other from its checkpoint, its env-step counter counting on (ray#43266 was
-    restores restarting)."""
+    restores restarting).
+
+    The two trials differ only in `checkpoint_every_s` (neither lives 10 minutes: they
+    checkpoint at the end and at the interrupt), so the finished one is the uninterrupted run
+    of the other: the resumed trial's clocks count on, its rows say where it resumed, its
+    scores are the uninterrupted run's up to the checkpoint and differ after it only as the
+    README says, and both progress.csv files load in pandas."""
     budget = 8 * ITER
     spec = {
         "name": "stopped",
         "games": ["leaper"],
-        "seeds": [0, 1],
+        "seeds": [0],
         "budget": budget,
         "params": {k: v for k, v in PARAMS.items() if k != "checkpoint_interval"},
-        "max_concurrent": 1,  # seed 0 finishes before seed 1 starts
+        "space": {"checkpoint_every_s": [600, 3600]},
+        "max_concurrent": 1,  # one trial finishes before the other starts
         "storage_path": "results",
     }
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
@@ -122,12 +170,12 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     reader = threading.Thread(target=lambda: lines.extend(driver.stdout), daemon=True)
     reader.start()
 
-    def seed_1_steps() -> bool:  # seed 0 done (its budget counted) and seed 1 reported steps
+    def second_trial_steps() -> bool:  # one trial done (its budget counted), the other training
         done = [re.search(r"trials 1/2 done.*env steps ([\d,]+)/", ln) for ln in lines]
         return any(m and int(m[1].replace(",", "")) > budget + ITER for m in done)
 
     try:
-        _wait(seed_1_steps, timeout=240, what="seed 0 finished, seed 1 training", proc=driver)
+        _wait(second_trial_steps, timeout=240, what="one trial finished, one training", proc=driver)
         os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C, as a terminal sends it
         driver.wait(timeout=180)
         reader.join(timeout=10)
@@ -140,15 +188,16 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     assert "Tuner.restore" not in out and "/tmp/ray/session" not in out, out
     table = out[out.index("results: ") :]
     assert re.search(r"leaper +0 .* TERMINATED", table), table
-    assert re.search(r"leaper +1 .* INCOMPLETE", table), table
+    assert re.search(r"leaper +0 .* INCOMPLETE", table), table
 
-    dirs = _trial_dirs(experiment)
-    finished_lines = (dirs[0] / "result.json").read_text()
-    before = _rows(dirs[1])
+    dirs = list(_trial_dirs(experiment, "checkpoint_every_s").values())
+    finished, stopped = sorted(dirs, key=lambda d: -_rows(d)[-1][M.ENV_STEPS])
+    finished_lines = (finished / "result.json").read_text()
+    before = _rows(stopped)
     assert 1 <= len(before) < 8
     # The interrupted trial's last report carries the checkpoint it wrote on the way out.
     assert before[-1][M.TRIAL_INTERRUPTED] is True and before[-1]["checkpoint_dir_name"]
-    assert (dirs[1] / before[-1]["checkpoint_dir_name"]).is_dir()
+    assert (stopped / before[-1]["checkpoint_dir_name"]).is_dir()
 
     # A report from the interrupted sweep: the finished trial counts, the other is listed.
     md = build_report([experiment], out=tmp_path / "interrupted").read_text()
@@ -167,24 +216,48 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
         _kill_group(resumed)
     assert resumed.returncode == 0, out
     at = before[-1]
-    assert (
-        f"{dirs[1].name}: from iteration {at['training_iteration']}, "
-        f"{int(at[M.ENV_STEPS]):,} env steps" in out
-    ), out
+    k = at["training_iteration"]
+    assert f"{stopped.name}: from iteration {k}, {int(at[M.ENV_STEPS]):,} env steps" in out, out
 
     # The finished trial was neither lost nor rerun.
-    assert (dirs[0] / "result.json").read_text() == finished_lines
+    assert (finished / "result.json").read_text() == finished_lines
     # The unfinished one continued from the checkpoint it wrote when interrupted.
-    after = _rows(dirs[1])
+    after = _rows(stopped)
     resumed_rows = after[len(before) :]
     first = resumed_rows[0]
-    assert first["training_iteration"] == at["training_iteration"] + 1
+    assert first["training_iteration"] == k + 1
     # One iteration (RLlib samples a little over rollout x envs) past the checkpoint's steps.
     grew = first[M.ENV_STEPS] - at[M.ENV_STEPS]
     assert ITER <= grew < 2 * ITER, [r[M.ENV_STEPS] for r in after]
     assert resumed_rows[-1][M.ENV_STEPS] >= budget
     final = R.final_scores(R.load_curves(experiment))
     assert (final["status"] == R.TERMINATED).all(), final[["trial_id", "status", "error"]]
+
+    # Its clocks count on across the resume: wall, evaluation and CPU time.
+    for key in (M.WALL_S, M.EVAL_S, M.CPU_S):
+        values = [r[key] for r in after]
+        assert values == sorted(values), (key, values)
+    assert first[M.WALL_S] > at[M.WALL_S] and first[M.CPU_S] > at[M.CPU_S]
+    # Its rows say which process reported them.
+    assert [r[M.RESUMED_AT] for r in after] == [0] * k + [k] * len(resumed_rows)
+    assert final.set_index("trial_id").loc[stopped.name, M.RESUMED_AT] == k
+
+    # Against the uninterrupted run: the same numbers up to the checkpoint; after it the same
+    # evaluation schedule and lr, while the envs' new episodes make the data differ at once.
+    reference = _rows(finished)
+    evaluated = False  # since the resume
+    for ours, theirs in zip(after, reference, strict=False):
+        evaluated |= ours["training_iteration"] > k and ours[M.TEST_FRESH]
+        if ours["training_iteration"] <= k:
+            keys = SAME_UNTIL_RESUMED
+        else:
+            keys = (M.TEST_FRESH, M.HP_LR, *(() if evaluated else SCORES))
+        diff = [key for key in keys if not _same(ours[key], theirs[key])]
+        assert not diff, (ours["training_iteration"], k, diff)
+    assert first[M.LOSS_TOTAL] != reference[k][M.LOSS_TOTAL]
+
+    for d in (finished, stopped):
+        _progress_csv_is_result_json(d)
 
 
 @pytest.fixture
