@@ -32,6 +32,9 @@ from rlsweep.metrics import (
     ENV_STEPS_PER_S,
     EVAL_S,
     GAP_NORM,
+    GPU_ALLOCATED_PEAK_GIB,
+    GPU_LIMIT_GIB,
+    GPU_RESERVED_PEAK_GIB,
     JEMALLOC,
     LOSS_TOTAL,
     LOSS_VALUE,
@@ -50,6 +53,7 @@ from rlsweep.metrics import (
     TUNE_STEPS,
     WALL_S,
 )
+from rlsweep.placement import memory_fraction, out_of_memory_message
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +64,40 @@ def jemalloc_loaded() -> bool:
             return "jemalloc" in f.read()
     except OSError:
         return False
+
+
+def gpu_memory_metrics(cfg: TrialConfig, device: torch.device | None) -> dict[str, float]:
+    """The trial's GPU memory so far (GPU_METRICS): peaks on the learner's GPU `device` and the
+    allocator's limit there; {} for a CPU trial (`device` None)."""
+    if device is None:
+        return {}
+    total = algos.gpu_memory_gib_of(device)
+    fraction = memory_fraction(cfg, total)
+    return {
+        GPU_RESERVED_PEAK_GIB: torch.cuda.max_memory_reserved(device) / 2**30,
+        GPU_ALLOCATED_PEAK_GIB: torch.cuda.max_memory_allocated(device) / 2**30,
+        GPU_LIMIT_GIB: total if fraction is None else fraction * total,
+    }
+
+
+def out_of_memory_report(
+    cfg: TrialConfig, device: torch.device | None, last: dict[str, Any]
+) -> dict[str, Any]:
+    """The last report of a trial that ran out of GPU memory: its last reported metrics (0 env
+    steps if none yet), its memory figures, and the reason, naming its share and its estimated
+    need. A result, not a crash, as for a diverged loss: retried on the same share, the trial
+    would run out again."""
+    gpu = gpu_memory_metrics(cfg, device)
+    total = algos.gpu_memory_gib_of(device) if device is not None else None
+    return {
+        ENV_STEPS: 0.0,
+        TUNE_STEPS: 0.0,
+        **last,
+        TEST_FRESH: False,
+        **gpu,
+        TRIAL_ERROR: out_of_memory_message(cfg, total, gpu.get(GPU_RESERVED_PEAK_GIB)),
+        TRIAL_DONE: True,
+    }
 
 
 def train_trial(config: dict[str, Any]) -> None:
@@ -79,8 +117,9 @@ def train_trial(config: dict[str, Any]) -> None:
                     "replay starts empty",
                     cfg.game,
                 )
+    device = algos.learner_device(algo.config)
     eval_envs = evaluation_envs(cfg)
-    policy = sampling_policy(algos.policy_logits(algo), seed=cfg.seed)
+    policy = sampling_policy(algos.policy_logits(algo, cfg.minibatch_size), seed=cfg.seed)
     start = time.monotonic()
     steps_at_start: float | None = None  # a restored trial's steps were not taken in this process
     scores: dict[str, Any] = dict.fromkeys(
@@ -96,6 +135,7 @@ def train_trial(config: dict[str, Any]) -> None:
         TORCH_THREADS: torch.get_num_threads(),
         NODE_ID: ray.get_runtime_context().get_node_id(),
     }
+    last: dict[str, Any] = {}  # the last report's metrics
     try:
         while True:
             result = algo.train()
@@ -123,7 +163,9 @@ def train_trial(config: dict[str, Any]) -> None:
                 ENV_STEPS_PER_S: (m[ENV_STEPS] - steps_at_start) / wall,
                 **process,
                 CPU_S: time.process_time(),
+                **gpu_memory_metrics(cfg, device),
             }
+            last = metrics
             updated = m[MODULE_STEPS_TRAINED] > 0  # DQN waits for learning_starts
             bad = [k for k in (LOSS_TOTAL, LOSS_VALUE) if not math.isfinite(m[k])]
             if updated and bad:
@@ -147,6 +189,11 @@ def train_trial(config: dict[str, Any]) -> None:
                 break
             if stop:
                 interrupt.wait_to_be_stopped()
+    except torch.OutOfMemoryError:
+        # Only this trial's share ran out (rlsweep.algos.configure_torch caps it): it stops
+        # alone, saying why, and frees its GPU memory below.
+        logger.exception("%s: out of GPU memory", cfg.game)
+        tune.report(out_of_memory_report(cfg, device, last))
     finally:
         for env in eval_envs.values():
             env.close()
