@@ -30,8 +30,6 @@ from rlsweep.errors import ConfigError
 if TYPE_CHECKING:
     from rlsweep.config import TrialConfig
 
-CUDA_CONTEXT_GIB = 0.75
-"""GPU memory a process's CUDA context and cuDNN/cuBLAS workspaces take before any tensor."""
 _EPS = 1e-6  # Ray counts resources in units of 1e-4; 1 / 0.1 must give 10 trials, not 9
 
 
