@@ -1,6 +1,7 @@
-"""GPU throughput in one run: the model's bound, a plain PPO loop, one rlsweep trial, K packed.
+"""GPU throughput and memory in one run: the model's bound, a plain PPO loop, one rlsweep trial, K
+packed trials.
 
-    .venv/bin/python benchmarks/gpu.py [--quick] [--iterations N] [--packed 1,2,4,8]
+    .venv/bin/python benchmarks/gpu.py [--quick] [--iterations N] [--packed 8,4,2]
 
 Same network and batch everywhere: coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs x 256 steps
 (the trial's default: Cobbe et al. 2019), minibatch 2048, 3 epochs, on this machine's CPUs and
@@ -8,30 +9,44 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
 
 (a) model bound: the IMPALA-CNN alone, inputs already on the device: one inference forward over
     the envs (a rollout step) and one training step (forward, backward, Adam) over a minibatch,
-    bf16 autocast and fp32; bound = env steps/s if PPO did nothing else (1 inference per env
-    step, `epochs` training passes per sample).
+    fp32 and bf16 autocast; bound = env steps/s if PPO did nothing else (1 inference per env
+    step, `epochs` training passes per sample). Its training step's peak GPU memory (allocated
+    and reserved) beside placement's estimate of it, and the CUDA context the process holds
+    outside torch's allocator. A process of its own, so that this one never holds GPU memory
+    while the trials run.
 (b) plain PPO: benchmarks/plain_ppo.py `--bench` on the device, a process of its own (the
     CleanRL-style loop, envpool stepping all envs on all cores).
 (c) one rlsweep trial through Tune, as a user runs it (`run_sweep`), holding the whole GPU and
     every CPU; steady env steps/s from its progress (after the first iteration, evaluation time
     excluded).
 (d) K rlsweep trials packed on the GPU (num_gpus 1/K, CPUs / K each): aggregate env steps/s
-    (the sum of their steady rates; they run concurrently).
+    (the sum of their steady rates; they run concurrently), the largest K first.
 
-Ratios (c)/(b) and (d)/(c) are printed. The table and a JSON record go to $OUT if set, else
-results/benchmarks/ (`gpu.json`, read by `rlsweep plan`; a --quick or CPU run writes
-`gpu_quick.json`, which plan never reads).
+For (c) and every K: each trial's peak GPU memory (`perf/gpu_reserved_peak_gib`,
+`perf/gpu_allocated_peak_gib`: its process's allocator) beside `rlsweep.placement.gpu_memory`'s
+estimate, and whether `validate` accepts the packing (and K = 16's) on this GPU.
+
+Every stage prints its lines as soon as it has its figures and rewrites the JSON record and the
+text, so a run cut short by a time limit still reports what it finished; the ratios (c)/(b) and
+(d)/(c) come last. Output goes to $OUT if set, else results/benchmarks/
+(`gpu.json`, read by `rlsweep plan`, and `gpu.txt`; a --quick or CPU run writes `gpu_quick.*`,
+which plan never reads). One iteration warms up and two are timed: the rates are steady after
+the first, and each trial evaluates one episode per level split at its end (excluded from the
+rate): from the previous version's stage times on an H100 (7 minutes with four timed iterations
+and 32 evaluation episodes), the default run (K = 1, 8, 4, 2) should take about 5 (unmeasured).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +54,7 @@ from typing import Any
 import torch
 
 HERE = Path(__file__).resolve().parent
+GIB = 2**30
 
 
 @dataclass(frozen=True)
@@ -48,11 +64,14 @@ class Setup:
     rollout: int = 256
     minibatch: int = 2048
     epochs: int = 3
-    iterations: int = 4
+    iterations: int = 2
     """Timed iterations per run (after one warm-up)."""
-    packed: tuple[int, ...] = (1, 2, 4, 8)
-    eval_episodes: int = 32
-    """The trial's end-of-run evaluation (its time is excluded from the rate)."""
+    packed: tuple[int, ...] = (8, 4, 2)
+    """K of (d), run in this order; K = 1 is (c)."""
+    eval_episodes: int = 1
+    """The trial's end-of-run evaluation, per level split (its time is excluded from the rate)."""
+    repeats: int = 10
+    """(a): timed repetitions of each step, after one warm-up."""
     cpus: int = os.cpu_count() or 1
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -62,7 +81,14 @@ class Setup:
 
 
 QUICK = dict(
-    envs=8, rollout=16, minibatch=64, epochs=1, iterations=1, packed=(1, 2), eval_episodes=2
+    envs=8,
+    rollout=16,
+    minibatch=64,
+    epochs=1,
+    iterations=1,
+    packed=(2,),
+    eval_episodes=1,
+    repeats=3,
 )
 
 
@@ -71,11 +97,38 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def model_bound(s: Setup, bf16: bool, repeats: int) -> dict[str, float]:
-    """(a): ms per inference forward over `envs` frames and per training step over a
-    minibatch, the env-steps/s bound they imply, and the training step's peak GPU memory."""
+def trial_params(s: Setup, k: int = 1) -> dict[str, Any]:
+    """The TrialConfig fields of (c) (k = 1) and of each trial of (d)."""
+    return {
+        "num_envs_per_env_runner": s.envs,
+        "rollout_length": s.rollout,
+        "minibatch_size": s.minibatch,
+        "num_epochs": s.epochs,
+        "num_cpus": max(1, s.cpus // k),
+        "num_gpus": round(1 / k, 4) if s.device == "cuda" else 0,
+        "eval_interval": 10**6,  # evaluate once, at the end (excluded from the rate)
+        "eval_episodes": s.eval_episodes,
+    }
+
+
+def trial_config(s: Setup, k: int = 1, **overrides: Any):
+    """The TrialConfig the estimates are of: a trial of (c) or (d)."""
+    from rlsweep.config import TrialConfig
+
+    return TrialConfig(game=s.game, **trial_params(s, k), **overrides)
+
+
+# --- (a) ---------------------------------------------------------------------------------------
+def model_bound(s: Setup, bf16: bool) -> dict[str, float]:
+    """(a), in this process: ms per inference forward over `envs` frames and per training step
+    over a minibatch, the env-steps/s bound they imply, and the training step's peak GPU memory
+    (allocated and reserved, the step alone: weights, Adam, the minibatch, activations,
+    workspaces)."""
     from rlsweep.models import ImpalaActorCritic, ModelConfig
 
+    if s.device == "cuda":
+        torch.cuda.empty_cache()  # the other precision's blocks
+        torch.cuda.reset_peak_memory_stats()
     net = ImpalaActorCritic((3, 64, 64), 15, ModelConfig(bf16=bf16)).to(s.device)
     opt = torch.optim.Adam(net.parameters(), lr=5e-4, eps=1e-5)
     obs = torch.randint(0, 256, (s.minibatch, 3, 64, 64), dtype=torch.uint8, device=s.device)
@@ -94,27 +147,63 @@ def model_bound(s: Setup, bf16: bool, repeats: int) -> dict[str, float]:
         opt.step()
 
     def timed(fn) -> float:
-        fn()  # warm-up (cuDNN autotuning, allocator)
+        fn()  # warm-up (cuDNN's algorithm choice, allocator)
         _sync(s.device)
         t0 = time.perf_counter()
-        for _ in range(repeats):
+        for _ in range(s.repeats):
             fn()
         _sync(s.device)
-        return (time.perf_counter() - t0) / repeats
+        return (time.perf_counter() - t0) / s.repeats
 
-    if s.device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
     infer_s, train_s = timed(infer), timed(train)
-    peak = torch.cuda.max_memory_allocated() / 2**30 if s.device == "cuda" else float("nan")
+    gpu = s.device == "cuda"
     per_step = infer_s / s.envs + s.epochs * train_s / s.minibatch
     return {
         "infer_ms": 1e3 * infer_s,
         "train_ms": 1e3 * train_s,
         "env_steps_per_s": 1 / per_step,
-        "train_peak_gib": peak,
+        "train_peak_gib": torch.cuda.max_memory_allocated() / GIB if gpu else math.nan,
+        "train_reserved_gib": torch.cuda.max_memory_reserved() / GIB if gpu else math.nan,
     }
 
 
+def cuda_context_gib(s: Setup) -> float:
+    """GPU memory this process holds outside torch's allocator (its CUDA context and the
+    libraries (a) loaded): the device's used memory less what torch reserved, with (a)'s cached
+    blocks released. Valid while no other process uses the GPU."""
+    if s.device != "cuda":
+        return math.nan
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info()
+    return (total - free - torch.cuda.memory_reserved()) / GIB
+
+
+def model_bound_main(s: Setup) -> None:
+    """`--model-bound`: (a) for fp32 and bf16, one JSON line."""
+    torch.backends.cuda.matmul.fp32_precision = "ieee"  # as a trial with tf32: false
+    torch.backends.cudnn.conv.fp32_precision = "ieee"
+    out = {dtype: model_bound(s, dtype == "bf16") for dtype in ("fp32", "bf16")}
+    out["cuda_context_gib"] = cuda_context_gib(s)
+    print(json.dumps(out))
+
+
+def _run_json(argv: list[str], what: str) -> dict[str, Any]:
+    """Run a Python command line in a process of its own; its last stdout line is JSON."""
+    out = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=HERE)
+    if out.returncode != 0:
+        raise RuntimeError(f"{what} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def model_stage(s: Setup) -> dict[str, Any]:
+    """(a) in a process of its own."""
+    setup = json.dumps(asdict(s))
+    return _run_json(
+        [sys.executable, str(Path(__file__)), "--model-bound", setup], "(a) the model bound"
+    )
+
+
+# --- (b) ---------------------------------------------------------------------------------------
 def plain_loop(s: Setup) -> dict[str, Any]:
     """(b): plain_ppo.py --bench in a process of its own; TF32 off as in an rlsweep trial
     (torch allows it for cuDNN convolutions by default)."""
@@ -136,31 +225,19 @@ def plain_loop(s: Setup) -> dict[str, Any]:
         f"sys.argv = ['plain_ppo.py', *{argv!r}]\n"
         f"runpy.run_path({str(HERE / 'plain_ppo.py')!r}, run_name='__main__')\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=HERE
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"plain_ppo.py failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return _run_json([sys.executable, "-c", code], "plain_ppo.py")
 
 
+# --- (c), (d) ----------------------------------------------------------------------------------
 def packed_trials(s: Setup, k: int, storage: str) -> dict[str, Any]:
-    """(c) for k = 1, (d) otherwise: k trials through Tune sharing the GPU (and the CPUs)."""
+    """(c) for k = 1, (d) otherwise: k trials through Tune sharing the GPU (and the CPUs), with
+    each trial's steady rate, peak GPU memory and status."""
+    from rlsweep import metrics as M
     from rlsweep.results import load_curves
     from rlsweep.spec import SweepSpec
     from rlsweep.sweep import run_sweep
 
-    gpu = s.device == "cuda"
-    params = {
-        "num_envs_per_env_runner": s.envs,
-        "rollout_length": s.rollout,
-        "minibatch_size": s.minibatch,
-        "num_epochs": s.epochs,
-        "num_cpus": max(1, s.cpus // k),
-        "num_gpus": round(1 / k, 4) if gpu else 0,
-        "eval_interval": 10**6,  # evaluate once, at the end (excluded from the rate)
-        "eval_episodes": s.eval_episodes,
-    }
+    params = trial_params(s, k)
     spec = SweepSpec.from_dict(
         {
             "name": f"gpu-bench-k{k}",
@@ -175,14 +252,22 @@ def packed_trials(s: Setup, k: int, storage: str) -> dict[str, Any]:
     run_sweep(spec, num_cpus=s.cpus, overwrite=True)
     wall = time.perf_counter() - t0
     curves = load_curves(Path(storage) / spec.name)
-    rates = []
-    for _, trial in curves.groupby("trial_id"):
+    trials = []
+    for trial_id, trial in curves.groupby("trial_id"):
         trial = trial.sort_values("iteration")
-        busy = trial["time/wall_s"] - trial["time/eval_s"].fillna(0)
-        if len(trial) < 2:
-            raise RuntimeError(f"trial {trial['trial_id'].iloc[0]}: fewer than 2 iterations")
-        steps = trial["env_steps"].iloc[-1] - trial["env_steps"].iloc[0]
-        rates.append(steps / (busy.iloc[-1] - busy.iloc[0]))
+        row: dict[str, Any] = {"trial_id": trial_id, "status": trial["status"].iloc[-1]}
+        row["error"] = trial["error"].iloc[-1]
+        for key in (M.GPU_RESERVED_PEAK_GIB, M.GPU_ALLOCATED_PEAK_GIB, M.GPU_LIMIT_GIB):
+            row[key] = float(trial[key].max()) if key in trial else math.nan
+        done = trial.dropna(subset=[M.WALL_S])
+        busy = done[M.WALL_S] - done[M.EVAL_S].fillna(0)
+        if len(done) >= 2:
+            steps = done[M.ENV_STEPS].iloc[-1] - done[M.ENV_STEPS].iloc[0]
+            row["env_steps_per_s"] = float(steps / (busy.iloc[-1] - busy.iloc[0]))
+        else:
+            row["env_steps_per_s"] = math.nan  # stopped (e.g. out of memory) before 2 reports
+        trials.append(row)
+    rates = [t["env_steps_per_s"] for t in trials if math.isfinite(t["env_steps_per_s"])]
     return {
         "k": k,
         "num_gpus": params["num_gpus"],
@@ -190,20 +275,137 @@ def packed_trials(s: Setup, k: int, storage: str) -> dict[str, Any]:
         "trial_env_steps_per_s": rates,
         "aggregate_env_steps_per_s": sum(rates),
         "sweep_wall_s": wall,
+        "trials": trials,
+        "failed": [f"{t['trial_id']}: {t['error']}" for t in trials if t["status"] == "ERROR"],
     }
+
+
+# --- what the estimate says ----------------------------------------------------------------------
+def estimate(cfg) -> dict[str, float]:
+    """placement's estimate for one trial (GiB): the total its process holds, the allocator's
+    reserved and allocated parts, and the training step alone."""
+    from rlsweep.placement import gpu_memory
+
+    m = gpu_memory(cfg)
+    return {
+        "total_gib": m.total,
+        "reserved_gib": m.reserved,
+        "allocated_gib": m.allocated,
+        "training_step_gib": m.training_step,
+    }
+
+
+def packing_check(s: Setup, k: int) -> str:
+    """What `rlsweep validate` says of K trials of (d)'s config on this machine."""
+    from rlsweep.errors import ConfigError
+    from rlsweep.placement import check_fits, local_machine
+
+    cfg = trial_config(s, k)
+    try:
+        check_fits(cfg, local_machine())
+    except ConfigError as e:
+        return f"refused: {e.path}: {e.message}"
+    return "accepted"
+
+
+def _gib(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{x:.2f}"
+
+
+def model_lines(s: Setup, model: dict[str, Any]) -> list[str]:
+    lines = []
+    for dtype in ("fp32", "bf16"):
+        m = model[dtype]
+        est = estimate(trial_config(s, bf16=dtype == "bf16"))["training_step_gib"]
+        lines.append(
+            f"{'(a) model bound, ' + dtype:<44} {m['env_steps_per_s']:>12,.0f}  "
+            f"inference {m['infer_ms']:.2f} ms / {s.envs} frames, train step "
+            f"{m['train_ms']:.1f} ms / {s.minibatch}; train step memory: peak allocated "
+            f"{_gib(m['train_peak_gib'])} GiB, reserved {_gib(m['train_reserved_gib'])} GiB, "
+            f"estimate {est:.2f} GiB"
+        )
+    lines.append(
+        f"{'(a) CUDA context (outside the allocator)':<44} {'':>12}  "
+        f"{_gib(model['cuda_context_gib'])} GiB (placement assumes 0.75)"
+    )
+    return lines
+
+
+def packed_lines(s: Setup, k: int, v: dict[str, Any]) -> list[str]:
+    from rlsweep import metrics as M
+
+    label = "(c) one rlsweep trial" if k == 1 else f"(d) {k} packed trials (aggregate)"
+    est = estimate(trial_config(s, k))
+
+    def peak(key: str) -> float:  # the largest over the trials (NaN on the CPU)
+        return max((t[key] for t in v["trials"] if math.isfinite(t[key])), default=math.nan)
+
+    reserved, allocated = peak(M.GPU_RESERVED_PEAK_GIB), peak(M.GPU_ALLOCATED_PEAK_GIB)
+    limit = peak(M.GPU_LIMIT_GIB)
+    lines = [
+        f"{label:<44} {v['aggregate_env_steps_per_s']:>12,.0f}  num_gpus {v['num_gpus']:g}, "
+        f"num_cpus {v['num_cpus']} each; per trial "
+        + ", ".join(f"{r:,.0f}" for r in v["trial_env_steps_per_s"])
+        + f"; {v['sweep_wall_s']:.0f} s",
+        f"{'':<44} {'':>12}  GPU memory per trial: peak reserved {_gib(reserved)} GiB "
+        f"(estimate {est['reserved_gib']:.2f}), allocated {_gib(allocated)} GiB (estimate "
+        f"{est['allocated_gib']:.2f}), limit {_gib(limit)} GiB; process with its context: "
+        f"estimate {est['total_gib']:.2f} GiB",
+    ]
+    lines += [f"{'':<44} {'':>12}  FAILED {f}" for f in v["failed"]]
+    return lines
+
+
+# --- the run -------------------------------------------------------------------------------------
+class Record:
+    """The JSON record and the text lines so far, rewritten after every stage."""
+
+    def __init__(self, s: Setup, quick: bool, header: str) -> None:
+        self.out = Path(os.environ.get("OUT") or HERE.parent / "results" / "benchmarks")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.stem = "gpu" if s.device == "cuda" and not quick else "gpu_quick"
+        self.lines: list[str] = []
+        self.data: dict[str, Any] = {"setup": asdict(s), "device": s.device, "packed": {}}
+        self.failed: list[str] = []
+
+    def say(self, *lines: str) -> None:
+        for line in lines:
+            print(line, flush=True)
+        self.lines += lines
+        self.save()
+
+    def save(self) -> None:
+        (self.out / f"{self.stem}.json").write_text(json.dumps(self.data, indent=1) + "\n")
+        (self.out / f"{self.stem}.txt").write_text("\n".join(self.lines) + "\n")
+
+    def stage(self, name: str, run: Callable[[], Any]) -> Any:
+        """Run one stage; a failure is recorded and printed, and the run goes on."""
+        t0 = time.perf_counter()
+        try:
+            return run()
+        except Exception as e:  # noqa: BLE001 (the next stages' figures are still wanted)
+            self.failed.append(name)
+            self.data.setdefault("errors", {})[name] = str(e)
+            self.say(f"{name} FAILED after {time.perf_counter() - t0:.0f} s: {e}")
+            return None
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny batches, K = 1, 2 (smoke run)")
-    p.add_argument("--iterations", type=int, help="timed iterations per run")
-    p.add_argument("--packed", help="comma-separated K values (default 1,2,4,8)")
+    p.add_argument("--iterations", type=int, help="timed iterations per run (default 2)")
+    p.add_argument("--packed", help="comma-separated K values of (d), in order (default 8,4,2)")
+    p.add_argument("--model-bound", metavar="SETUP", help=argparse.SUPPRESS)  # (a)'s process
     args = p.parse_args(argv)
+    if args.model_bound:
+        setup = json.loads(args.model_bound)
+        model_bound_main(Setup(**{**setup, "packed": tuple(setup["packed"])}))
+        return {}
     over: dict[str, Any] = dict(QUICK) if args.quick else {}
     if args.iterations:
         over["iterations"] = args.iterations
     if args.packed:
-        over["packed"] = tuple(int(k) for k in args.packed.split(","))
+        over["packed"] = tuple(int(k) for k in args.packed.split(",") if int(k) != 1)
     s = Setup(**over)
     name = torch.cuda.get_device_name(0) if s.device == "cuda" else "no GPU (CPU path)"
     header = (
@@ -211,66 +413,53 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"minibatch {s.minibatch}, {s.epochs} epochs; device {s.device} ({name}), "
         f"{s.cpus} CPUs, torch {torch.__version__}; {s.iterations} timed iteration(s) per run"
     )
-    print(header, flush=True)
-    torch.backends.cuda.matmul.fp32_precision = "ieee"  # as a trial with tf32: false
-    torch.backends.cudnn.conv.fp32_precision = "ieee"
-    repeats = 3 if args.quick else 20
-    result: dict[str, Any] = {"setup": asdict(s), "device": s.device, "device_name": name}
-    result["model"] = {
-        dtype: model_bound(s, dtype == "bf16", repeats) for dtype in ("fp32", "bf16")
-    }
-    print("(a) done", flush=True)
-    result["plain"] = plain_loop(s)
-    print("(b) done", flush=True)
+    rec = Record(s, args.quick, header)
+    rec.data["device_name"] = name
+    rec.say(header, "", f"{'run':<44} {'env-steps/s':>12}  notes")
+
+    model = rec.stage("(a)", lambda: model_stage(s))
+    if model is not None:
+        rec.data["model"] = {d: model[d] for d in ("fp32", "bf16")}
+        rec.data["cuda_context_gib"] = model["cuda_context_gib"]
+        rec.say(*model_lines(s, model))
+    plain = rec.stage("(b)", lambda: plain_loop(s))
+    if plain is not None:
+        rec.data["plain"] = plain
+        rec.say(f"{'(b) plain PPO loop (plain_ppo.py)':<44} {plain['env_steps_per_s']:>12,.0f}")
+    if s.device == "cuda":
+        for k in sorted({*s.packed, 16}, reverse=True):
+            rec.data.setdefault("packing_check", {})[str(k)] = check = packing_check(s, k)
+            rec.say(f"validate, K={k} on this GPU: {check}")
+    packed: dict[int, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="rlsweep-gpu-bench-") as storage:
-        packed = {}
-        for k in sorted(set(s.packed) | {1}):
-            packed[k] = packed_trials(s, k, storage)
-            print(f"({'c' if k == 1 else 'd'}) K={k} done", flush=True)
-    result["packed"] = {str(k): v["aggregate_env_steps_per_s"] for k, v in packed.items()}
-    result["trials"] = {str(k): v for k, v in packed.items()}
-    one = packed[1]["aggregate_env_steps_per_s"]
-    plain = result["plain"]["env_steps_per_s"]
-    result["trial_env_steps_per_s"] = one
+        for k in (1, *s.packed):
+            v = rec.stage(f"K={k}", lambda k=k: packed_trials(s, k, storage))
+            if v is None:
+                continue
+            packed[k] = v
+            rec.data["packed"][str(k)] = v["aggregate_env_steps_per_s"]
+            rec.data.setdefault("trials", {})[str(k)] = {
+                **v,
+                "estimate": estimate(trial_config(s, k)),
+            }
+            if k == 1:
+                rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
+            rec.say(*packed_lines(s, k, v))
 
-    from rlsweep.config import TrialConfig
-    from rlsweep.placement import gpu_memory_gib
-
-    estimate = gpu_memory_gib(
-        TrialConfig(
-            num_envs_per_env_runner=s.envs, rollout_length=s.rollout, minibatch_size=s.minibatch
-        )
-    )
-    lines = [header, "", f"{'run':<44} {'env-steps/s':>12}  notes"]
-    for dtype, m in result["model"].items():
-        lines.append(
-            f"{'(a) model bound, ' + dtype:<44} {m['env_steps_per_s']:>12,.0f}  "
-            f"inference {m['infer_ms']:.2f} ms / {s.envs} frames, train step "
-            f"{m['train_ms']:.1f} ms / {s.minibatch}, peak {m['train_peak_gib']:.2f} GiB"
-        )
-    lines.append(f"{'(b) plain PPO loop (plain_ppo.py)':<44} {plain:>12,.0f}")
+    ratios = []
+    one = packed.get(1, {}).get("aggregate_env_steps_per_s")
+    if one and plain:
+        ratios.append(f"ratio (c)/(b): {one / plain['env_steps_per_s']:.2f}")
     for k, v in packed.items():
-        label = "(c) one rlsweep trial" if k == 1 else f"(d) {k} packed trials (aggregate)"
-        lines.append(
-            f"{label:<44} {v['aggregate_env_steps_per_s']:>12,.0f}  num_gpus {v['num_gpus']:g}, "
-            f"num_cpus {v['num_cpus']} each; per trial "
-            + ", ".join(f"{r:,.0f}" for r in v["trial_env_steps_per_s"])
-        )
-    lines.append("")
-    lines.append(f"ratio (c)/(b): {one / plain:.2f}")
-    for k, v in packed.items():
-        if k != 1:
-            lines.append(f"ratio (d)/(c), K={k}: {v['aggregate_env_steps_per_s'] / one:.2f}")
-    lines.append(f"placement's GPU memory estimate per trial: {estimate:.1f} GiB")
-    table = "\n".join(lines)
-    print("\n" + table)
-    out = Path(os.environ.get("OUT") or HERE.parent / "results" / "benchmarks")
-    out.mkdir(parents=True, exist_ok=True)
-    stem = "gpu" if s.device == "cuda" and not args.quick else "gpu_quick"
-    (out / f"{stem}.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / f"{stem}.txt").write_text(table + "\n")
-    print(f"\nwritten: {out / stem}.json, .txt")
-    return result
+        if k != 1 and one:
+            ratios.append(f"ratio (d)/(c), K={k}: {v['aggregate_env_steps_per_s'] / one:.2f}")
+    rec.say("", *ratios)
+    if rec.failed:
+        rec.say(f"failed stages: {', '.join(rec.failed)}")
+    print(f"\nwritten: {rec.out / rec.stem}.json, .txt", flush=True)
+    if rec.failed:
+        raise SystemExit(1)
+    return rec.data
 
 
 if __name__ == "__main__":

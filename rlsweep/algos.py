@@ -45,7 +45,7 @@ from rlsweep._ray_compat import LearnerHooks
 from rlsweep.config import TrialConfig
 from rlsweep.connectors import batch_observations, sample_actions, to_numpy
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
-from rlsweep.placement import placement
+from rlsweep.placement import memory_fraction, placement
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
 
 # Our custom metric, logged by the episode callback into RLlib's env-runner metrics.
@@ -94,18 +94,33 @@ class ReferenceGAE(ConnectorV2):
     """GAE(lambda) advantages and value targets, left unstandardized (RLlib's own
     GeneralAdvantageEstimation standardizes over the whole batch, bootstrap rows included;
     RlsweepPPOLearner standardizes as `advantage_norm` says). Same convention as RLlib's: each
-    episode chunk carries one artificial bootstrap timestep (AddOneTsToEpisodesAndTruncate)."""
+    episode chunk carries one artificial bootstrap timestep (AddOneTsToEpisodesAndTruncate).
 
-    def __init__(self, input_observation_space=None, input_action_space=None, *, gamma, lambda_):
+    The values come in chunks of at most `chunk_rows` rows (the minibatch), so that no forward
+    pass here sees more rows than a training step: the bootstrap rows alone (one per episode
+    chunk) can outnumber a minibatch, and a module that cannot reuse the rollout's values runs
+    the network over every row."""
+
+    def __init__(
+        self,
+        input_observation_space=None,
+        input_action_space=None,
+        *,
+        gamma,
+        lambda_,
+        chunk_rows: int | None = None,
+    ):
         super().__init__(input_observation_space, input_action_space)
-        self.gamma, self.lambda_ = gamma, lambda_
+        self.gamma, self.lambda_, self.chunk_rows = gamma, lambda_, chunk_rows
 
     def __call__(self, *, rl_module, episodes, batch, **kwargs):
         for module_id, module_batch in batch.items():
             module = rl_module[module_id]
             if not isinstance(module, ValueFunctionAPI):
                 continue
-            values = module.compute_values(module_batch)
+            values = torch.cat(
+                [module.compute_values(rows) for rows in row_chunks(module_batch, self.chunk_rows)]
+            )
             v = values.detach().cpu().numpy()
             targets = compute_value_targets(
                 values=v,
@@ -122,6 +137,18 @@ class ReferenceGAE(ConnectorV2):
                 targets, device=values.device
             )
         return batch
+
+
+def row_chunks(batch: dict[str, Any], rows: int | None) -> Iterator[dict[str, Any]]:
+    """`batch` as consecutive slices of at most `rows` rows each (views, no copies; a column
+    that is not one row per observation passes whole); the whole batch when `rows` is None."""
+    n = len(batch[Columns.OBS])
+    step = rows or n
+    for start in range(0, n, step):
+        yield {
+            k: v[start : start + step] if getattr(v, "shape", ())[:1] == (n,) else v
+            for k, v in batch.items()
+        }
 
 
 def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -184,9 +211,10 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
     - `vf_clip_mode: ppo2`: PPO2's value clipping (see `ppo2_value_excess`).
     - Adam with `adam_eps` (PPO2 and CleanRL use 1e-5; torch's default is 1e-8).
 
-    Speed, same numbers:
+    Speed and memory, same numbers:
     - GAE runs under `no_grad` and reuses the values the rollout computed (see
-      ImpalaPPOModule.compute_values) instead of a second trunk pass over the whole batch.
+      ImpalaPPOModule.compute_values) instead of a second trunk pass over the whole batch; what
+      still needs the network (the bootstrap rows) runs in minibatch-sized chunks.
 
     And a fix: a restored fixed learning rate is the config's, not the checkpoint's: restoring
     loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
@@ -204,7 +232,13 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         connector = self.learner_connector
         if connector is not None and self.config.add_default_connectors_to_learner_pipeline:
             connector.remove(GeneralAdvantageEstimation)
-            connector.append(ReferenceGAE(gamma=self.config.gamma, lambda_=self.config.lambda_))
+            connector.append(
+                ReferenceGAE(
+                    gamma=self.config.gamma,
+                    lambda_=self.config.lambda_,
+                    chunk_rows=self.config.minibatch_size,
+                )
+            )
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         # RLlib's TorchLearner default, with Adam's epsilon from the config.
@@ -389,9 +423,12 @@ class CentralInferenceEnvRunner(SingleAgentEnvRunner):
             self.module.to(get_device(self.config, self.config.num_gpus_per_learner))
 
 
-def configure_torch(cfg: TrialConfig) -> None:
+def configure_torch(cfg: TrialConfig, device: torch.device | None = None) -> None:
     """Process-wide torch settings of a trial: TF32 on or off for float32 matmuls and
-    convolutions on the GPU (torch's own defaults differ between the two)."""
+    convolutions on the GPU (torch's own defaults differ between the two), and on a fraction of
+    a GPU (`device`, the learner's), a cap on what torch's allocator may reserve there
+    (`rlsweep.placement.memory_fraction`): the trial then runs out of memory alone, at its
+    share, instead of taking memory the other trials on that GPU were promised."""
     # RLlib's seeding (`debugging(seed=...)`) turns on torch.use_deterministic_algorithms on a
     # CPU-only torch, which also fills every new tensor with NaN (a debugging aid for reads of
     # uninitialized memory): ~12% of a CPU trial's time in aten::fill_. Results are unchanged.
@@ -401,6 +438,24 @@ def configure_torch(cfg: TrialConfig) -> None:
     precision = "tf32" if cfg.tf32 else "ieee"
     torch.backends.cuda.matmul.fp32_precision = precision
     torch.backends.cudnn.conv.fp32_precision = precision
+    if device is None:
+        return
+    fraction = memory_fraction(cfg, gpu_memory_gib_of(device))
+    if fraction is not None:
+        torch.cuda.set_per_process_memory_fraction(fraction, device)
+
+
+def gpu_memory_gib_of(device: torch.device) -> float:
+    """Total memory of the GPU `device` (GiB)."""
+    return torch.cuda.get_device_properties(device).total_memory / 2**30
+
+
+def learner_device(algo_config: AlgorithmConfig) -> torch.device | None:
+    """The GPU a trial's local learner (and central inference) runs on, RLlib's choice; None
+    for a CPU learner."""
+    if not algo_config.num_gpus_per_learner:
+        return None
+    return get_device(algo_config, algo_config.num_gpus_per_learner)
 
 
 def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
@@ -545,19 +600,30 @@ def algorithm_config(cfg: TrialConfig) -> AlgorithmConfig:
 
 
 def build_algorithm(cfg: TrialConfig) -> Algorithm:
-    configure_torch(cfg)
-    return algorithm_config(cfg).build_algo()
+    config = algorithm_config(cfg)
+    configure_torch(cfg, learner_device(config))
+    return config.build_algo()
 
 
-def policy_logits(algo: Algorithm) -> Callable[[torch.Tensor], torch.Tensor]:
+def policy_logits(
+    algo: Algorithm, chunk_rows: int | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """obs -> the action-distribution inputs of the algorithm's module in inference mode (for
-    `rlsweep.evaluation.sampling_policy`): obs moved to the module's device (a GPU trial's),
-    logits back on the CPU for sampling."""
+    `rlsweep.evaluation.sampling_policy`): obs moved to the module's device (a GPU trial's) in
+    chunks of at most `chunk_rows` rows (a trial's minibatch: no forward sees more), logits back
+    on the CPU for sampling."""
 
     def logits(obs: torch.Tensor) -> torch.Tensor:
         module = algo.get_module()
-        obs = obs.to(next(module.parameters()).device)
-        return module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS].cpu()
+        device = next(module.parameters()).device
+        return torch.cat(
+            [
+                module.forward_inference({Columns.OBS: rows[Columns.OBS].to(device)})[
+                    Columns.ACTION_DIST_INPUTS
+                ].cpu()
+                for rows in row_chunks({Columns.OBS: obs}, chunk_rows)
+            ]
+        )
 
     return logits
 

@@ -90,3 +90,14 @@ RESUMED_AT = "trial/resumed_at_iteration"
 retry after a crash, PBT), the iteration of that checkpoint. Its envs start new episodes there
 (envpool cannot save an episode in progress), so its rows differ from an uninterrupted run's
 from then on (README, "Resuming is not an exact continuation")."""
+GPU_RESERVED_PEAK_GIB = "perf/gpu_reserved_peak_gib"
+"""Peak GPU memory torch's caching allocator reserved in the trial's process on its GPU (GiB),
+since the process started: what the trial holds there besides its CUDA context."""
+GPU_ALLOCATED_PEAK_GIB = "perf/gpu_allocated_peak_gib"
+"""Peak GPU memory the trial's tensors took at once (GiB), since the process started."""
+GPU_LIMIT_GIB = "perf/gpu_limit_gib"
+"""What the allocator may reserve (GiB): the trial's share of its GPU less the CUDA context
+(rlsweep.placement.memory_fraction), or the whole GPU's memory for a whole-GPU trial."""
+GPU_METRICS = (GPU_RESERVED_PEAK_GIB, GPU_ALLOCATED_PEAK_GIB, GPU_LIMIT_GIB)
+"""Reported by GPU trials only: absent from a CPU trial's results (no NaN columns for the
+common case); results keep them as columns where any trial reported them."""

@@ -10,9 +10,11 @@ before Ray starts, and the CPU tests pin every decision:
   one samples SEED-style, its EnvRunner stepping all of the trial's envs in one envpool on the
   trial's CPUs and running one batched forward per step on the learner's GPU (the two share the
   trial's GPU share; nothing crosses a process boundary).
-- `gpu_memory_gib(cfg)`: a rough estimate of what one trial holds on its GPU.
+- `gpu_memory(cfg)` / `gpu_memory_gib(cfg)`: the estimate of what one trial holds on its GPU,
+  and `memory_fraction(cfg, gpu_gib)`: the cap a trial on a fraction of a GPU sets itself.
 - `trials_at_once(...)` and `check_fits(...)`: how many trials a machine runs concurrently, and
-  refusing packings that cannot fit (CPUs, GPUs, GPU memory).
+  refusing packings that cannot fit (CPUs, GPUs, a trial's estimated GPU memory above its
+  share).
 - `local_machine()` and `starts_local_ray(address)`: this machine, and whether a sweep runs on
   it or joins a cluster.
 """
@@ -28,8 +30,6 @@ from rlsweep.errors import ConfigError
 if TYPE_CHECKING:
     from rlsweep.config import TrialConfig
 
-CUDA_CONTEXT_GIB = 0.75
-"""GPU memory a process's CUDA context and cuDNN/cuBLAS workspaces take before any tensor."""
 _EPS = 1e-6  # Ray counts resources in units of 1e-4; 1 / 0.1 must give 10 trials, not 9
 
 
@@ -93,6 +93,27 @@ def check_num_gpus(num_gpus: float) -> bool:
 
 
 # --- GPU memory ------------------------------------------------------------------------------
+# The estimate's constants; README "GPU memory" says where each comes from.
+CUDA_CONTEXT_GIB = 0.75
+"""GPU memory a process holds outside torch's allocator: its CUDA context and the cuDNN and
+cuBLAS kernels it loads. Assumed, not yet measured (`benchmarks/gpu.py` (a) measures it)."""
+ALLOCATOR_RESERVE = 1.25
+"""GiB torch's caching allocator reserves per GiB allocated at the peak (blocks rounded up,
+freed blocks kept for reuse): fitted to the K = 8 run on an H100, where most trials' processes
+held 8.4 GiB."""
+CUDNN_FP32_WORKSPACE = 6.5
+"""cuDNN's float32 convolution workspaces over a training minibatch, per sample, in multiples of
+the largest convolution output's bytes per sample: what the H100's measured training step
+(5.66 GiB at 2048) holds beyond its weights, frames and saved activations. bf16 needs none
+there (its measured step is within 10% of those)."""
+COLUMN_BYTES = 100
+"""Bytes per train-batch row besides its frames (PPO's: actions, rewards, log-probs, values,
+advantages, targets, masks: 99)."""
+IMPALA_LEARNER_QUEUE = 3
+"""Train batches RLlib's IMPALA/APPO learner queues on the GPU besides the one it trains on
+(`IMPALAConfig.learner_queue_size`, Ray 2.60)."""
+
+
 def obs_shape(cfg: TrialConfig) -> tuple[int, int, int]:
     """(C, H, W) of the trial's uint8 observations: Procgen's 64x64 RGB, times the frames."""
     return 3 * cfg.env_config().frames_per_obs, 64, 64
@@ -111,31 +132,146 @@ def num_params(cfg: TrialConfig, num_actions: int = 15) -> int:
     return total + (cfg.dense + 1) * (num_actions + 1)
 
 
-def activation_floats(cfg: TrialConfig) -> int:
-    """Floats one sample keeps for backward through the trunk: each stage's conv output at its
-    input resolution, then ~9 tensors of its downsampled size (pooling, residual convs, relus)."""
+def saved_activation_bytes(cfg: TrialConfig) -> int:
+    """Bytes per sample that autograd keeps for backward through the actor-critic in a training
+    forward (`rlsweep.models`; tests/test_placement.py measures them): the scaled input (its
+    bf16 copy under bf16); per stage, a maxpool's input and int64 indices and the two residual
+    blocks' four relu outputs, then the stage's output as the next conv's input; the last relu,
+    the dense layer's input where it is a copy (pooled, or flattened from channels_last) and its
+    output (and a float32 copy of that under bf16)."""
     c, h, w = obs_shape(cfg)
-    total = 2 * c * h * w  # the scaled float input and its channels_last copy
-    for width in cfg.widths:
+    act = 2 if cfg.bf16 else 4  # the trunk's compute dtype
+    total = c * h * w * act
+    for i, width in enumerate(cfg.widths):
         down_h, down_w = (h + 1) // 2, (w + 1) // 2
-        total += width * h * w + 9 * width * down_h * down_w
+        out = width * down_h * down_w
+        if cfg.downsample == "maxpool":
+            total += width * h * w * act + out * 8
+        total += 4 * out * act
+        if i < len(cfg.widths) - 1:
+            total += out * act  # the stage's output, the next stage's conv input
         h, w = down_h, down_w
-    return total + 2 * cfg.dense
+    total += out * act  # relu(trunk)
+    if cfg.global_pool:
+        total += width * act  # the pooled features, the dense layer's input
+    elif cfg.channels_last:
+        total += out * act  # flatten() of a channels_last tensor copies it
+    total += cfg.dense * act
+    return total + (cfg.dense * 4 if cfg.bf16 else 0)
+
+
+def largest_conv_output_bytes(cfg: TrialConfig) -> int:
+    """Bytes per sample of the trunk's largest float32 convolution output (the first stage's)."""
+    _, h, w = obs_shape(cfg)
+    largest = 0
+    for width in cfg.widths:
+        stride = 1 if cfg.downsample == "maxpool" else 2
+        largest = max(largest, width * -(-h // stride) * -(-w // stride))
+        h, w = (h + 1) // 2, (w + 1) // 2
+    return 4 * largest
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """One trial's estimated GPU memory (GiB), by part. `training_step` is what
+    `benchmarks/gpu.py` (a) measures (torch.cuda.max_memory_allocated of a step alone),
+    `reserved` what a trial's `perf/gpu_reserved_peak_gib` reports, `total` what the
+    trial's process holds on its GPU."""
+
+    context: float
+    """The CUDA context and libraries (CUDA_CONTEXT_GIB), outside torch's allocator."""
+    learner: float
+    """The learner's float32 weights, gradients and Adam's two moments."""
+    copies: float
+    """Other copies of the weights: the rollout module on the GPU (central inference), the
+    target network (APPO, DQN)."""
+    batch: float
+    """The train batch on the GPU: uint8 frames and columns of every row (bootstrap rows
+    included), times the copies the learner holds at once (PPO shuffle: the batch and its real
+    rows; IMPALA/APPO: the queued batches; DQN: none, its replay lives on the CPU)."""
+    activations: float
+    """One training minibatch: its frames and what autograd saves for backward (DQN's double Q
+    runs its minibatch's observations and next observations in one pass)."""
+    workspace: float
+    """cuDNN's float32 convolution workspaces over the minibatch (none under bf16)."""
+
+    @property
+    def training_step(self) -> float:
+        return self.learner + self.activations + self.workspace
+
+    @property
+    def allocated(self) -> float:
+        return self.learner + self.copies + self.batch + self.activations + self.workspace
+
+    @property
+    def reserved(self) -> float:
+        return ALLOCATOR_RESERVE * self.allocated
+
+    @property
+    def total(self) -> float:
+        return self.context + self.reserved
+
+
+def gpu_memory(cfg: TrialConfig) -> GpuMemory:
+    """The estimate of what one trial holds on its GPU, by part (see `GpuMemory`). Every
+    forward a trial runs sees at most a minibatch (or the rollout's envs) of rows, so the
+    minibatch, not the train batch, sets the activations."""
+    c, h, w = obs_shape(cfg)
+    params = 4 * num_params(cfg)
+    copies = int(placement(cfg).central_inference) + int(cfg.algorithm in ("appo", "dqn"))
+    rows = cfg.effective_train_batch_size + cfg.num_envs_per_env_runner * max(
+        1, cfg.num_env_runners
+    )
+    held = {"ppo": 2 if cfg.minibatching == "shuffle" else 1, "dqn": 0}
+    batches = held.get(cfg.algorithm, 1 + IMPALA_LEARNER_QUEUE)
+    samples = cfg.minibatch_size * (2 if cfg.algorithm == "dqn" and cfg.double_q else 1)
+    workspace = 0 if cfg.bf16 else CUDNN_FP32_WORKSPACE * largest_conv_output_bytes(cfg)
+    gib = 2**30
+    return GpuMemory(
+        context=CUDA_CONTEXT_GIB,
+        learner=4 * params / gib,
+        copies=copies * params / gib,
+        batch=batches * rows * (c * h * w + COLUMN_BYTES) / gib,
+        activations=samples * (c * h * w + saved_activation_bytes(cfg)) / gib,
+        workspace=samples * workspace / gib,
+    )
 
 
 def gpu_memory_gib(cfg: TrialConfig) -> float:
-    """Rough GPU memory one trial holds (GiB): CUDA context; learner weights, gradients and
-    Adam's two moments plus the rollout module's copy; the train batch's uint8 frames (on the
-    GPU once per iteration) with room for a minibatch gather; the minibatch's activations saved
-    for backward (bf16 halves them) plus half again for the gradients in flight. An estimate
-    for packing decisions;
-    `benchmarks/gpu.py` prints the measured peak beside it."""
-    c, h, w = obs_shape(cfg)
-    weights = 5 * 4 * num_params(cfg)
-    frames = (cfg.effective_train_batch_size + cfg.minibatch_size) * c * h * w
-    bytes_per_float = 2 if cfg.bf16 else 4
-    activations = 1.5 * cfg.minibatch_size * activation_floats(cfg) * bytes_per_float
-    return CUDA_CONTEXT_GIB + (weights + frames + activations) / 2**30
+    """Estimated GPU memory one trial's process holds (GiB): `gpu_memory(cfg).total`.
+    `benchmarks/gpu.py` prints it beside the measured peaks."""
+    return gpu_memory(cfg).total
+
+
+def memory_fraction(cfg: TrialConfig, gpu_gib: float) -> float | None:
+    """The fraction of its GPU's `gpu_gib` that torch's allocator may reserve in a trial on a
+    fraction of a GPU: its share, num_gpus x gpu_gib, less the CUDA context (which lies outside
+    the allocator), so that the trials packed on a GPU never take more than it has between
+    them. None for a trial that holds whole GPUs (or none)."""
+    if not 0 < cfg.num_gpus < 1:
+        return None
+    return max(cfg.num_gpus - CUDA_CONTEXT_GIB / gpu_gib, 0.0)
+
+
+def out_of_memory_message(
+    cfg: TrialConfig, gpu_gib: float | None, peak_reserved_gib: float | None
+) -> str:
+    """Why a trial stopped on torch.OutOfMemoryError: its share, its estimated need and what it
+    had reserved, and what to change."""
+    fraction = memory_fraction(cfg, gpu_gib) if gpu_gib else None
+    if fraction is None:
+        share = f"num_gpus {cfg.num_gpus:g}" + (f" ({gpu_gib:.1f} GiB)" if gpu_gib else "")
+    else:
+        share = (
+            f"num_gpus {cfg.num_gpus:g} of a {gpu_gib:.1f} GiB GPU: {cfg.num_gpus * gpu_gib:.1f}"
+            f" GiB, {fraction * gpu_gib:.1f} GiB for torch after the CUDA context"
+        )
+    peak = f"; it had reserved {peak_reserved_gib:.1f} GiB" if peak_reserved_gib else ""
+    return (
+        f"out of GPU memory on its share ({share}); estimated need ~{gpu_memory_gib(cfg):.1f} "
+        f"GiB (rlsweep.placement.gpu_memory_gib){peak}. Give it a larger num_gpus (fewer trials "
+        "per GPU), a smaller minibatch_size, or bf16: true"
+    )
 
 
 # --- packing ---------------------------------------------------------------------------------
@@ -176,7 +312,9 @@ class Machine:
 
 def check_fits(cfg: TrialConfig, machine: Machine) -> None:
     """Raise ConfigError (naming the key to change) if `cfg` cannot run on `machine`: more
-    CPUs or GPUs than it has, or more trials packed on one GPU than its memory holds."""
+    CPUs or GPUs than it has, or an estimated GPU memory (`gpu_memory_gib`) above the trial's
+    share of a GPU (num_gpus x its memory: a trial on a fraction caps itself there, see
+    `memory_fraction`, however many trials share the GPU at a time)."""
     p = placement(cfg)
     if p.cpus > machine.cpus + _EPS:
         key = "num_env_runners" if cfg.num_env_runners else "num_cpus"
@@ -189,18 +327,19 @@ def check_fits(cfg: TrialConfig, machine: Machine) -> None:
         raise ConfigError("num_gpus", f"got {p.gpus:g}; {machine.where} has {machine.gpus:g} GPUs")
     if not p.gpus or machine.gpu_memory_gib is None:
         return
-    per_gpu = trials_per_gpu(p.gpus)
-    # Trials sharing one GPU are also bounded by the CPUs: only those that run at once count.
-    sharing = min(per_gpu, math.floor(machine.cpus / p.cpus + _EPS))
+    memory = machine.gpu_memory_gib
+    share = min(p.gpus, 1) * memory
     each = gpu_memory_gib(cfg)
-    if sharing * each > machine.gpu_memory_gib:
-        fit = math.floor(machine.gpu_memory_gib / each)  # trials one GPU holds
-        hint = f"num_gpus >= {1 / fit:.3g}" if fit else "a smaller minibatch_size or train batch"
+    if each > share + _EPS:
+        # The smallest fraction that holds the estimate, rounded up to 3 digits.
+        least = math.ceil(each / memory * 1000) / 1000
+        hint = f"num_gpus >= {least:g}" if least <= 1 else "a smaller minibatch_size or train batch"
+        per_gpu = trials_per_gpu(p.gpus)
         raise ConfigError(
             "num_gpus",
-            f"got {p.gpus:g}: {sharing} trials on one GPU need ~{sharing * each:.1f} GiB "
-            f"(~{each:.1f} GiB each, estimated: model, batch, activations, CUDA context); "
-            f"{machine.where}'s GPUs have {machine.gpu_memory_gib:g} GiB; allowed: {hint}",
+            f"got {p.gpus:g}: a trial's share of {machine.where}'s {memory:g} GiB GPUs is "
+            f"{share:.1f} GiB ({per_gpu} trials per GPU) and it needs ~{each:.1f} GiB "
+            f"(estimated: rlsweep.placement.gpu_memory_gib); allowed: {hint}",
         )
 
 

@@ -128,6 +128,7 @@ def _write_report(
         *_curves_section(),
         *importance,
         *cost_section(dirs, exp, prices),
+        *gpu_memory_section(exp),
         "## Trials not counted",
         "",
         *(
@@ -371,6 +372,37 @@ def cost_section(
         "",
         "| sweep | instance | trials | $ per trial (mean) | $ for the sweep |",
         "| :--- | :--- | ---: | ---: | ---: |",
+        *lines,
+        "",
+    ]
+
+
+def gpu_memory_section(exp: Experiment) -> list[str]:
+    """Per sweep, the GPU memory its GPU trials' processes reserved and allocated at their peak
+    (rlsweep.metrics.GPU_METRICS, the largest over each trial's reports and retries) against
+    what each may reserve; nothing for sweeps without GPU trials."""
+    if M.GPU_RESERVED_PEAK_GIB not in exp.curves:
+        return []
+    cols = list(M.GPU_METRICS)
+    peaks = exp.curves.groupby(["sweep", "trial_id"])[cols].max().dropna(how="all")
+    lines = []
+    for sweep, trials in peaks.groupby(level="sweep"):
+        reserved = trials[M.GPU_RESERVED_PEAK_GIB]
+        lines.append(
+            f"| {sweep} | {len(trials)} | {trials[M.GPU_LIMIT_GIB].max():.1f} | "
+            f"{reserved.median():.2f} | {reserved.max():.2f} | "
+            f"{trials[M.GPU_ALLOCATED_PEAK_GIB].max():.2f} |"
+        )
+    return [
+        "## GPU memory",
+        "",
+        "Peak GPU memory of each GPU trial's process (GiB): reserved by torch's caching "
+        "allocator and allocated to tensors, against the limit it may reserve (its share of "
+        "the GPU less the CUDA context, `rlsweep.placement.memory_fraction`). The CUDA context "
+        "(~0.75 GiB per process) comes on top.",
+        "",
+        "| sweep | GPU trials | limit | reserved, median | reserved, max | allocated, max |",
+        "| :--- | ---: | ---: | ---: | ---: | ---: |",
         *lines,
         "",
     ]

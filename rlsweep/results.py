@@ -59,7 +59,14 @@ FINAL_EXTRA = ("test_iteration", "test_env_steps")
 _TEST_AT_EVAL = (M.TRAIN_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
 """Final view: taken from the last row that evaluated (train and test levels), not the last row."""
 _ERROR_FILES = ("error.txt", "error.pkl")
-_NOT_PARAMS = {*ID_COLUMNS, ITERATION, *METRIC_COLUMNS, *STATUS_COLUMNS, *FINAL_EXTRA}
+_NOT_PARAMS = {
+    *ID_COLUMNS,
+    ITERATION,
+    *METRIC_COLUMNS,
+    *M.GPU_METRICS,
+    *STATUS_COLUMNS,
+    *FINAL_EXTRA,
+}
 _NORM_METRICS = (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM)
 
 
@@ -177,6 +184,7 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
         for col in M.METRICS:
             v = r.get(col)
             rec[col] = float(v) if isinstance(v, int | float) else math.nan
+        rec.update({c: float(r[c]) for c in M.GPU_METRICS if isinstance(r.get(c), int | float)})
         fresh = r.get(M.TEST_FRESH)
         # A trainable without the flag: a finite test score means it evaluated that iteration.
         rec[M.TEST_FRESH] = (
@@ -220,8 +228,9 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
 def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """Tidy table of one or many experiment dirs (or storage dirs holding several): one row per
     trial per reported iteration, columns `sweep, trial_id, game, seed, <params>, iteration,
-    <stable metrics>, test/fresh, trial/resumed_at_iteration, status, error` (the last: > 0 on
-    rows a restored process reported, see `rlsweep.metrics.RESUMED_AT`)."""
+    <stable metrics>, test/fresh, trial/resumed_at_iteration, <GPU memory, where any trial ran
+    on a GPU>, status, error` (`trial/resumed_at_iteration`: > 0 on rows a restored process
+    reported, see `rlsweep.metrics.RESUMED_AT`)."""
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     frames = []
     for path in paths:
@@ -234,7 +243,8 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
     df = pd.concat(frames, ignore_index=True)
     params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
-    order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *STATUS_COLUMNS]
+    gpu = [c for c in M.GPU_METRICS if c in df]  # GPU trials only
+    order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *gpu, *STATUS_COLUMNS]
     df = df[order].sort_values(["sweep", "trial_id", ITERATION], kind="stable")
     return df.reset_index(drop=True)
 

@@ -43,6 +43,9 @@ from rlsweep.metrics import (
     ENV_STEPS_PER_S,
     EVAL_S,
     GAP_NORM,
+    GPU_ALLOCATED_PEAK_GIB,
+    GPU_LIMIT_GIB,
+    GPU_RESERVED_PEAK_GIB,
     JEMALLOC,
     LOSS_TOTAL,
     LOSS_VALUE,
@@ -60,6 +63,7 @@ from rlsweep.metrics import (
     TUNE_STEPS,
     WALL_S,
 )
+from rlsweep.placement import memory_fraction, out_of_memory_message
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +83,40 @@ def jemalloc_loaded() -> bool:
         return False
 
 
+def gpu_memory_metrics(cfg: TrialConfig, device: torch.device | None) -> dict[str, float]:
+    """The trial's GPU memory so far (GPU_METRICS): peaks on the learner's GPU `device` and the
+    allocator's limit there; {} for a CPU trial (`device` None)."""
+    if device is None:
+        return {}
+    total = algos.gpu_memory_gib_of(device)
+    fraction = memory_fraction(cfg, total)
+    return {
+        GPU_RESERVED_PEAK_GIB: torch.cuda.max_memory_reserved(device) / 2**30,
+        GPU_ALLOCATED_PEAK_GIB: torch.cuda.max_memory_allocated(device) / 2**30,
+        GPU_LIMIT_GIB: total if fraction is None else fraction * total,
+    }
+
+
+def out_of_memory_report(
+    cfg: TrialConfig, device: torch.device | None, last: dict[str, Any]
+) -> dict[str, Any]:
+    """The last report of a trial that ran out of GPU memory: its last reported metrics (0 env
+    steps if none yet), its memory figures, and the reason, naming its share and its estimated
+    need. A result, not a crash, as for a diverged loss: retried on the same share, the trial
+    would run out again."""
+    gpu = gpu_memory_metrics(cfg, device)
+    total = algos.gpu_memory_gib_of(device) if device is not None else None
+    return {
+        ENV_STEPS: 0.0,
+        TUNE_STEPS: 0.0,
+        **last,
+        TEST_FRESH: False,
+        **gpu,
+        TRIAL_ERROR: out_of_memory_message(cfg, total, gpu.get(GPU_RESERVED_PEAK_GIB)),
+        TRIAL_DONE: True,
+    }
+
+
 def train_trial(config: dict[str, Any]) -> None:
     """Tune function trainable. `config` is a `TrialConfig` as a dict."""
     cfg = TrialConfig.from_dict(config)
@@ -87,7 +125,8 @@ def train_trial(config: dict[str, Any]) -> None:
     torch.set_num_threads(cfg.num_cpus)
     torch.manual_seed(cfg.seed)
     algo = algos.build_algorithm(cfg)
-    policy = sampling_policy(algos.policy_logits(algo), seed=cfg.seed)
+    device = algos.learner_device(algo.config)
+    policy = sampling_policy(algos.policy_logits(algo, cfg.minibatch_size), seed=cfg.seed)
     generators = {"evaluation": policy.generator}
     # A restored trial counts on: its iteration, clocks, RNGs (envs restart: see RESUMED_AT).
     saved: dict[str, Any] = {}
@@ -119,6 +158,7 @@ def train_trial(config: dict[str, Any]) -> None:
         NODE_ID: ray.get_runtime_context().get_node_id(),
         RESUMED_AT: resumed_at,
     }
+    last: dict[str, Any] = {}  # the last report's metrics
     try:
         while True:
             result = algo.train()
@@ -150,7 +190,9 @@ def train_trial(config: dict[str, Any]) -> None:
                 TRIAL_ERROR: "",
                 TRIAL_INTERRUPTED: False,
                 SHOULD_CHECKPOINT: False,  # Tune sets it True on a report with a checkpoint
+                **gpu_memory_metrics(cfg, device),
             }
+            last = metrics
             updated = m[MODULE_STEPS_TRAINED] > 0  # DQN waits for learning_starts
             bad = [k for k in (LOSS_TOTAL, LOSS_VALUE) if not math.isfinite(m[k])]
             if updated and bad:
@@ -176,6 +218,11 @@ def train_trial(config: dict[str, Any]) -> None:
                 break
             if stop:
                 interrupt.wait_to_be_stopped()
+    except torch.OutOfMemoryError:
+        # Only this trial's share ran out (rlsweep.algos.configure_torch caps it): it stops
+        # alone, saying why, and frees its GPU memory below.
+        logger.exception("%s: out of GPU memory", cfg.game)
+        tune.report(out_of_memory_report(cfg, device, last))
     finally:
         for env in eval_envs.values():
             env.close()

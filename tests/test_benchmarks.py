@@ -1,6 +1,6 @@
 """benchmarks/throughput.py's statistics: the ratio's interval, the verdict read from it, the
 ratio's split into the share of the machine and the work per step, and the side-by-side mode's
-common window and core pinning."""
+common window and core pinning; benchmarks/gpu.py's record, written stage by stage."""
 
 from __future__ import annotations
 
@@ -114,3 +114,23 @@ def test_pinned_confines_the_command_and_its_children_to_one_core():
     )
     assert out.stdout.strip() == f"[{core}]"
     assert pinned(["true"], None) == ["true"]
+
+
+def test_the_gpu_benchmark_writes_each_stage_as_it_ends(tmp_path, monkeypatch):
+    """A run cut short keeps what it finished: every line is in gpu.txt and the JSON record as
+    soon as it is printed, and a failed stage is recorded without stopping the next."""
+    import json
+
+    from gpu import Record, Setup
+
+    monkeypatch.setenv("OUT", str(tmp_path))
+    rec = Record(Setup(device="cpu"), quick=True, header="header")
+    rec.say("header", "(a) 1,000")
+    assert (tmp_path / "gpu_quick.txt").read_text() == "header\n(a) 1,000\n"
+    rec.data["packed"]["1"] = 9e3
+    assert rec.stage("(b)", lambda: 1 / 0) is None
+    assert rec.stage("K=1", lambda: 42) == 42
+    assert rec.failed == ["(b)"]
+    assert "(b) FAILED after 0 s: division by zero" in (tmp_path / "gpu_quick.txt").read_text()
+    saved = json.loads((tmp_path / "gpu_quick.json").read_text())
+    assert saved["packed"] == {"1": 9e3} and saved["errors"] == {"(b)": "division by zero"}

@@ -71,6 +71,38 @@ def test_validate_refuses_a_trial_too_big_for_this_machine(tmp_path):
     assert p.returncode == 0 and "ok — 1 trials of 4,096 env steps" in p.stdout, p.stderr
 
 
+def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, monkeypatch, capsys):
+    """K = 16 trials of the default batch on one 80 GB GPU with 16 CPUs: refused in fp32 by
+    all three before Ray starts (the one check, rlsweep.placement.check_fits), run in bf16.
+    validate and run read this machine from placement.local_machine: an H100 box here."""
+    import ray
+
+    from rlsweep import placement
+
+    h100 = placement.Machine(cpus=16, gpus=1, gpu_memory_gib=79.6)
+    monkeypatch.setattr(placement, "local_machine", lambda cpus=None, gpus=True: h100)
+    base = f"games: [coinrun]\nseeds: {list(range(16))}\nbudget: 4096\n"
+    fp32 = _spec(tmp_path, base + "name: k16\nparams: {num_gpus: 0.0625, num_cpus: 1}\n")
+    storage = tmp_path / "results"
+    for args in (
+        ["validate", fp32],
+        ["plan", fp32, "--cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"],
+        ["run", fp32, "--storage", str(storage)],
+    ):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert f"{fp32}: params.num_gpus: got 0.0625: a trial's share of " in err, err
+        assert "5.0 GiB (16 trials per GPU) and it needs ~8.3 GiB" in err
+        assert err.strip().endswith("allowed: num_gpus >= 0.104")
+    assert not ray.is_initialized() and not storage.exists()
+    bf16 = _spec(
+        tmp_path, base + "name: b\nparams: {num_gpus: 0.0625, num_cpus: 1, bf16: true}\n", "b.yaml"
+    )
+    assert main(["validate", bf16]) == 0
+    assert main(["plan", bf16, "--cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"]) == 0
+    assert "16 at a time on 16 CPUs, 1 GPU" in capsys.readouterr().out
+
+
 def test_validate_and_run_refuse_a_bad_smoke_section(tmp_path):
     base = "name: abl\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\nvariants: {a: {}, b: {}}\n"
     huge = _spec(tmp_path, base + "smoke: {params: {minibatch_size: 1000000000}}\n", "huge.yaml")

@@ -11,11 +11,14 @@ from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
 from rlsweep.placement import (
     Machine,
-    activation_floats,
     check_fits,
+    gpu_memory,
     gpu_memory_gib,
+    memory_fraction,
     num_params,
+    out_of_memory_message,
     placement,
+    saved_activation_bytes,
     starts_local_ray,
     trials_at_once,
     trials_per_gpu,
@@ -82,18 +85,102 @@ def test_parameter_count_matches_the_model():
         assert num_params(cfg) == sum(p.numel() for p in net.parameters())
 
 
+H100_GIB = 79.6
+"""An 80 GB H100's memory as torch counts it (81,559 MiB)."""
+
+
 def test_gpu_memory_estimate_by_hand():
-    cfg = TrialConfig()  # 64 x 256 batch, minibatch 2048, [16, 32, 32], fp32
-    # input 2 x 3x64x64; stages: w*r^2 + 9*w*(r/2)^2 at r = 64, 32, 16; dense 2 x 256
-    floats = 2 * 3 * 4096 + (16 * 4096 + 9 * 16 * 1024) + (32 * 1024 + 9 * 32 * 256)
-    floats += (32 * 256 + 9 * 32 * 64) + 2 * 256
-    assert activation_floats(cfg) == floats
-    by_hand = 20 * num_params(cfg) + (16384 + 2048) * 12288 + 1.5 * 2048 * floats * 4
-    assert gpu_memory_gib(cfg) == pytest.approx(0.75 + by_hand / 2**30)
-    assert 4 < gpu_memory_gib(cfg) < 6  # ~5.2 GiB: 8 trials fit on an 80 GB H100, not 16
-    # bf16 halves the activations; a smaller minibatch shrinks them
-    assert gpu_memory_gib(TrialConfig(bf16=True)) < gpu_memory_gib(cfg)
-    assert gpu_memory_gib(TrialConfig(minibatch_size=512)) < gpu_memory_gib(cfg)
+    cfg = TrialConfig(num_gpus=0.125, num_cpus=2)  # 64 x 256 batch, minibatch 2048, fp32
+    m = gpu_memory(cfg)
+    assert m.learner == 4 * 4 * num_params(cfg) / 2**30  # weights, grads, Adam's two moments
+    assert m.copies == 4 * num_params(cfg) / 2**30  # the rollout's module, on the same GPU
+    # the batch's frames and columns (one bootstrap row per env), twice: PPO shuffle's copy
+    assert m.batch == 2 * (16384 + 64) * (12288 + 100) / 2**30
+    assert m.activations == 2048 * (12288 + saved_activation_bytes(cfg)) / 2**30
+    assert m.workspace == 2048 * 6.5 * (16 * 64 * 64 * 4) / 2**30  # fp32: cuDNN's
+    parts = m.learner + m.copies + m.batch + m.activations + m.workspace
+    assert m.total == 0.75 + 1.25 * parts  # the CUDA context; the allocator's reserve
+    assert gpu_memory_gib(cfg) == m.total == pytest.approx(8.26, abs=0.01)
+    # bf16 halves most activations and needs no fp32 workspace; a smaller minibatch shrinks both
+    assert gpu_memory(TrialConfig(bf16=True)).workspace == 0
+    assert gpu_memory_gib(TrialConfig(bf16=True)) < gpu_memory_gib(cfg) / 2
+    assert gpu_memory_gib(TrialConfig(minibatch_size=512)) < gpu_memory_gib(cfg) / 2
+    # APPO keeps the old policy too and queues batches; DQN holds no batch, 2 x minibatch rows
+    assert gpu_memory(TrialConfig(algorithm="appo")).batch == 4 * (16448 * 12388) / 2**30
+    dqn = gpu_memory(TrialConfig(algorithm="dqn", minibatch_size=32))
+    assert dqn.batch == 0 and dqn.activations == 64 * (12288 + 1229824) / 2**30
+
+
+def test_the_training_step_estimate_is_near_the_h100s_measured_peak():
+    """benchmarks/gpu.py (a) on an H100, 2048 samples: torch.cuda.max_memory_allocated of the
+    training step was 5.66 GiB in fp32 (the workspace constant comes from it) and 1.57 GiB in
+    bf16 (nothing was fitted to it)."""
+    assert gpu_memory(TrialConfig()).training_step == pytest.approx(5.66, rel=0.01)
+    assert gpu_memory(TrialConfig(bf16=True)).training_step == pytest.approx(1.57, rel=0.25)
+
+
+def _saved_by_autograd(cfg: TrialConfig, n: int) -> int:
+    """Bytes of the distinct tensors autograd saves for backward in a training forward of `n`
+    samples through the real model (its parameters and their casts not counted)."""
+    import torch
+
+    from rlsweep.models import ImpalaActorCritic
+    from rlsweep.placement import obs_shape
+
+    net = ImpalaActorCritic(obs_shape(cfg), 15, cfg.model_config())
+    params = {p.untyped_storage().data_ptr() for p in net.parameters()}
+    saved: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    obs = torch.randint(0, 256, (n, *obs_shape(cfg)), dtype=torch.uint8)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net(obs)
+    return sum(saved.values())
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"bf16": True},
+        {"widths": (32, 64, 64)},
+        {"global_pool": True},
+        {"downsample": "conv"},
+        {"channels_last": False},
+        {"framestack": "gap"},
+        {"bf16": True, "downsample": "conv", "global_pool": True},
+    ],
+    ids=str,
+)
+def test_saved_activation_bytes_are_what_autograd_saves(params):
+    """The estimate's activations, per sample, against a CPU forward through the real model
+    (the difference of two batch sizes: bf16's weight casts are per batch, not per sample)."""
+    cfg = TrialConfig(**params)
+    per_sample = (_saved_by_autograd(cfg, 16) - _saved_by_autograd(cfg, 8)) / 8
+    assert per_sample == pytest.approx(saved_activation_bytes(cfg), rel=0.01)
+
+
+def test_a_trial_on_a_fraction_caps_its_allocator_at_its_share_less_the_context():
+    assert memory_fraction(TrialConfig(num_gpus=0.125), H100_GIB) == 0.125 - 0.75 / H100_GIB
+    assert memory_fraction(TrialConfig(num_gpus=1), H100_GIB) is None  # the whole GPU
+    assert memory_fraction(TrialConfig(num_gpus=2), H100_GIB) is None
+    assert memory_fraction(TrialConfig(), H100_GIB) is None  # a CPU trial
+    assert memory_fraction(TrialConfig(num_gpus=0.01), 40) == 0  # less than its context
+
+
+def test_the_out_of_memory_message_names_the_share_and_the_estimate():
+    cfg = TrialConfig(num_gpus=0.125, num_cpus=2)
+    message = out_of_memory_message(cfg, H100_GIB, 9.1)
+    assert message.startswith("out of GPU memory on its share (num_gpus 0.125 of a 79.6 GiB")
+    assert "9.9 GiB, 9.2 GiB for torch after the CUDA context" in message
+    assert "estimated need ~8.3 GiB" in message and "reserved 9.1 GiB" in message
+    assert "larger num_gpus" in message
+    assert "(num_gpus 1 (79.6 GiB))" in out_of_memory_message(TrialConfig(num_gpus=1), H100_GIB, 0)
 
 
 def test_packing_arithmetic():
@@ -108,28 +195,44 @@ def test_packing_arithmetic():
 
 
 def test_check_fits_refuses_what_cannot_run():
-    box = Machine(cpus=16, gpus=1, gpu_memory_gib=80, where="the box")
-    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), box)  # 8 x ~5.2 GiB
+    box = Machine(cpus=16, gpus=1, gpu_memory_gib=H100_GIB, where="the box")
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), box)  # ~8.3 of a 9.9 GiB share
     with pytest.raises(ConfigError, match="num_cpus: a trial needs 32 CPUs .*the box has 16"):
         check_fits(TrialConfig(num_cpus=32), box)
     with pytest.raises(ConfigError, match="num_env_runners: a trial needs 18 CPUs"):
         check_fits(TrialConfig(num_cpus=2, num_env_runners=16), box)
     with pytest.raises(ConfigError, match="num_gpus: got 2; the box has 1 GPUs"):
         check_fits(TrialConfig(num_gpus=2), box)
-    small = Machine(cpus=16, gpus=1, gpu_memory_gib=12, where="the box")
-    # 8 trials of ~5.2 GiB share one 12 GiB GPU: refused, with the fraction that fits
+    small = Machine(cpus=16, gpus=1, gpu_memory_gib=24, where="the box")
+    # a share of 3 GiB: refused, with the fraction that holds the estimate
     with pytest.raises(ConfigError) as e:
         check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), small)
     assert e.value.path == "num_gpus"
-    assert "8 trials on one GPU need ~41.8 GiB" in e.value.message
-    assert "allowed: num_gpus >= 0.5" in e.value.message
-    # ... unless the CPUs hold back all but 2 of them
-    check_fits(TrialConfig(num_gpus=0.125, num_cpus=8), small)
+    assert e.value.message == (
+        "got 0.125: a trial's share of the box's 24 GiB GPUs is 3.0 GiB (8 trials per GPU) and "
+        "it needs ~8.3 GiB (estimated: rlsweep.placement.gpu_memory_gib); "
+        "allowed: num_gpus >= 0.345"
+    )
+    # ... even when the CPUs run only 2 of them at a time: each caps itself at its share
+    with pytest.raises(ConfigError, match="allowed: num_gpus >= 0.345"):
+        check_fits(TrialConfig(num_gpus=0.125, num_cpus=8), small)
+    check_fits(TrialConfig(num_gpus=0.345, num_cpus=8), small)
     # a trial bigger than the whole GPU: smaller batches, not fewer trials
     with pytest.raises(ConfigError, match="a smaller minibatch_size or train batch"):
         check_fits(TrialConfig(num_gpus=1, minibatch_size=16384), small)
     # unknown GPU memory is not checked
     check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), Machine(cpus=16, gpus=1))
+
+
+def test_sixteen_default_trials_do_not_fit_an_80_gb_gpu_in_fp32_and_do_in_bf16():
+    """K trials of the default batch (64 x 256, minibatch 2048) on one H100 with 16 CPUs."""
+    h100 = Machine(cpus=16, gpus=1, gpu_memory_gib=H100_GIB, where="the box")
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), h100)  # K = 8
+    with pytest.raises(ConfigError) as e:  # K = 16
+        check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1), h100)
+    assert "share of the box's 79.6 GiB GPUs is 5.0 GiB (16 trials per GPU)" in e.value.message
+    assert e.value.message.endswith("allowed: num_gpus >= 0.104")  # 9 per GPU
+    check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1, bf16=True), h100)  # ~3 GiB each
 
 
 @pytest.mark.rllib

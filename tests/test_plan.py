@@ -75,7 +75,7 @@ def test_gpu_packing_shows_concurrency_and_eta():
     assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 440)
     text = plan.summary()
     assert "16 trials x budget = 128,000,000 env steps; 4 at a time on 16 CPUs, 1 GPU" in text
-    assert "(GPU-bound; 4 CPUs, 0.25 GPU, ~5.2 GiB GPU memory per trial)" in text
+    assert "(GPU-bound; 4 CPUs, 0.25 GPU, ~8.3 GiB GPU memory per trial)" in text
     assert "(default 110/CPU/s (GPU trials unmeasured: the CPU rate))" in text
     # measured packings: 4 per GPU ran 24k env steps/s in all, 6k each: 4 waves of 1333 s
     gpu_rate = Throughput(110, "x", {1: 9e3, 2: 16e3, 4: 24e3}, "gpu.json")
@@ -94,13 +94,20 @@ def test_gpu_packing_shows_concurrency_and_eta():
 
 def test_plan_refuses_packings_that_cannot_fit():
     spec = SweepSpec.from_dict({**GPU_SPEC, "params": {"num_gpus": 0.125, "num_cpus": 2}})
-    with pytest.raises(SpecError, match=r"params.num_gpus: got 0.125: 8 trials on one GPU"):
+    with pytest.raises(SpecError, match=r"params.num_gpus: got 0.125: a trial's share of the "):
         make_plan(spec, cpus=16, gpus=1, gpu_memory=24)
     with pytest.raises(SpecError, match="the planned machine has 0 GPUs"):
         make_plan(spec, cpus=16)
     with pytest.raises(SpecError, match="params.num_cpus: a trial needs 2 CPUs"):
         make_plan(spec, cpus=1, gpus=1)
     make_plan(spec, cpus=16, gpus=1, gpu_memory=80)
+    # 16 default trials on one 80 GB GPU (5 GiB each): refused in fp32, planned in bf16
+    sixteen = {**GPU_SPEC, "params": {"num_gpus": 0.0625, "num_cpus": 1}}
+    with pytest.raises(SpecError, match=r"needs ~8.3 GiB .*allowed: num_gpus >= 0.104"):
+        make_plan(SweepSpec.from_dict(sixteen), cpus=16, gpus=1, gpu_memory=79.6)
+    sixteen["params"] = {**sixteen["params"], "bf16": True}
+    plan = make_plan(SweepSpec.from_dict(sixteen), cpus=16, gpus=1, gpu_memory=79.6)
+    assert plan.concurrent == 16
 
 
 def test_plan_cli_on_a_gpu_box(tmp_path, capsys):
@@ -109,14 +116,12 @@ def test_plan_cli_on_a_gpu_box(tmp_path, capsys):
     argv = ["plan", str(path), "--gpus", "1", "--cpus", "16", "--steps-per-s", "110"]
     assert main(argv) == 0
     assert "4 at a time on 16 CPUs, 1 GPU (GPU-bound" in capsys.readouterr().out
-    # --instance: the table's GPUs and their memory (g5: one 24 GB A10G, 16 vCPUs)
-    assert main(["plan", str(path), "--instance", "g5.4xlarge", "--steps-per-s", "110"]) == 0
+    # --instance: the table's GPUs and their memory (g5: one 24 GB A10G, 16 vCPUs): a quarter
+    # of it holds a bf16 trial, not an fp32 one
+    assert main(["plan", str(path), "--instance", "g5.4xlarge"]) == 2
+    assert "g5.4xlarge's 22.3 GiB GPUs is 5.6 GiB (4 trials per GPU)" in capsys.readouterr().err
+    bf16 = tmp_path / "bf16.yaml"
+    bf16.write_text(json.dumps({**GPU_SPEC, "params": {**GPU_SPEC["params"], "bf16": True}}))
+    assert main(["plan", str(bf16), "--instance", "g5.4xlarge", "--steps-per-s", "110"]) == 0
     out = capsys.readouterr().out
     assert "4 at a time on 16 CPUs, 1 GPU" in out and "1 x g5.4xlarge" in out
-    eighth = tmp_path / "eighth.yaml"
-    eighth.write_text(json.dumps({**GPU_SPEC, "params": {"num_gpus": 0.125, "num_cpus": 2}}))
-    assert main(["plan", str(eighth), "--instance", "g5.4xlarge"]) == 2
-    err = capsys.readouterr().err
-    assert (
-        "num_gpus: got 0.125: 8 trials on one GPU" in err and "g5.4xlarge's GPUs have 22.3" in err
-    )

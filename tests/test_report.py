@@ -345,3 +345,18 @@ def test_scores_csv_holds_each_score_where_it_was_measured(experiment, tmp_path)
     assert scores.loc[~fresh, evaluated].isna().all().all()
     assert scores.loc[fresh & done, evaluated].notna().all().all()
     assert scores.loc[~fresh & (scores["iteration"] > 0), M.WALL_S].notna().all()
+
+
+def test_gpu_memory_section_only_for_sweeps_with_gpu_trials(experiment, tmp_path):
+    assert "## GPU memory" not in build_report([experiment], out=tmp_path / "cpu").read_text()
+    for name, reserved in (("coinrun_s0_gap", 7.5), ("coinrun_s1_gap", 8.1)):
+        path = experiment / name / "result.json"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        gpu = {M.GPU_RESERVED_PEAK_GIB: reserved, M.GPU_ALLOCATED_PEAK_GIB: 6.0}
+        rows = [{**r, **gpu, M.GPU_LIMIT_GIB: 9.2} for r in rows]
+        if reserved == 8.1:  # a retried trial: its first process's peak was higher
+            rows[0][M.GPU_RESERVED_PEAK_GIB] = 9.0
+        path.write_text("\n".join(map(json.dumps, rows)) + "\n")
+    md = build_report([experiment], out=tmp_path / "gpu").read_text()
+    assert "## GPU memory" in md
+    assert "| syn | 2 | 9.2 | 8.25 | 9.00 | 6.00 |" in md  # median of 7.5 and 9.0

@@ -194,3 +194,21 @@ def test_two_trials_of_one_cell_are_not_two_seeds(tmp_path):
     with pytest.warns(UserWarning, match="coinrun_s0_b"):
         counted = R.finished(final)
     assert sorted(counted["trial_id"]) == ["coinrun_s0_a", "coinrun_s1_c"]
+
+
+def test_gpu_memory_columns_only_where_a_trial_reported_them(tmp_path):
+    """GPU trials report their memory peaks; a CPU trial reports none (no NaN columns for it),
+    and a sweep without GPU trials has no GPU columns at all."""
+    params = {"game": "coinrun", "seed": 0, "total_env_steps": 2000}
+    gpu = {M.GPU_RESERVED_PEAK_GIB: 7.5, M.GPU_ALLOCATED_PEAK_GIB: 6.0, M.GPU_LIMIT_GIB: 9.2}
+    write_trial(tmp_path / "cpu", "t0", params, [row(1000, 0.1, 0.1), row(2000, 0.2, 0.2)])
+    assert not set(M.GPU_METRICS) & set(R.load_curves(tmp_path / "cpu").columns)
+    write_trial(tmp_path / "mixed", "t0", params, [row(1000, 0.1, 0.1), row(2000, 0.2, 0.2)])
+    gpu_rows = [{**row(1000, 0.1, 0.1), **gpu}, {**row(2000, 0.2, 0.2), **gpu}]
+    write_trial(tmp_path / "mixed", "t1", {**params, "seed": 1}, gpu_rows)
+    curves = R.load_curves(tmp_path / "mixed")
+    columns = list(curves.columns)
+    assert columns[columns.index(M.TEST_FRESH) + 1 :][:4] == [*M.GPU_METRICS, "status"]
+    final = R.final_scores(curves).set_index("trial_id")
+    assert final.loc["t1", M.GPU_RESERVED_PEAK_GIB] == 7.5
+    assert math.isnan(final.loc["t0", M.GPU_RESERVED_PEAK_GIB])
