@@ -208,7 +208,11 @@ def test_gpu_memory_columns_only_where_a_trial_reported_them(tmp_path):
     write_trial(tmp_path / "mixed", "t1", {**params, "seed": 1}, gpu_rows)
     curves = R.load_curves(tmp_path / "mixed")
     columns = list(curves.columns)
-    assert columns[columns.index(M.TEST_FRESH) + 1 :][:4] == [*M.GPU_METRICS, "status"]
+    assert columns[columns.index(M.TEST_FRESH) + 1 :][:5] == [
+        M.RESUMED_AT,
+        *M.GPU_METRICS,
+        "status",
+    ]
     final = R.final_scores(curves).set_index("trial_id")
     assert final.loc["t1", M.GPU_RESERVED_PEAK_GIB] == 7.5
     assert math.isnan(final.loc["t0", M.GPU_RESERVED_PEAK_GIB])
