@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= $(shell sed -n 's/^DEFAULT_TORCH = "\(.*\)"$$/\1/p' rlsweep/launch/ec2.py)
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench bench-gpu gpu-check syslibs wheelhouse lint clean
+.PHONY: install test test-fast demo bench bench-plan bench-gpu gpu-check syslibs wheelhouse lint clean
 
 install: $(STAMP)
 
@@ -33,6 +33,12 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py $(if $(ROUNDS),--rounds $(ROUNDS)) \
 		$(if $(ITERATIONS),--iterations $(ITERATIONS)) $(if $(SIDE_BY_SIDE),--side-by-side)
+
+# benchmarks/plan_costs.py: what `rlsweep plan` counts each part of a sweep at (Ray's start, a
+# trial's start, training, evaluating), measured in a real sweep here (~5 min; QUICK=1: a smoke
+# run). `rlsweep plan` reads results/benchmarks/plan_costs.json from the directory it runs in.
+bench-plan: $(STAMP)
+	$(BIN)/python benchmarks/plan_costs.py $(if $(QUICK),--quick)
 
 # benchmarks/gpu.py: model bound, plain PPO loop, one trial, K packed trials (a GPU machine;
 # QUICK=1 runs its tiny CPU path). Results under $$OUT if set, else results/benchmarks/.

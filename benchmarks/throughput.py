@@ -25,10 +25,10 @@ mostly cancels in it; the rounds are the samples: the headline is their geometri
 pooled ratio (all env steps over all seconds) is printed too. Absolute figures depend on the
 machine's load (printed before and after); the ratio and its interval are the figures to read.
 
-Writes results/benchmarks/throughput.json (the keys `trial_env_steps_per_s`,
-`peer_env_steps_per_s`, `ratio`, `measured_at`, `machine` are read by others, e.g. `rlsweep
-plan`'s steps/s default). About 15 minutes on an idle 2-core machine (4 rounds), 25 on a busy
-one.
+Writes results/benchmarks/throughput.json (`trial_env_steps_per_s`, `peer_env_steps_per_s`,
+`ratio`, `measured_at`, `machine`, ...; `rlsweep plan` takes its figures from
+benchmarks/plan_costs.py instead). About 15 minutes on an idle 2-core machine (4 rounds), 25 on
+a busy one.
 
 `--side-by-side` runs each round's trial and peer at the same time instead, each confined to
 one core (the trial's whole process tree: Ray's daemons, Tune's driver and the trial; `pinned`)
@@ -65,7 +65,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PLAIN_PPO = Path(__file__).resolve().parent / "plain_ppo.py"
 DEFAULT_OUT = ROOT / "results" / "benchmarks" / "throughput.json"
 SIDE_BY_SIDE_OUT = DEFAULT_OUT.with_name("throughput_side_by_side.json")
-"""Apart from DEFAULT_OUT: `rlsweep plan` reads that one's 2-CPU figure."""
+"""Apart from DEFAULT_OUT: the 2-CPU runs and the 1-CPU ones are different measurements."""
 
 GAME, MODE = "coinrun", "easy"
 NUM_ENVS, ROLLOUT, MINIBATCH, EPOCHS, CPUS = 64, 64, 2048, 3, 2

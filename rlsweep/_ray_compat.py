@@ -5,9 +5,10 @@ rlsweep reaches past Ray's public API to make RLlib's PPO learner do the referen
 runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
 `stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to start a
 local Ray without the background work nobody reads (`quiet_local_ray`), to stop Tune's
-loop the way Ctrl-C does (`end_tune_loop`), and to share the sweep's stop flag through the GCS
-(`kv_put`, `kv_get`). `HOOKS` lists each private name with the Ray version it was checked
-against.
+loop the way Ctrl-C does (`end_tune_loop`), to share the sweep's stop flag through the GCS
+(`kv_put`, `kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the
+console (`DRIVER_LOGS`: matched by their wording, which is no API either). `HOOKS` lists each
+private name with the Ray version it was checked against.
 
 Upgrading Ray: `pytest tests/test_ray_compat.py` says which hooked names are gone (fast, no Ray
 cluster); `pytest -m rllib tests/test_ppo_reference.py` says whether the learner still computes
@@ -43,7 +44,8 @@ class Hook:
     """What rlsweep does with it, and where."""
     kind: str = "class"
     """class: defined on the owner class or module | instance: set on every instance by the
-    owner's __init__ | file: shipped in the ray wheel."""
+    owner's __init__ | file: shipped in the ray wheel | log: text of a log record the owner
+    module (whose name is its logger's) emits."""
     checked: str = CHECKED
 
 
@@ -133,6 +135,51 @@ HOOKS: tuple[Hook, ...] = (
     Hook("ray.experimental.internal_kv", "_internal_kv_get", "kv_get: trials read the flag"),
     Hook("ray.experimental.internal_kv", "_internal_kv_del", "kv_delete: the flag is removed"),
 )
+
+
+@dataclass(frozen=True)
+class DriverLog(Hook):
+    """A log record of Ray's on the sweep's driver, matched by text its message contains."""
+
+    kind: str = "log"
+    verbose: bool = False
+    """Shown on the console with --verbose (noise to most, a clue to some); otherwise only in
+    the sweep's driver log."""
+
+
+DRIVER_LOGS: tuple[DriverLog, ...] = (
+    # rlsweep says these itself, in its own words (`rlsweep resume <dir>`, not Tuner.restore).
+    DriverLog("ray.tune.tune", "Stop signal received", "rlsweep says what stopped the sweep"),
+    DriverLog("ray.tune.tune", "Experiment has been interrupted", "rlsweep prints the resume"),
+    DriverLog("ray.tune.tune", "Trials did not complete", "rlsweep's table lists them"),
+    # Said once per sweep when trial resources are sized; rlsweep only runs the new API stack.
+    DriverLog("ray.rllib.algorithms.algorithm_config", "You are running", "the new API stack"),
+    # Noise on every run: the cluster rlsweep starts here uses Ray's default, token auth on.
+    DriverLog(
+        "ray._private.authentication.authentication_token_setup",
+        "Token authentication is enabled for this Ray cluster",
+        "said by every local ray.init; the README says where the token is",
+        verbose=True,
+    ),
+    # Tune's timing of its own loop (warn_if_slow): `on_step_begin ... took 0.657 s` when the
+    # trials' processes hold every core of a small machine.
+    DriverLog(
+        "ray.tune.utils.util",
+        "which may be a performance bottleneck",
+        "Tune's loop waited for a busy machine",
+        verbose=True,
+    ),
+    # After Ctrl-C, Tune's results table tries trials that never started (no result files).
+    DriverLog(
+        "ray.tune.analysis.experiment_analysis",
+        "Failed to fetch metrics for",
+        "trials that never started have no results; rlsweep's table lists what ran",
+        verbose=True,
+    ),
+)
+"""Ray's log records rlsweep keeps off the driver's console (`rlsweep.sweep`): written to the
+sweep's driver log instead."""
+HOOKS = (*HOOKS, *DRIVER_LOGS)
 
 
 def resolve(owner: str) -> Any:

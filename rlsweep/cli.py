@@ -83,15 +83,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from rlsweep.cost import load_prices
-    from rlsweep.plan import make_plan
+    from rlsweep.plan import make_plan, scaling_warnings
 
     for flag, value in (("--instances", args.instances), ("--head", args.head)):
         if value is not None and args.instance is None:
             raise SpecError(None, "", f"{flag} needs --instance TYPE")
     spec = _load(args)
+    if args.budget is not None:
+        unscaled = SweepSpec.from_yaml(args.spec, smoke=args.smoke, storage_path=args.storage)
+        for line in scaling_warnings(unscaled, spec):
+            print(f"rlsweep: warning: {line}", file=sys.stderr, flush=True)
     plan = make_plan(
         spec,
-        cpus=args.cpus or os.cpu_count() or 1,
+        cpus=args.num_cpus or os.cpu_count() or 1,
         gpus=args.gpus,
         gpu_memory=args.gpu_memory,
         steps_per_cpu_s=args.steps_per_s,  # None: make_plan's (the last measured benchmark's)
@@ -99,7 +103,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         spot=args.spot,
         prices=load_prices(args.prices) if args.prices else None,
         # --instance alone plans for one instance, not for this machine's CPUs.
-        instances=args.instances or (1 if args.instance and not args.cpus else None),
+        instances=args.instances or (1 if args.instance and not args.num_cpus else None),
         head=args.head,
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
@@ -360,12 +364,16 @@ def parser() -> argparse.ArgumentParser:
         sub,
         "plan",
         "list a spec's trials, total env steps and wall time",
-        "  rlsweep plan search_spaces/study.yaml --cpus 32\n"
-        "  rlsweep plan search_spaces/demo.yaml --budget 25e6 --cpus 64\n"
+        "  rlsweep plan search_spaces/study.yaml --num-cpus 32\n"
+        "  rlsweep plan search_spaces/demo.yaml --budget 25e6 --num-cpus 64\n"
         "  rlsweep plan study.yaml --instance c6i.8xlarge --instances 4 --spot\n",
     )
     _add_spec(pl)
-    pl.add_argument("--cpus", type=int, help="CPUs to plan for (default: this machine's)")
+    pl.add_argument(
+        "--num-cpus", type=int, help="CPUs to plan for (default: this machine's), as run takes it"
+    )
+    # plan's own spelling before it took run's: still works, no longer in --help
+    pl.add_argument("--cpus", type=int, dest="num_cpus", help=argparse.SUPPRESS)
     pl.add_argument(
         "--steps-per-s",
         type=float,
@@ -378,7 +386,10 @@ def parser() -> argparse.ArgumentParser:
     )
     pl.add_argument("--instance", metavar="TYPE", help="estimate the cost on this EC2 type")
     pl.add_argument(
-        "--instances", type=int, metavar="N", help="N instances (default: enough for --cpus, or 1)"
+        "--instances",
+        type=int,
+        metavar="N",
+        help="N instances (default: enough for --num-cpus, or 1)",
     )
     pl.add_argument("--spot", action="store_true", help="spot prices (default: on-demand)")
     pl.add_argument(
@@ -494,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except SpecError as e:  # every kind of bad input: spec, flag, price table, launcher
-        print(f"rlsweep: error: {e}", file=sys.stderr)
+        for problem in e.errors:  # all of a spec's independent errors, a line each
+            print(f"rlsweep: error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SweepInterrupted as e:  # Ctrl-C / SIGTERM: trials checkpointed; the last line resumes
         print(f"\nresults: {e.result.path}\n\n{_table(e.result.trials)}\n", flush=True)

@@ -228,9 +228,13 @@ class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
 
     # ------------------------------------------------------------------------------------------
     def _validate(self) -> None:
+        """Every field on its own first, all errors at once; then the rules across fields
+        (which need each field valid), again all at once."""
+        errors: list[ConfigError] = []
+
         def check(name: str, ok: bool, allowed: str) -> None:
             if not ok:
-                raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
+                errors.append(ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}"))
 
         def number(name: str) -> bool:
             return is_number(getattr(self, name))
@@ -244,7 +248,10 @@ class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
         check("algorithm", self.algorithm in ALGORITHMS, ", ".join(ALGORITHMS))
         # Env, model and augmentation fields: validated by the sub-configs, under their names.
         for part in SUB_CONFIGS:
-            self.part(part)
+            try:
+                self.part(part)
+            except ConfigError as e:
+                errors.extend(e.errors)
         integer_at_least("seed", 0)
         for name in ("total_env_steps", "eval_interval", "eval_episodes"):
             check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
@@ -302,9 +309,20 @@ class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
                 isinstance(k, str) and is_number(x) and x > 0 for k, x in v.items()
             )
             check(name, ok, "a mapping of Ray resource name -> amount > 0")
+        if self.train_batch_size is not None:
+            ok = integer("train_batch_size") and self.train_batch_size > 0
+            check("train_batch_size", ok, "an integer > 0")
+        self._validate_algorithm_fields(check, number, integer)
+        if errors:
+            raise ConfigError.several(errors)
+        self._validate_across_fields(check)
+        if errors:
+            raise ConfigError.several(errors)
+
+    def _validate_across_fields(self, check) -> None:
+        """Rules that tie fields together (each field already valid on its own)."""
         batch = self.effective_train_batch_size
         if self.train_batch_size is not None:
-            check("train_batch_size", integer("train_batch_size") and batch > 0, "an integer > 0")
             per_round = self.rollout_length * self.num_envs_per_env_runner
             per_round *= max(1, self.num_env_runners)
             check(
@@ -325,11 +343,13 @@ class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
                 f"a divisor of the train batch ({batch} env steps): minibatching shuffle cuts "
                 "it into equal minibatches",
             )
-        self._validate_algorithm_fields(check, number, integer)
-
-    def _validate_algorithm_fields(self, check, number, integer) -> None:
-        for name in ("vtrace_clip_rho", "vtrace_clip_pg_rho"):
-            check(name, number(name) and getattr(self, name) > 0, "a number > 0")
+        # An iteration samples a whole train batch: a smaller budget would silently run more.
+        check(
+            "total_env_steps",
+            self.total_env_steps >= batch,
+            f">= {batch:,} env steps, one iteration (the train batch: rollout_length x "
+            "num_envs_per_env_runner x max(1, num_env_runners), or train_batch_size)",
+        )
         if self.algorithm in ("impala", "appo"):
             # RLlib's IMPALA splits the batch into whole rollout fragments.
             check(
@@ -337,6 +357,23 @@ class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
                 self.minibatch_size % self.rollout_length == 0,
                 f"a multiple of rollout_length ({self.rollout_length}) for {self.algorithm}",
             )
+        if self.algorithm == "dqn":
+            # The Q-network has no augmentation hook; refuse rather than silently ignore it.
+            check("augment", self.augment == "none", "none for algorithm dqn")
+            check(
+                "n_step",
+                self.n_step <= self.rollout_length,
+                f"<= rollout_length ({self.rollout_length})",
+            )
+            check(
+                "replay_capacity",
+                self.replay_capacity >= self.minibatch_size,
+                f">= minibatch_size ({self.minibatch_size})",
+            )
+
+    def _validate_algorithm_fields(self, check, number, integer) -> None:
+        for name in ("vtrace_clip_rho", "vtrace_clip_pg_rho"):
+            check(name, number(name) and getattr(self, name) > 0, "a number > 0")
         for name in ("replay_capacity", "target_update_freq", "epsilon_steps", "n_step"):
             check(name, integer(name) and getattr(self, name) > 0, "an integer > 0")
         check(
@@ -354,19 +391,6 @@ class TrialConfig(AugmentConfig, ModelConfig, EnvConfig):
             or (number("training_intensity") and self.training_intensity > 0),
             "a number > 0, or null for one update per sampling round",
         )
-        if self.algorithm == "dqn":
-            # The Q-network has no augmentation hook; refuse rather than silently ignore it.
-            check("augment", self.augment == "none", "none for algorithm dqn")
-            check(
-                "n_step",
-                self.n_step <= self.rollout_length,
-                f"<= rollout_length ({self.rollout_length})",
-            )
-            check(
-                "replay_capacity",
-                self.replay_capacity >= self.minibatch_size,
-                f">= minibatch_size ({self.minibatch_size})",
-            )
 
 
 def _join(path: str, key: str) -> str:

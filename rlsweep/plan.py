@@ -1,76 +1,222 @@
 """`rlsweep plan`: what a spec will run and roughly how long it takes, before anything starts.
 
-The wall-time estimate runs the sweep in waves of the trials that fit at once (CPUs, GPUs,
-fractional GPU packing: `rlsweep.placement`), each trial at a measured speed: the last benchmark
-run in this directory where there is one (`results/benchmarks/throughput.json` for CPU trials,
-`results/benchmarks/gpu.json` for GPU trials), else `DEFAULT_STEPS_PER_CPU_S`. The plan says
-which source it used.
+The wall-time estimate is a sweep as it runs: Ray starts, then the trials run as many at once as
+fit (CPUs, GPUs, fractional GPU packing: `rlsweep.placement`), each starting a new one when it
+ends, and each trial costs
+
+    its start (process, RLlib's build, envpools) + training (iterations x a fixed cost per
+    iteration + env steps at the training rate, the update's share of it scaled by num_epochs)
+    + evaluating (evaluations x 2 splits x eval_episodes envs x the game's time limit, at the
+    evaluation rate)
+
+with every rate per trial CPU. An evaluation plays each env until its first episode ends, so it
+lasts as long as the slowest env's episode: the time limit is its bound, and what an untrained
+coinrun policy reaches with 32 envs (its mean episode is ~650 steps). The figures come from
+`benchmarks/plan_costs.py` run in this directory (`results/benchmarks/plan_costs.json`) or else
+`DEFAULT_COSTS` (measured the same way on a 2-core machine); GPU trials' training rates from
+`results/benchmarks/gpu.json`. The plan says which source it used.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlsweep import cost
+from rlsweep import cost, procgen
+from rlsweep.config import TrialConfig
 from rlsweep.placement import gpu_memory_gib, placement, trials_at_once, trials_per_gpu
-from rlsweep.spec import SweepSpec, check_resources
+from rlsweep.spec import VARIANT, SweepSpec, check_resources
 
-DEFAULT_STEPS_PER_CPU_S = 110.0
-"""Env steps per second per trial CPU when no benchmark was run here: benchmarks/throughput.py
-on a 2-core machine, an rlsweep PPO trial with the [16, 32, 32] IMPALA-CNN, 64 envs x 64 steps,
-jemalloc, ~221 env steps/s on 2 CPUs."""
-CPU_BENCHMARK = Path("results/benchmarks/throughput.json")
-"""benchmarks/throughput.py's last result: `trial_env_steps_per_s` of one trial holding
-`setup.cpus` CPUs."""
+COSTS_BENCHMARK = Path("results/benchmarks/plan_costs.json")
+"""benchmarks/plan_costs.py's last result: the `Costs` fields below, by name."""
 GPU_BENCHMARK = Path("results/benchmarks/gpu.json")
 """benchmarks/gpu.py's last result: `packed`, {K: aggregate env steps/s of K trials on one GPU}."""
+EVAL_SPLITS = 2
+"""An evaluation plays the training levels and unseen levels alike (`rlsweep.evaluation.SPLITS`,
+which imports torch: plan does not)."""
+DEFAULT_SOURCE = "defaults (no benchmark here: make bench-plan)"
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What a trial's parts cost, in seconds on one CPU (`benchmarks/plan_costs.py` measures
+    each). An iteration samples its batch in vector steps (every env one step) and updates on
+    it, `num_epochs` passes of its minibatches: small rollouts, few envs and small minibatches
+    cost more per env step than the demo's, as they do in a trial."""
+
+    vector_step_s: float
+    """Sampling, per vector step whatever the envs: the policy's call, envpool's."""
+    env_step_s: float
+    """Sampling, per env and step: a frame through the policy, a step of the game."""
+    minibatch_s: float
+    """The update, per minibatch whatever its size: the optimizer's step, RLlib's bookkeeping."""
+    sample_s: float
+    """The update, per sample and epoch: forward and backward."""
+    iteration_s: float
+    """Per iteration (RLlib's and Tune's bookkeeping)."""
+    eval_steps_per_cpu_s: float
+    """Evaluation env steps per second per trial CPU, an evaluation counted as eval_episodes
+    envs x 2 splits x the game's time limit."""
+    trial_start_s: float
+    """A trial's own start and end: its process, RLlib's build, the envpools, the last
+    checkpoint, Tune's bookkeeping."""
+    ray_start_s: float
+    """Starting and stopping Ray on this machine."""
+
+    @classmethod
+    def fields(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    def iteration(self, cfg: TrialConfig) -> float:
+        """Seconds of one training iteration of `cfg` on its CPUs: the trial's process updates
+        on num_cpus threads and samples on them too, or else each remote EnvRunner samples its
+        share of the batch on its own CPU, all at once."""
+        batch, envs = cfg.effective_train_batch_size, cfg.num_envs_per_env_runner
+        runners = max(1, cfg.num_env_runners)
+        vector_steps = batch / (envs * runners)  # per runner, the runners side by side
+        sampling = vector_steps * (self.vector_step_s + envs * self.env_step_s)
+        minibatches = math.ceil(batch / cfg.minibatch_size)
+        update = cfg.num_epochs * (minibatches * self.minibatch_s + batch * self.sample_s)
+        if not cfg.num_env_runners:
+            sampling /= cfg.num_cpus
+        return self.iteration_s + sampling + update / cfg.num_cpus
+
+    def scaled(self, factor: float) -> Costs:
+        """These costs with training `factor` times as slow (evaluation and starts as they
+        are)."""
+        return dataclasses.replace(
+            self,
+            **{
+                k: getattr(self, k) * factor
+                for k in ("vector_step_s", "env_step_s", "minibatch_s", "sample_s", "iteration_s")
+            },
+        )
+
+
+REFERENCE = TrialConfig(
+    num_envs_per_env_runner=16, rollout_length=64, minibatch_size=512, num_epochs=3, num_cpus=1
+)
+"""The trial `--steps-per-s` speaks of, and benchmarks/plan_costs.py's sweep runs: the demo's."""
+DEFAULT_COSTS = Costs(
+    vector_step_s=0.009,
+    env_step_s=0.0019,
+    minibatch_s=0.0013,
+    sample_s=0.0038,
+    iteration_s=0.04,
+    eval_steps_per_cpu_s=1140.0,
+    trial_start_s=35.0,
+    ray_start_s=10.0,
+)
+"""Used where plan_costs.py has not run here: what a demo run on a 2-core machine shared with
+other jobs spent, read as plan_costs.py reads its sweep, its training in the proportions
+plan_costs.py measured on that machine in a quiet hour (README, Speed), rounded."""
+
+
+@dataclass(frozen=True)
+class TrialTime:
+    """One trial's estimated wall time, part by part."""
+
+    iterations: int
+    evaluations: int
+    start_s: float
+    train_s: float
+    eval_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.start_s + self.train_s + self.eval_s
+
+
+def evaluations(cfg: TrialConfig, iterations: int) -> int:
+    """Evaluations a trial of `iterations` makes: every `eval_interval` iterations and at the
+    end (`rlsweep.trainable`)."""
+    return iterations // cfg.eval_interval + (iterations % cfg.eval_interval != 0)
+
+
+def iterations(cfg: TrialConfig, env_steps: float | None = None) -> int:
+    """Iterations to `env_steps` (default: the trial's budget): each samples a whole batch."""
+    steps = cfg.total_env_steps if env_steps is None else env_steps
+    return max(1, math.ceil(steps / cfg.effective_train_batch_size))
+
+
+def eval_steps(cfg: TrialConfig) -> int:
+    """Env steps one evaluation is counted as: every env of both splits to the time limit."""
+    return (
+        EVAL_SPLITS * cfg.eval_episodes * procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
+    )
 
 
 @dataclass(frozen=True)
 class Throughput:
-    """Env steps per second the plan assumes, and where the figures came from."""
+    """The speeds and fixed costs the plan assumes, and where the figures came from."""
 
-    per_cpu_s: float
-    """CPU trials: per trial CPU."""
-    source: str
+    costs: Costs = DEFAULT_COSTS
+    """CPU trials' training (and every trial's evaluation and fixed costs)."""
+    source: str = DEFAULT_SOURCE
     gpu_packed: dict[int, float] | None = None
-    """GPU trials: aggregate env steps/s of K trials sharing one GPU (None: not measured)."""
+    """GPU trials: aggregate training env steps/s of K trials sharing one GPU (None: not
+    measured)."""
     gpu_source: str | None = None
 
-    def trial_steps_per_s(self, cpus: float, gpus: float, per_gpu: int) -> tuple[float, str]:
-        """One trial's env steps/s when `per_gpu` trials share each GPU, and the source."""
-        if gpus and self.gpu_packed:
+    def at(self, steps_per_cpu_s: float) -> Throughput:
+        """Training as fast as `steps_per_cpu_s` env steps per second (per CPU) in the
+        `REFERENCE` trial (`--steps-per-s`), other trials in proportion."""
+        factor = REFERENCE.effective_train_batch_size / steps_per_cpu_s
+        costs = self.costs.scaled(factor / self.costs.iteration(REFERENCE))
+        return dataclasses.replace(self, costs=costs, source=f"--steps-per-s, {self.source}")
+
+    def trial_steps_per_s(self, cfg: TrialConfig, per_gpu: int) -> tuple[float, str]:
+        """`cfg`'s training env steps/s when `per_gpu` trials share each GPU, and the
+        source."""
+        if cfg.num_gpus and self.gpu_packed:
             # The measured packing nearest below this one (more trials per GPU: slower each).
             k = max((k for k in self.gpu_packed if k <= per_gpu), default=min(self.gpu_packed))
             return self.gpu_packed[k] / k, f"{self.gpu_source}, {k} per GPU"
-        note = " (GPU trials unmeasured: the CPU rate)" if gpus else ""
-        return self.per_cpu_s * cpus, f"{self.source}{note}"
+        note = " (GPU trials unmeasured: the CPU's)" if cfg.num_gpus else ""
+        rate = cfg.effective_train_batch_size / self.costs.iteration(cfg)
+        return rate, f"{self.source}{note}"
+
+    def trial(self, cfg: TrialConfig, per_gpu: int = 1) -> TrialTime:
+        """`cfg`'s estimated wall time (`per_gpu` trials sharing each GPU); evaluation runs in
+        the trial's process, on its num_cpus."""
+        c, n = self.costs, iterations(cfg)
+        evals = evaluations(cfg, n)
+        rate, _ = self.trial_steps_per_s(cfg, per_gpu)
+        return TrialTime(
+            iterations=n,
+            evaluations=evals,
+            start_s=c.trial_start_s,
+            train_s=n * cfg.effective_train_batch_size / rate,
+            eval_s=evals * eval_steps(cfg) / (c.eval_steps_per_cpu_s * cfg.num_cpus),
+        )
 
 
 def measured_throughput(
-    cpu_file: Path = CPU_BENCHMARK, gpu_file: Path = GPU_BENCHMARK
+    costs_file: Path = COSTS_BENCHMARK, gpu_file: Path = GPU_BENCHMARK
 ) -> Throughput:
-    """The CPU benchmark's rate where it was run here, else the default; the GPU benchmark's
-    packed figures where it ran on a GPU."""
-    data = _read(cpu_file) or {}
-    rate, cpu_count = data.get("trial_env_steps_per_s"), (data.get("setup") or {}).get("cpus")
-    if _positive(rate) and _positive(cpu_count):
-        cpu = rate / cpu_count
-        source = f"{cpu_file}: {rate:,.0f} env steps/s on {cpu_count} CPUs"
+    """The costs benchmark's figures where it was run here, else `DEFAULT_COSTS` (the plan
+    says which); the GPU benchmark's packed figures where it ran on a GPU."""
+    data = _read(costs_file) or {}
+    figures = {k: data.get(k) for k in Costs.fields()}
+    if all(_number(v) for v in figures.values()) and figures["eval_steps_per_cpu_s"] > 0:
+        costs, source = Costs(**figures), f"{costs_file}, measured {data.get('measured_at', '?')}"
+        if costs.iteration(REFERENCE) <= 0:
+            costs, source = DEFAULT_COSTS, DEFAULT_SOURCE
     else:
-        cpu, source = DEFAULT_STEPS_PER_CPU_S, f"default {DEFAULT_STEPS_PER_CPU_S:g}/CPU/s"
+        costs, source = DEFAULT_COSTS, DEFAULT_SOURCE
     packed = None
     if (data := _read(gpu_file)) and data.get("device") == "cuda" and data.get("packed"):
         packed = {int(k): float(v) for k, v in data["packed"].items() if v and v > 0} or None
-    return Throughput(cpu, source, packed, str(gpu_file) if packed else None)
+    return Throughput(costs, source, packed, str(gpu_file) if packed else None)
 
 
-def _positive(x: object) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and x > 0
+def _number(x: object) -> bool:
+    """A figure of the benchmark: a finite number >= 0."""
+    return isinstance(x, int | float) and not isinstance(x, bool) and 0 <= x < math.inf
 
 
 def _read(path: Path) -> dict | None:
@@ -81,11 +227,31 @@ def _read(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def makespan(durations: list[float], slots: int) -> float:
+    """Wall time of jobs run in order on `slots` workers, each job starting when a worker
+    frees (as Tune starts a pending trial when a running one ends)."""
+    ends = [0.0] * max(1, slots)
+    for d in durations:
+        heapq.heappush(ends, heapq.heappop(ends) + d)
+    return max(ends)
+
+
 def duration(seconds: float) -> str:
     """'3.2 h', or minutes when that would round to 0.0 h or be under an hour."""
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
     return f"{max(1, round(seconds / 60))} min" if seconds >= 30 else "<1 min"
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'s' if n != 1 else ''}"
+
+
+def span(seconds: float) -> str:
+    """A part of the estimate: '12 s', '3.1 min', '2.0 h'."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 @dataclass(frozen=True)
@@ -110,13 +276,18 @@ class Plan:
     gpus: float
     """GPUs planned for."""
     trial_steps_per_s: float
-    """Env steps per second one trial is assumed to run at."""
+    """Training env steps per second of the slowest trial."""
     steps_per_s_source: str
-    """Where that figure came from (a benchmark file, --steps-per-s, or the default)."""
+    """Where the figures came from (a benchmark file, --steps-per-s, or the defaults)."""
     est_wall_s: float
-    """Estimated wall time of the whole sweep."""
+    """Estimated wall time of the whole sweep: `ray_start_s` + its trials run `concurrent` at
+    a time."""
     rows: list[dict]
-    """One row per grid trial: game, seed, grid values, sampled parameters' ranges."""
+    """One row per grid trial: game, seed, variant, grid values, sampled parameters' ranges."""
+    ray_start_s: float = 0.0
+    """Of `est_wall_s`: starting and stopping Ray."""
+    longest: TrialTime | None = None
+    """The longest trial's estimate, part by part."""
     gpu_memory_gib: float | None = None
     """Estimated GPU memory of the largest GPU trial (None: CPU trials)."""
     instance: str | None = None
@@ -148,6 +319,13 @@ class Plan:
             f"{self.trial_steps_per_s:,.0f} env steps/s per trial ({self.steps_per_s_source}); "
             f"estimated wall time {duration(self.est_wall_s)}"
         )
+        if (t := self.longest) is not None:
+            text += (
+                f" (Ray's start {span(self.ray_start_s)}; the longest trial {span(t.total_s)}: "
+                f"start {span(t.start_s)}, training {span(t.train_s)} over "
+                f"{_count(t.iterations, 'iteration')}, evaluating {span(t.eval_s)} over "
+                f"{_count(t.evaluations, 'evaluation')})"
+            )
         if self.est_cost_usd is not None:
             market = "spot" if self.spot else "on-demand"
             text += (
@@ -172,13 +350,13 @@ def make_plan(
     gpu_memory: float | None = None,
     throughput: Throughput | None = None,
 ) -> Plan:
-    """Trial list, totals and a wall-time estimate: trials run in waves of `concurrent` (what
-    fits on `cpus` CPUs and `gpus` GPUs at once, fractional GPU trials packed per GPU), each at
-    the measured rate (`throughput`, default `measured_throughput()`; `steps_per_cpu_s`
-    overrides its CPU rate),
-    evaluation and start-up not counted. A trial that cannot fit (CPUs, GPUs, or with
-    `gpu_memory` GiB per GPU the estimated memory of the trials packed on one) is refused with a
-    SpecError naming the key.
+    """Trial list, totals and a wall-time estimate: Ray's start, then the trials (each grid
+    trial `num_samples` times, in the spec's order) run `concurrent` at a time (what fits on
+    `cpus` CPUs and `gpus` GPUs at once, fractional GPU trials packed per GPU), each costing
+    `Throughput.trial` (`throughput`, default `measured_throughput()`; `steps_per_cpu_s` sets
+    its CPU training rate: `Throughput.at`). A trial that cannot fit (CPUs, GPUs, or with
+    `gpu_memory` GiB per GPU the estimated memory of the trials packed on one) is refused with
+    a SpecError naming the key.
 
     With `instance` (an EC2 type in `prices`, default rlsweep/prices.yaml) the plan also
     estimates the bill: `instances` of that type (then they, not `cpus`/`gpus`, set the machine
@@ -189,7 +367,8 @@ def make_plan(
     for the instance's."""
     if head is not None and instance is None:
         raise ValueError("head: a head instance type needs an instance type for the workers")
-    trials = spec.trials()
+    labelled = spec.labelled_trials()
+    trials = [t for _, t in labelled]
     places = [placement(t) for t in trials]
     per_trial = max(p.cpus for p in places)
     gpus_per_trial = max(p.gpus for p in places)
@@ -218,14 +397,20 @@ def make_plan(
         concurrent, bound = spec.num_trials, "spec"
     rate = throughput or measured_throughput()
     if steps_per_cpu_s is not None:
-        rate = dataclasses.replace(rate, per_cpu_s=steps_per_cpu_s, source="--steps-per-s")
+        rate = rate.at(steps_per_cpu_s)
     sharing = min(concurrent, trials_per_gpu(gpus_per_trial)) if gpus_per_trial else 0
-    trial_rate, source = rate.trial_steps_per_s(per_trial, gpus_per_trial, sharing)
-    waves = math.ceil(spec.num_trials / concurrent)
-    est = waves * spec.budget / trial_rate
-    rows = []
+    times, source, slowest = [], "", math.inf
     for t in trials:
+        trial_rate, source = rate.trial_steps_per_s(t, sharing)
+        times.append(rate.trial(t, sharing))
+        slowest = min(slowest, trial_rate)
+    runs = [x.total_s for x in times for _ in range(spec.search.num_samples)]
+    est = rate.costs.ray_start_s + makespan(runs, concurrent)
+    rows = []
+    for variant, t in labelled:
         row = {"game": t.game, "seed": t.seed}
+        if spec.variants:
+            row[VARIANT] = variant
         row.update({k: getattr(t, k) for k in spec.grid_keys})
         for k in spec.sampled_keys:
             row[k] = spec.space[k].to_raw()
@@ -249,10 +434,12 @@ def make_plan(
         bound=bound,
         cpus=cpus,
         gpus=gpus,
-        trial_steps_per_s=trial_rate,
+        trial_steps_per_s=slowest,
         steps_per_s_source=source,
         est_wall_s=est,
         rows=rows,
+        ray_start_s=rate.costs.ray_start_s,
+        longest=max(times, key=lambda x: x.total_s),
         gpu_memory_gib=max(map(gpu_memory_gib, gpu_trials)) if gpu_trials else None,
         instance=instance,
         instances=billed,
@@ -262,3 +449,56 @@ def make_plan(
         head_usd=head_usd,
         est_cost_usd=usd,
     )
+
+
+SCALING_FACTOR = 10
+"""A --budget this many times the spec's or more scales a spec up (a demo to a study): what it
+keeps as the spec set it is warned of."""
+SCALING_SHARE = 0.05
+"""Evaluations are warned of when they cost this share of a trial or more."""
+PUBLISHED = TrialConfig()
+"""The published setup's iteration (train-procgen: 64 envs x 256 steps, minibatch 2,048)."""
+ITERATION_KEYS = ("num_envs_per_env_runner", "rollout_length", "minibatch_size", "train_batch_size")
+"""The settings that size an iteration and its minibatches."""
+
+
+def scaling_warnings(
+    spec: SweepSpec, scaled: SweepSpec, throughput: Throughput | None = None
+) -> list[str]:
+    """What `scaled` (`spec` under a --budget `SCALING_FACTOR` times its own or more) keeps as
+    `spec` set it although it was chosen for the smaller budget, with the time it adds per
+    trial: evaluations (every eval_interval iterations: their number grows with the budget)
+    and an iteration smaller than the published one (what its trial takes longer than with the
+    published iteration's size, for the same env steps). Empty for a budget scaled less."""
+    if scaled.budget < SCALING_FACTOR * spec.budget:
+        return []
+    rate = throughput or measured_throughput()
+    factor = scaled.budget / spec.budget
+    times = [(t, rate.trial(t)) for t in scaled.trials()]
+    lines = []
+    t, est = max(times, key=lambda x: x[1].eval_s)
+    if est.eval_s >= SCALING_SHARE * est.total_s:
+        before = evaluations(t, iterations(t, spec.budget))
+        lines.append(
+            f"--budget {scaled.budget:,} is {factor:,.0f}x the spec's {spec.budget:,}, but "
+            f"eval_interval {t.eval_interval} still evaluates every "
+            f"{t.eval_interval * t.effective_train_batch_size:,} env steps: "
+            f"{est.evaluations:,} evaluations per trial, ~{span(est.eval_s)} of its "
+            f"{span(est.total_s)}; eval_interval {math.ceil(t.eval_interval * factor):,} keeps "
+            f"the spec's {before:,}"
+        )
+    t, est = min(times, key=lambda x: x[0].effective_train_batch_size)
+    batch, published = t.effective_train_batch_size, PUBLISHED.effective_train_batch_size
+    if batch < published:
+        resized = {**t.to_dict(), **{k: getattr(PUBLISHED, k) for k in ITERATION_KEYS}}
+        more = est.train_s - rate.trial(TrialConfig.from_dict(resized)).train_s
+        lines.append(
+            f"--budget {scaled.budget:,} keeps the spec's iterations of {batch:,} env steps "
+            f"(rollout_length {t.rollout_length} x num_envs_per_env_runner "
+            f"{t.num_envs_per_env_runner}, minibatch_size {t.minibatch_size}): "
+            f"{est.iterations:,} per trial, ~{span(more)} longer than the published setup's "
+            f"{published:,} ({PUBLISHED.num_envs_per_env_runner} x {PUBLISHED.rollout_length}, "
+            f"minibatch_size {PUBLISHED.minibatch_size:,}: extends: cobbe2019) for the same env "
+            f"steps, and eval_interval counts them"
+        )
+    return lines

@@ -6,9 +6,16 @@ bar redrawn in place; elsewhere (a log file, CI) the same line is printed, witho
 whenever a trial starts or ends, when the first ETA is known, and otherwise every `interval_s`
 seconds (default 30, or $RLSWEEP_PROGRESS_S).
 
-The ETA assumes the remaining work runs at the throughput measured so far in this session:
-every unfinished trial's remaining budget plus the trials not started yet, divided by env steps
-per second. A trial a scheduler stops early (ASHA) takes its remaining budget off the work.
+The ETA is `rlsweep plan`'s model of each trial (its start, its iterations, its evaluations:
+`rlsweep.plan.Throughput.trial`) fitted to the sweep as it runs: training and evaluating each
+take the pooled ratio of the time trials have spent on them (`time/wall_s - time/eval_s`,
+`time/eval_s`) to what the model says that work costs. An evaluation that lasts a minute then
+moves the ETA only as far as it differs from the evaluations before it, not by the minute (an
+ETA from env steps per second drops while trials evaluate, and jumps when they are back). The
+remaining trials run as many at once as have run, and between reports each running trial's
+remainder counts down with the clock. A trial a scheduler stops early (ASHA) takes its remaining
+work off the sweep. "best" is the best score any trial has reported so far: it never goes down,
+although a trial's latest evaluation may.
 """
 
 from __future__ import annotations
@@ -20,9 +27,49 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from rlsweep.metrics import ENV_STEPS
+from rlsweep import plan
+from rlsweep.config import TrialConfig
+from rlsweep.metrics import ENV_STEPS, EVAL_S, WALL_S
 
 FINISHED = ("TERMINATED", "ERROR")
+ITERATION = "training_iteration"
+"""Tune's count of a trial's reports (one per iteration)."""
+
+
+@dataclass(frozen=True)
+class _Model:
+    """`rlsweep.plan`'s costs of one trial: a whole one, and per iteration and evaluation."""
+
+    cfg: TrialConfig
+    start_s: float
+    iteration_s: float
+    evaluation_s: float
+
+    @classmethod
+    def of(cls, cfg: TrialConfig, rate: plan.Throughput) -> _Model:
+        t = rate.trial(cfg)
+        return cls(
+            cfg,
+            start_s=t.start_s,
+            iteration_s=t.train_s / t.iterations,
+            evaluation_s=t.eval_s / t.evaluations,
+        )
+
+    @property
+    def iterations(self) -> int:
+        return plan.iterations(self.cfg)
+
+    def evaluations(self, iterations: int) -> int:
+        """Evaluations made by the end of iteration `iterations` (the last one evaluates)."""
+        if iterations >= self.iterations:
+            return plan.evaluations(self.cfg, iterations)
+        return iterations // self.cfg.eval_interval
+
+    def train_s(self, iterations: float) -> float:
+        return iterations * self.iteration_s
+
+    def eval_s(self, evaluations: float) -> float:
+        return evaluations * self.evaluation_s
 
 
 def duration(seconds: float) -> str:
@@ -88,7 +135,10 @@ class ProgressView:
         stream: TextIO | None = None,
         interval_s: float | None = None,
         live: bool | None = None,
+        throughput: plan.Throughput | None = None,
     ) -> None:
+        """`throughput`: the plan's figures the ETA starts from (default: the benchmark's, as
+        `rlsweep plan` reads them)."""
         self.spec = spec
         self.metric, self.mode = spec.metric, spec.mode
         self.total_trials = spec.num_trials
@@ -105,6 +155,12 @@ class ProgressView:
         self._labels: dict[str, str] = {}
         self._progress: Any = None
         self.snapshot: Snapshot | None = None
+        self._rate = plan.measured_throughput() if throughput is None else throughput
+        self._spec_models = [_Model.of(t, self._rate) for t in spec.trials()]
+        self._models: dict[str, _Model] = {}
+        self._seen: dict[tuple[str, int], float] = {}  # (trial, iteration) -> when first seen
+        self._slots = 1  # trials seen running at once
+        self._best: tuple[float, str] | None = None
 
     # --- output -------------------------------------------------------------------------------
 
@@ -172,32 +228,84 @@ class ProgressView:
             self._labels[trial.trial_id] = " ".join(parts)
         return self._labels[trial.trial_id]
 
+    def _model(self, trial: Any) -> _Model:
+        if trial.trial_id not in self._models:
+            try:
+                cfg = self.spec.resolve({**self.spec.defaults(), **(trial.config or {})})
+                model = _Model.of(TrialConfig.from_dict(cfg), self._rate)
+            except Exception:  # a config the spec cannot resolve: the spec's first trial
+                model = self._spec_models[0]
+            self._models[trial.trial_id] = model
+        return self._models[trial.trial_id]
+
+    def _best_of(self, trials: list) -> tuple[float, str] | None:
+        """The best score reported so far, by any trial at any time (not the best of the
+        trials' latest scores, which falls when a trial's next evaluation is worse)."""
+        for t in trials:
+            value = (t.last_result or {}).get(self.metric)
+            if not (isinstance(value, int | float) and math.isfinite(value)):
+                continue
+            if self._best is None or (
+                value > self._best[0] if self.mode == "max" else value < self._best[0]
+            ):
+                self._best = (float(value), self._label(t))
+        return self._best
+
+    def _eta(self, trials: list, now: float) -> float | None:
+        """Seconds left: the plan's model of every unfinished trial's remaining work, scaled by
+        how long trials have actually taken for the work they reported (training and
+        evaluating apart), run as many at once as have run; None before any report."""
+        seen = [(t, self._model(t), t.last_result or {}) for t in trials]
+        reported = [(m, r) for _, m, r in seen if r.get(ITERATION)]
+        if not reported:
+            return None
+        train_model = eval_model = train_spent = eval_spent = 0.0
+        for m, r in reported:
+            done = int(r[ITERATION])
+            evals = m.evaluations(done)
+            train_spent += max(float(r.get(WALL_S, 0.0)) - float(r.get(EVAL_S, 0.0)), 0.0)
+            eval_spent += float(r.get(EVAL_S, 0.0))
+            train_model += m.train_s(done)
+            eval_model += m.eval_s(evals)
+        train_f = train_spent / train_model if train_model and train_spent else 1.0
+        eval_f = eval_spent / eval_model if eval_model and eval_spent else train_f
+        running, waiting = [], []
+        for t, m, r in seen:
+            if t.status in FINISHED:
+                continue
+            done = int(r.get(ITERATION) or 0)
+            left = train_f * m.train_s(m.iterations - done)
+            left += eval_f * m.eval_s(m.evaluations(m.iterations) - m.evaluations(done))
+            if not done:
+                left += train_f * m.start_s
+            if t.status == "RUNNING":
+                # Counts down between reports (from when this report, or the trial, was seen).
+                key = (t.trial_id, done)
+                since = self._seen.setdefault(key, now)
+                running.append(max(left - (now - since), 0.0))
+            else:
+                waiting.append(left)
+        unseen = max(self.total_trials - len(trials), 0)
+        if unseen:
+            m = self._spec_models[0]
+            whole = train_f * (m.start_s + m.train_s(m.iterations))
+            waiting += [whole + eval_f * m.eval_s(m.evaluations(m.iterations))] * unseen
+        self._slots = max(self._slots, len(running), 1)
+        return plan.makespan(sorted(running, reverse=True) + waiting, self._slots)
+
     def measure(self, trials: list, now: float | None = None) -> Snapshot:
         now = time.monotonic() if now is None else now
         budget = self.spec.budget
         done = errors = running = 0
-        steps = left = 0.0
-        best: tuple[float, str] | None = None
+        steps = 0.0
         for t in trials:
             result = t.last_result or {}
-            s = float(result.get(ENV_STEPS) or 0)
-            steps += s
-            trial_budget = (t.config or {}).get("total_env_steps", budget)
+            steps += float(result.get(ENV_STEPS) or 0)
             if t.status in FINISHED:
                 done += 1
                 errors += t.status == "ERROR"
             else:
                 running += t.status == "RUNNING"
-                left += max(trial_budget - s, 0.0)
-            value = result.get(self.metric)
-            if isinstance(value, int | float) and math.isfinite(value):
-                better = best is None or (
-                    value > best[0] if self.mode == "max" else value < best[0]
-                )
-                if better:
-                    best = (float(value), self._label(t))
-        unseen = max(self.total_trials - len(trials), 0)
-        left += unseen * budget
         pending = self.total_trials - done - running
         if self._start is None:
             self._start = (now, steps)
@@ -212,8 +320,8 @@ class ProgressView:
             steps=steps,
             total_steps=float(self.total_trials * budget),
             steps_per_s=rate,
-            eta_s=left / rate if rate else None,
-            best=best,
+            eta_s=self._eta(trials, now),
+            best=self._best_of(trials),
         )
 
     # Tune callback events (forwarded by tune_bridge.DriverCallback).

@@ -47,7 +47,7 @@ class Param:
             raise ConfigError("", f"unknown kind {self.kind!r}; allowed: {', '.join(KINDS)}")
         if self.kind in ("grid", "choice"):
             if not self.values:
-                raise ConfigError(self.kind, "needs a non-empty list of values")
+                raise ConfigError(self.kind, "got []; allowed: a non-empty list of values")
             if self.low is not None or self.high is not None or self.q is not None:
                 raise ConfigError(self.kind, "takes values only (no range or q)")
         else:
@@ -88,6 +88,12 @@ class Param:
     @classmethod
     def parse(cls, raw: Any) -> Param:
         if isinstance(raw, list):
+            if not raw:  # the user wrote a plain list: no `grid:` key to name
+                raise ConfigError(
+                    "",
+                    "got []; allowed: a non-empty list of values (a grid: each one runs), or a "
+                    f"mapping with one of {', '.join(KINDS)}",
+                )
             return cls("grid", tuple(raw))
         if not isinstance(raw, dict):
             raise ConfigError(
@@ -153,16 +159,26 @@ class Param:
         raise AssertionError(self.kind)
 
 
-def parse_space(raw: Any) -> dict[str, Param]:
-    """The `space:` section -> Param per key; errors carry the key path under `space`."""
-    if not isinstance(raw, dict):
-        raise ConfigError("space", f"got {raw!r}; allowed: a mapping param -> values or range")
+def parse_space(raw: Any, errors: list[ConfigError] | None = None) -> dict[str, Param]:
+    """The `space:` section -> Param per key; errors carry the key path under `space`, every
+    key's at once. With `errors`, they are appended there instead of raised, and the keys that
+    parsed are returned (so that the rest of a spec can still be checked)."""
+    found: list[ConfigError] = []
     out = {}
+    if not isinstance(raw, dict):
+        found.append(
+            ConfigError("space", f"got {raw!r}; allowed: a mapping param -> values or range")
+        )
+        raw = {}
     for key, value in raw.items():
         try:
             out[key] = value if isinstance(value, Param) else Param.parse(value)
         except ConfigError as e:
-            raise e.under(f"space.{key}") from None
+            found += e.under(f"space.{key}").errors
+    if errors is not None:
+        errors += found
+    elif found:
+        raise ConfigError.several(found)
     return out
 
 

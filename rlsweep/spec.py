@@ -18,6 +18,7 @@ import functools
 import itertools
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -50,7 +51,7 @@ def data_dir(name: str) -> Path:
 
 
 BASELINES_DIR = data_dir("baselines")
-DEFAULTED = ("budget", "games", "seeds")
+DEFAULTED = ("name", "budget", "games", "seeds")
 """Spec keys whose default is rarely what a study wants: a spec that leaves one out is warned."""
 
 
@@ -136,6 +137,8 @@ class SweepSpec:
     """Directory (or s3:// URI) holding `<name>/`."""
     tags: list[str] = field(default_factory=list)
     """Free-form labels (W&B run tags, next to the ones rlsweep derives)."""
+    description: str | None = None
+    """What the sweep is for, in a line (free text; baselines carry one too)."""
     smoke: dict[str, Any] = field(default_factory=dict)
     """Overrides for a quick run of the whole machinery (`--smoke`; see `smoke_spec`): `params`
     merge into the spec's, other keys replace theirs. Validated with the spec."""
@@ -155,25 +158,44 @@ class SweepSpec:
                 "renamed: write search.optuna_storage (the Optuna study's SQLAlchemy URL; "
                 "results go to storage_path)",
             )
+        errors: list[SpecError] = []
         if isinstance(self.search, dict):
-            self.search = self._sub("search", lambda: _build(SearchConfig, self.search))
-        self.space = self._sub("", lambda: parse_space(self.space))
-        self._check()
+            try:
+                self.search = _build(SearchConfig, self.search)
+            except ConfigError as e:
+                errors += self._placed(e.under("search")).errors
+                self.search = SearchConfig()  # the other checks run on a neutral search
+        space_errors: list[ConfigError] = []
+        self.space = parse_space(self.space, errors=space_errors)  # the keys that parsed
+        errors += [self._placed(e) for e in space_errors]
+        self._check(errors)
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, d: dict[str, Any], source: str | None = None) -> SweepSpec:
+    def from_dict(
+        cls, d: dict[str, Any], source: str | None = None, default_name: str | None = None
+    ) -> SweepSpec:
+        """The spec `d` holds (`source`: the file it came from, for errors). Every independent
+        problem is reported at once: unknown keys beside the errors of the keys known.
+        default_name: the name of a spec that writes none (a file's stem: a baseline runs as a
+        spec); without one, a missing name is an error."""
         if not isinstance(d, dict):
             raise SpecError(source, "", f"a spec is a mapping of keys, got {type(d).__name__}")
         d = _numbers_from_strings(d)
         known = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
-        for key in d:
-            if key not in known:
-                raise SpecError(source, key, _unknown("key", key, known))
-        if "name" not in d:
-            raise SpecError(source, "name", "missing; every spec needs a name")
-        spec = cls(**d, source=source)
-        spec._given = frozenset(d)
+        errors = [
+            SpecError(source, key, _unknown("key", key, known)) for key in d if key not in known
+        ]
+        if "name" not in d and default_name is None:
+            errors.append(SpecError(source, "name", "missing; every spec needs a name"))
+        given = {k: v for k, v in d.items() if k in known}
+        try:
+            spec = cls(**{"name": default_name or "spec", **given}, source=source)
+        except SpecError as e:
+            raise SpecError.several(errors + list(e.errors)) from None
+        if errors:
+            raise SpecError.several(errors)
+        spec._given = frozenset(given)
         return spec
 
     @classmethod
@@ -192,7 +214,8 @@ class SweepSpec:
             raise SpecError(
                 None, "", "from_yaml takes a file path; for YAML text use SweepSpec.from_yaml_text"
             )
-        spec = cls.from_dict(_read_yaml(path), source=str(path))
+        # A file that names no sweep (a baseline) runs under its own name.
+        spec = cls.from_dict(_read_yaml(path), source=str(path), default_name=Path(path).stem)
         if smoke:
             spec = spec.smoke_spec()
         return spec.replace(budget=budget, storage_path=storage_path)
@@ -214,7 +237,7 @@ class SweepSpec:
             return self
         given = self._given if self._given is not None else frozenset(self.to_dict())
         d = {k: v for k, v in self.to_dict().items() if k in given}
-        return SweepSpec.from_dict({**d, **changes}, source=self.source)
+        return SweepSpec.from_dict({**d, **changes}, source=self.source, default_name=self.name)
 
     def smoke_spec(self) -> SweepSpec:
         """The spec with its `smoke:` overrides applied, named `<name>-smoke`."""
@@ -228,8 +251,8 @@ class SweepSpec:
         try:
             return SweepSpec.from_dict(d, source=self.source)
         except SpecError as e:
-            raise SpecError(
-                self.source, ".".join(("smoke", e.path)).strip("."), e.message
+            raise e.each(
+                lambda x: SpecError(self.source, ".".join(("smoke", x.path)).strip("."), x.message)
             ) from None
 
     def default_warnings(self) -> list[str]:
@@ -238,6 +261,7 @@ class SweepSpec:
             return []
         where = f"{self.source}: " if self.source else ""
         what = {
+            "name": f"named after its file: results go to {self.storage_path}/{self.name}",
             "budget": f"each trial runs the default {self.budget:,} env steps",
             "games": f"trials run the default game {', '.join(self.games)}",
             "seeds": f"trials run the default seed {self.seeds} only (no confidence interval)",
@@ -327,15 +351,26 @@ class SweepSpec:
         return n
 
     def trials(self) -> list[TrialConfig]:
-        """Every grid trial, in order (games, seeds, then the grid); sampled params at defaults.
+        """Every grid trial, in order (games, seeds, variants, then the grid); sampled params at
+        defaults. With sampled parameters each of these stands for `num_samples` trials."""
+        return [t for _, t in self.labelled_trials()]
 
-        With sampled parameters each of these stands for `num_samples` trials."""
+    def labelled_trials(self) -> list[tuple[str | None, TrialConfig]]:
+        """`trials()`, each with its variant label (None without variants). Every trial is
+        built (and so validated); the errors of all of them are raised together."""
         keys = self.grid_keys
-        out = []
+        out, errors = [], []
         for game, seed, variant, *values in itertools.product(
             self.games, self.seeds, self.variant_labels, *(self.space[k].values for k in keys)
         ):
-            out.append(self._trial(game, seed, dict(zip(keys, values, strict=True)), variant))
+            try:
+                trial = self._trial(game, seed, dict(zip(keys, values, strict=True)), variant)
+            except SpecError as e:
+                errors += e.errors
+                continue
+            out.append((variant, trial))
+        if errors:
+            raise SpecError.several(errors)
         return out
 
     def _trial(
@@ -349,8 +384,11 @@ class SweepSpec:
             defaults = self._defaults
             return TrialConfig.from_dict(apply_conditions({**defaults, **d}, self.space, defaults))
         except ConfigError as e:
-            where = self._locate(e.path, game, seed, overrides, variant)
-            raise SpecError(self.source, where, e.message) from None
+            raise e.each(
+                lambda x: SpecError(
+                    self.source, self._locate(x.path, game, seed, overrides, variant), x.message
+                )
+            ) from None
 
     def _locate(
         self,
@@ -382,53 +420,60 @@ class SweepSpec:
         return f"params.{key}" if key else ""
 
     # --- validation ---------------------------------------------------------------------------
-    def _sub(self, prefix: str, build):
-        try:
-            return build()
-        except ConfigError as e:
-            raise SpecError(self.source, e.under(prefix).path, e.message) from None
+    def _placed(self, e: ConfigError) -> SpecError:
+        """`e` (one or several problems at spec key paths) as errors of this spec's file."""
+        return e.each(lambda x: SpecError(self.source, x.path, x.message))
 
-    def _check(self) -> None:
+    def _check(self, errors: list[SpecError]) -> None:
+        """Every check, with all independent errors raised together (`errors`: those found
+        already). The trials are built (and validated) only when the keys they are built from
+        passed: a bad `games` or an unknown parameter would only repeat itself there."""
+
         def fail(path: str, message: str) -> None:
-            raise SpecError(self.source, path, message)
+            errors.append(SpecError(self.source, path, message))
 
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", self.name):
             fail("name", f"got {self.name!r}; allowed: letters, digits, '_', '-', '.'")
+        before = len(errors)  # the keys trials are built from: games ... variants
         for key in ("games", "seeds"):
             values = getattr(self, key)
             if not isinstance(values, list) or not values:
                 fail(key, f"got {values!r}; allowed: a non-empty list")
-            if len(set(map(repr, values))) != len(values):
+            elif len(set(map(repr, values))) != len(values):
                 fail(key, f"got {values!r}; values must be distinct")
         if not is_int(self.budget, minimum=1):
             fail("budget", f"got {self.budget!r}; allowed: an integer number of env steps > 0")
-        if not isinstance(self.params, dict):
+        params = self.params if isinstance(self.params, dict) else {}
+        if params is not self.params:
             fail("params", f"got {self.params!r}; allowed: a mapping")
         known = [k for k in TrialConfig.field_names() if k not in _AXES]
-        for section, keys in (("params", self.params), ("space", self.space)):
+        for section, keys in (("params", params), ("space", self.space)):
             for key in keys:
                 if key in _AXES:
                     fail(f"{section}.{key}", f"set this with the top-level '{_AXES[key]}' key")
-                if key not in known:
+                elif key not in known:
                     fail(f"{section}.{key}", _unknown("parameter", key, known))
-        if not isinstance(self.variants, dict):
+        variants = self.variants if isinstance(self.variants, dict) else {}
+        if variants is not self.variants:
             fail("variants", f"got {self.variants!r}; allowed: a mapping label -> params")
-        for label, bundle in self.variants.items():
+        for label, bundle in variants.items():
             if not isinstance(label, str) or not isinstance(bundle, dict):
                 fail(f"variants.{label}", f"got {bundle!r}; allowed: a mapping of params")
+                continue
             for key in bundle:
                 if key in _AXES:
                     fail(f"variants.{label}.{key}", f"set this with the top-level '{_AXES[key]}'")
-                if key not in known:
+                elif key not in known:
                     fail(f"variants.{label}.{key}", _unknown("parameter", key, known))
-                if key in self.space:
+                elif key in self.space:
                     fail(f"variants.{label}.{key}", "also searched in space; pick one")
         for key, p in self.space.items():
-            if key in self.params:
+            if key in params:
                 fail(f"space.{key}", "also set in params; a parameter is either fixed or searched")
             for cond in p.when:
                 if cond not in self.space and cond not in known:
                     fail(f"space.{key}.when.{cond}", _unknown("parameter", cond, known))
+        trials_buildable = len(errors) == before
         if self.mode not in METRIC_MODES:
             fail("mode", f"got {self.mode!r}; allowed: {', '.join(METRIC_MODES)}")
         if self.metric not in METRICS:
@@ -439,68 +484,85 @@ class SweepSpec:
             fail("storage_path", f"got {self.storage_path!r}; allowed: a directory or s3:// URI")
         if not isinstance(self.tags, list) or not all(isinstance(t, str) for t in self.tags):
             fail("tags", f"got {self.tags!r}; allowed: a list of strings")
-        self._check_search()
+        if self.description is not None and not isinstance(self.description, str):
+            fail("description", f"got {self.description!r}; allowed: text, or null")
+        self._check_search(fail)
         if not isinstance(self.smoke, dict):
             fail("smoke", f"got {self.smoke!r}; allowed: a mapping of spec overrides")
-        for key, value in self.smoke.items():
+        for key, value in self.smoke.items() if isinstance(self.smoke, dict) else ():
             if key in ("smoke", "name"):
                 fail(f"smoke.{key}", "allowed: spec keys but name and smoke")
             if key == "params" and not isinstance(value, dict):
                 fail("smoke.params", f"got {value!r}; allowed: a mapping")
-        trials = self.trials()  # builds (and so validates) every grid trial
-        if self.metric.endswith("_norm"):
-            for t in trials:
-                if note := procgen.normalization_note(t.game, t.distribution_mode):
-                    fail(
-                        "metric",
-                        f"got {self.metric!r}, which is NaN for {t.game} {t.distribution_mode}"
-                        f" ({note}); allowed: {self.metric.removesuffix('_norm')}",
-                    )
-        self._check_sampled()
-        if self.smoke:
-            self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
+        if trials_buildable:
+            try:
+                trials = self.trials()  # builds (and so validates) every grid trial
+                self._check_sampled()
+            except SpecError as e:
+                errors += e.errors
+                trials = []
+            if self.metric in METRICS and self.metric.endswith("_norm"):
+                for t in trials:
+                    if note := procgen.normalization_note(t.game, t.distribution_mode):
+                        fail(
+                            "metric",
+                            f"got {self.metric!r}, which is NaN for {t.game} "
+                            f"{t.distribution_mode} ({note}); allowed: "
+                            f"{self.metric.removesuffix('_norm')}",
+                        )
+                        break
+        if self.smoke and not errors:
+            try:
+                self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
+            except SpecError as e:
+                errors += e.errors
+        if errors:
+            raise SpecError.several(errors)
 
-    def _check_search(self) -> None:
+    def _check_search(self, fail: Callable[[str, str], None]) -> None:
         s = self.search
         if s.algorithm == "grid" and self.sampled_keys:
-            raise SpecError(
-                self.source,
+            fail(
                 f"space.{self.sampled_keys[0]}",
                 "a sampled parameter needs search.algorithm random or optuna "
                 "(grid runs lists only)",
             )
         if s.algorithm == "optuna" and self.grid_keys:
-            raise SpecError(
-                self.source,
+            fail(
                 f"space.{self.grid_keys[0]}",
                 "optuna samples every parameter; write {choice: [...]} instead of a grid list",
             )
         if s.scheduler == "pbt":
-            if len(self.games) > 1:
-                raise SpecError(
-                    self.source,
+            if isinstance(self.games, list) and len(self.games) > 1:
+                fail(
                     "search.scheduler",
                     "pbt exploits across the population, so one PBT sweep trains one game; "
                     f"got games {self.games}",
                 )
             for i, key in enumerate(s.mutations):
                 if key not in self.space or self.space[key].is_grid:
-                    raise SpecError(
-                        self.source,
+                    fail(
                         f"search.mutations[{i}]",
                         f"got {key!r}; allowed: a sampled parameter of space "
                         f"({', '.join(self.sampled_keys) or 'none'})",
                     )
 
     def _check_sampled(self) -> None:
-        """Each sampled parameter's candidates/bounds must make a valid trial."""
+        """Each sampled parameter's candidates/bounds must make a valid trial (all errors at
+        once)."""
         if not self.sampled_keys:
             return
         game, seed = self.games[0], self.seeds[0]
         grid0 = {k: self.space[k].values[0] for k in self.grid_keys}
+        errors: list[SpecError] = []
         for key in self.sampled_keys:
             for value in self.space[key].candidates:
-                self._trial(game, seed, {**grid0, key: value})
+                try:
+                    self._trial(game, seed, {**grid0, key: value})
+                except SpecError as e:
+                    errors += e.errors
+        if errors:
+            raise SpecError.several(errors)
 
 
 CELL_INDEX = "__trial_index__"
@@ -551,9 +613,18 @@ def check_resources(
         try:
             check_fits(t, machine)
         except ConfigError as e:
-            raise SpecError(
-                spec.source, spec._locate(e.path, t.game, t.seed, {}), e.message
+            raise e.each(
+                lambda x, t=t: SpecError(
+                    spec.source, spec._locate(x.path, t.game, t.seed, {}), x.message
+                )
             ) from None
+
+
+NO_GPU_HINT = (
+    "; run it where there are GPUs (`--address` of a Ray cluster that has them), or see what "
+    "it needs with `rlsweep plan SPEC --gpus N`"
+)
+"""Said after a GPU trial is refused on this machine for want of GPUs."""
 
 
 def check_local_resources(spec: SweepSpec, num_cpus: float | None = None) -> None:
@@ -562,7 +633,12 @@ def check_local_resources(spec: SweepSpec, num_cpus: float | None = None) -> Non
 
     # Counting GPUs imports torch (~1 s): only a sweep that asks for GPUs pays for it.
     m = local_machine(num_cpus, gpus=any(t.num_gpus > 0 for t in spec.trials()))
-    check_resources(spec, m.cpus, m.gpus, gpu_memory_gib=m.gpu_memory_gib)
+    try:
+        check_resources(spec, m.cpus, m.gpus, gpu_memory_gib=m.gpu_memory_gib)
+    except SpecError as e:
+        if m.gpus or not e.path.endswith("num_gpus"):
+            raise
+        raise SpecError(e.source, e.path, e.message + NO_GPU_HINT) from None
 
 
 def _build(cls, raw: Any):
@@ -622,17 +698,23 @@ def _baseline_params(path: str, mtime_ns: int) -> dict[str, Any]:
     data = _numbers_from_strings(_read_yaml(path))
     if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
         raise SpecError(str(path), "params", "a baseline needs a 'params:' mapping")
-    extra = set(data) - {"params", "description"}
-    if extra:
-        raise SpecError(str(path), sorted(extra)[0], "unknown key; allowed: params, description")
+    errors = [
+        SpecError(str(path), str(key), _unknown("key", str(key), ["params", "description"]))
+        for key in data
+        if key not in ("params", "description")
+    ]
     known = [k for k in TrialConfig.field_names() if k not in _AXES]
-    for key in data["params"]:
-        if key not in known:
-            raise SpecError(str(path), f"params.{key}", _unknown("parameter", key, known))
+    errors += [
+        SpecError(str(path), f"params.{key}", _unknown("parameter", key, known))
+        for key in data["params"]
+        if key not in known
+    ]
+    if errors:
+        raise SpecError.several(errors)
     try:
         TrialConfig.from_dict(data["params"])
     except ConfigError as e:
-        raise SpecError(str(path), e.under("params").path, e.message) from None
+        raise e.under("params").each(lambda x: SpecError(str(path), x.path, x.message)) from None
     return data["params"]
 
 

@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import socket
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ import pandas as pd
 from rlsweep import __version__, tracking
 from rlsweep import metrics as M
 from rlsweep import results as R
-from rlsweep._ray_compat import bundled_jemalloc, quiet_local_ray
+from rlsweep._ray_compat import DRIVER_LOGS, bundled_jemalloc, quiet_local_ray
 from rlsweep.environ import set_env
 from rlsweep.interrupt import SweepInterrupted, resume_command
 from rlsweep.placement import starts_local_ray
@@ -306,12 +307,15 @@ def run_sweep(
     from rlsweep.tune_bridge import build_tuner
 
     wandb_settings = tracking.settings_from(wandb)
-    with ray_session(
-        address=address,
-        num_cpus=num_cpus,
-        jemalloc=jemalloc,
-        dashboard=_dashboard(dashboard),
-        verbose=verbose,
+    with (
+        _quiet_console(experiment, verbose),
+        ray_session(
+            address=address,
+            num_cpus=num_cpus,
+            jemalloc=jemalloc,
+            dashboard=_dashboard(dashboard),
+            verbose=verbose,
+        ),
     ):
         _check_cluster(spec, autoscaling=address is not None)
         record_run(spec, experiment, address=address, instance=instance, wandb=wandb_settings)
@@ -362,25 +366,26 @@ def resume_sweep(
     wandb_settings = tracking.settings_from(
         wandb if wandb is not None else run_info(experiment).get("wandb")
     )
-    print("\n".join(resume_points(spec, experiment)), flush=True)
-    with (
-        ray_session(
-            address=address,
-            num_cpus=num_cpus,
-            jemalloc=jemalloc,
-            dashboard=_dashboard(dashboard),
-            verbose=verbose,
-        ),
-        _driver(spec, experiment, verbose) as interrupts,
-    ):
-        tuner = restore_tuner(
-            spec,
-            trainable or _real_trainable(),
-            experiment,
-            stop_flag=interrupts.flag_name,
-            verbose=verbose,
-        )
-        _fit(tuner, wandb_settings)
+    with _quiet_console(experiment, verbose):
+        print("\n".join(resume_points(spec, experiment)), flush=True)
+        with (
+            ray_session(
+                address=address,
+                num_cpus=num_cpus,
+                jemalloc=jemalloc,
+                dashboard=_dashboard(dashboard),
+                verbose=verbose,
+            ),
+            _driver(spec, experiment, verbose) as interrupts,
+        ):
+            tuner = restore_tuner(
+                spec,
+                trainable or _real_trainable(),
+                experiment,
+                stop_flag=interrupts.flag_name,
+                verbose=verbose,
+            )
+            _fit(tuner, wandb_settings)
     return _finish(spec, experiment, wandb_settings, interrupts.signum)
 
 
@@ -469,7 +474,7 @@ def _driver(spec: SweepSpec, experiment: str, verbose: bool) -> Iterator[Any]:
     view = None if verbose else ProgressView(spec)
     interrupts = Interrupts(say=view.say if view else print)
     listeners = [interrupts, *([view] if view else [])]
-    with interrupts, _quiet_console(verbose), listening(*listeners):
+    with interrupts, listening(*listeners):
         where = resume_command(experiment).removeprefix("rlsweep resume ")
         print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
         if view is not None:
@@ -481,38 +486,80 @@ def _driver(spec: SweepSpec, experiment: str, verbose: bool) -> Iterator[Any]:
                 view.stop()
 
 
-class _DropLogs(logging.Filter):
-    def __init__(self, prefixes: tuple[str, ...]) -> None:
+DRIVER_LOG = "driver.log"
+"""In the experiment dir: Ray's log lines rlsweep keeps off the console (`_quiet_console`)."""
+
+
+class _ToDriverLog(logging.Filter):
+    """On a Ray logger: its records containing one of `texts` go to `log`, not the console."""
+
+    def __init__(self, texts: list[str], log: logging.Handler) -> None:
         super().__init__()
-        self.prefixes = prefixes
+        self.texts, self.log = texts, log
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefixes)
+        message = record.getMessage()
+        if not any(text in message for text in self.texts):
+            return True
+        self.log.handle(record)
+        return False
 
 
-_MUTED = {
-    # rlsweep says what happened and prints `rlsweep resume <dir>`, not `Tuner.restore(...)`.
-    "ray.tune.tune": ("Stop signal received", "Experiment has been interrupted", "Trials did not"),
-    # Said once per sweep when trial resources are sized; rlsweep only runs the new API stack.
-    "ray.rllib.algorithms.algorithm_config": ("You are running",),
-}
+class _LazyFileHandler(logging.FileHandler):
+    """A file handler that creates the file, and its directory, on its first record."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, delay=True)
+        self.setFormatter(logging.Formatter("%(asctime)s\t%(levelname)s %(name)s -- %(message)s"))
+
+    def _open(self):
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        return super()._open()
 
 
 @contextlib.contextmanager
-def _quiet_console(verbose: bool) -> Iterator[None]:
-    """Known noise off the driver's console. Unless `verbose`, Tune's output engine is off
-    too (RAY_AIR_NEW_OUTPUT=0, with verbosity 0: silent): its experiment box and a TensorBoard
-    hint pointing into /tmp/ray/session_* (the trial dirs in results/<name> hold the TensorBoard
-    files) give way to rlsweep's progress view."""
-    filters = [(logging.getLogger(name), _DropLogs(p)) for name, p in _MUTED.items()]
-    for log, f in filters:
-        log.addFilter(f)
+def _quiet_console(experiment: str, verbose: bool) -> Iterator[None]:
+    """For the length of a sweep on this driver (Ray's start included): Ray's log lines that a
+    sweep's user cannot act on (`_ray_compat.DRIVER_LOGS`: Tune's own timing, token auth, ...)
+    go to the experiment's `driver.log` instead of the console; with `verbose` only those
+    rlsweep says in its own words do. Unless `verbose`, Tune's output engine is off too
+    (RAY_AIR_NEW_OUTPUT=0, with verbosity 0: silent): its experiment box and a TensorBoard hint
+    pointing into /tmp/ray/session_* (the trial dirs in results/<name> hold the TensorBoard
+    files) give way to rlsweep's progress view. A sweep stored at a URI gets its driver log
+    uploaded at the end."""
+    fs, root = filesystem(experiment)
+    local = Path(root) if fs is None else Path(tempfile.mkdtemp(prefix="rlsweep-driver-log-"))
+    log = _LazyFileHandler(local / DRIVER_LOG)
+    texts: dict[str, list[str]] = {}
+    for line in DRIVER_LOGS:
+        if not (verbose and line.verbose):
+            texts.setdefault(line.owner, []).append(line.attribute)
+    filters = [(logging.getLogger(name), _ToDriverLog(t, log)) for name, t in texts.items()]
+    for logger, f in filters:
+        logger.addFilter(f)
     try:
         with set_env({} if verbose else {"RAY_AIR_NEW_OUTPUT": "0"}):
             yield
     finally:
-        for log, f in filters:
-            log.removeFilter(f)
+        for logger, f in filters:
+            logger.removeFilter(f)
+        log.close()
+        if fs is not None:
+            _upload_log(experiment, local)
+
+
+def _upload_log(experiment: str, local: Path) -> None:
+    """The driver log written locally for a sweep stored at a URI, appended to its own."""
+    path = local / DRIVER_LOG
+    if path.exists():
+        fs, root = filesystem(experiment)
+        try:
+            with fs.open_input_stream(f"{root}/{DRIVER_LOG}") as f:
+                before = f.read().decode()
+        except OSError:  # none yet
+            before = ""
+        _write(experiment, DRIVER_LOG, before + path.read_text())
+    shutil.rmtree(local, ignore_errors=True)
 
 
 def _check_cluster(spec: SweepSpec, autoscaling: bool) -> None:

@@ -1,6 +1,7 @@
 """benchmarks/throughput.py's statistics: the ratio's interval, the verdict read from it, the
 ratio's split into the share of the machine and the work per step, and the side-by-side mode's
-common window and core pinning; benchmarks/gpu.py's record, written stage by stage."""
+common window and core pinning; benchmarks/gpu.py's record, written stage by stage;
+benchmarks/plan_costs.py's figures from its measurements."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from plan_costs import SHAPES, costs, parts  # noqa: E402
 from throughput import (  # noqa: E402
     Run,
     cores_used,
@@ -134,3 +136,44 @@ def test_the_gpu_benchmark_writes_each_stage_as_it_ends(tmp_path, monkeypatch):
     assert "(b) FAILED after 0 s: division by zero" in (tmp_path / "gpu_quick.txt").read_text()
     saved = json.loads((tmp_path / "gpu_quick.json").read_text())
     assert saved["packed"] == {"1": 9e3} and saved["errors"] == {"(b)": "division by zero"}
+
+
+def test_plan_costs_parts_solve_the_shapes_and_scale_to_the_sweep():
+    """Iteration times made from known parts give those parts back; scaled so that the sweep's
+    3-epoch trial (6 iterations, evaluating at 3 and 6: 2 x 2 splits x 32 envs x coinrun's
+    1,000 steps each) gets the training time it took, in a sweep 30 s longer than it."""
+    from rlsweep.config import TrialConfig
+    from rlsweep.plan import Costs
+
+    known = {
+        "vector_step_s": 0.004,
+        "env_step_s": 0.001,
+        "minibatch_s": 0.05,
+        "sample_s": 0.002,
+        "iteration_s": 0.3,
+    }
+    fixed = {"eval_steps_per_cpu_s": 1.0, "trial_start_s": 0.0, "ray_start_s": 0.0}
+    made = Costs(**known, **fixed)
+    times = {}
+    for name, (envs, rollout, minibatch, epochs) in SHAPES.items():
+        cfg = TrialConfig(
+            num_envs_per_env_runner=envs,
+            rollout_length=rollout,
+            minibatch_size=minibatch,
+            num_epochs=epochs,
+            total_env_steps=envs * rollout,
+        )
+        times[name] = made.iteration(cfg)
+    assert parts(times) == pytest.approx(known)
+
+    three = {"num_epochs": 3, "env_steps": 6144, "iterations": 6, "wall_s": 100.0, "eval_s": 40.0}
+    one = {**three, "num_epochs": 1, "wall_s": 80.0}
+    sweep = {"sweep_wall_s": 130.0, "trials": [three, one]}
+    figures = costs(ray_s=8.0, sweep=sweep, training=known)
+    demo = TrialConfig(num_envs_per_env_runner=16, rollout_length=64, minibatch_size=512)
+    assert Costs(**figures).iteration(demo) == pytest.approx(60 / 6)  # the trial's 60 s
+    factor = 10 / made.iteration(demo)
+    assert figures == pytest.approx(
+        {k: v * factor for k, v in known.items()}
+        | {"eval_steps_per_cpu_s": 4 * 64_000 / 80, "trial_start_s": 30.0, "ray_start_s": 8.0}
+    )

@@ -54,7 +54,7 @@ def _spec(tmp_path: Path, text: str, name: str = "s.yaml") -> str:
     return str(path)
 
 
-BIG = "name: big\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\nparams: {num_cpus: 64}\n"
+BIG = "name: big\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\nparams: {num_cpus: 64}\n"
 
 
 def test_validate_refuses_a_trial_too_big_for_this_machine(tmp_path):
@@ -68,7 +68,7 @@ def test_validate_refuses_a_trial_too_big_for_this_machine(tmp_path):
     )
     # --num-cpus is run's flag too: the same check, against the CPUs run would give Ray.
     p = rlsweep("validate", spec, "--num-cpus", "64")
-    assert p.returncode == 0 and "ok — 1 trials of 4,096 env steps" in p.stdout, p.stderr
+    assert p.returncode == 0 and "ok — 1 trials of 16,384 env steps" in p.stdout, p.stderr
 
 
 def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, monkeypatch, capsys):
@@ -81,12 +81,12 @@ def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, m
 
     h100 = placement.Machine(cpus=16, gpus=1, gpu_memory_gib=79.6)
     monkeypatch.setattr(placement, "local_machine", lambda cpus=None, gpus=True: h100)
-    base = f"games: [coinrun]\nseeds: {list(range(16))}\nbudget: 4096\n"
+    base = f"games: [coinrun]\nseeds: {list(range(16))}\nbudget: 16384\n"
     fp32 = _spec(tmp_path, base + "name: k16\nparams: {num_gpus: 0.0625, num_cpus: 1}\n")
     storage = tmp_path / "results"
     for args in (
         ["validate", fp32],
-        ["plan", fp32, "--cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"],
+        ["plan", fp32, "--num-cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"],
         ["run", fp32, "--storage", str(storage)],
     ):
         assert main(args) == 2, args
@@ -104,7 +104,7 @@ def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, m
 
 
 def test_validate_and_run_refuse_a_bad_smoke_section(tmp_path):
-    base = "name: abl\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\nvariants: {a: {}, b: {}}\n"
+    base = "name: abl\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\nvariants: {a: {}, b: {}}\n"
     huge = _spec(tmp_path, base + "smoke: {params: {minibatch_size: 1000000000}}\n", "huge.yaml")
     typo = _spec(tmp_path, base + "smoke: {gamez: [leaper]}\n", "typo.yaml")
     for args in (["validate", huge], ["run", huge]):
@@ -123,7 +123,7 @@ def test_budget_25e6_on_run_plan_and_ablate(tmp_path):
     p = rlsweep("plan", DEMO, "--budget", "25e6")
     assert p.returncode == 0, p.stderr
     assert "4 trials x budget = 100,000,000 env steps" in p.stdout
-    two = "games: [coinrun]\nseeds: [0]\nbudget: 4096\nparams: {num_cpus: 2}\n"
+    two = "games: [coinrun]\nseeds: [0]\nbudget: 16384\nparams: {num_cpus: 2}\n"
     run = _spec(tmp_path, "name: r\n" + two, "r.yaml")
     ablation = _spec(tmp_path, "name: a\nvariants: {x: {}, y: {}}\n" + two, "a.yaml")
     for command, spec, trials in (("run", run, 1), ("ablate", ablation, 2)):
@@ -146,7 +146,7 @@ def test_defaults_the_spec_did_not_choose_are_warned(tmp_path, capsys):
             "(no confidence interval)",
         ]
     # A --budget on the command line is a choice too; the demo chooses all three.
-    assert main(["validate", minimal, "--budget", "4096"]) == 0
+    assert main(["validate", minimal, "--budget", "16384"]) == 0
     assert "budget" not in capsys.readouterr().err
     assert main(["validate", DEMO]) == 0
     assert capsys.readouterr().err == ""
@@ -183,7 +183,7 @@ def test_help_version_and_the_ablations(capsys):
 
 def test_resume_of_a_spec_points_at_its_results_dir(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    spec = _spec(tmp_path, "name: lost\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\n")
+    spec = _spec(tmp_path, "name: lost\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\n")
     assert main(["resume", spec]) == 2
     err = capsys.readouterr().err
     assert "its sweep resumes with: rlsweep resume results/lost" in err

@@ -1,5 +1,7 @@
 """Price table, trial / sweep / cluster costs, and the plan's cost estimate."""
 
+import math
+
 import pytest
 
 from rlsweep.cli import main
@@ -14,7 +16,7 @@ from rlsweep.cost import (
     trial_cost,
     trials_per_instance,
 )
-from rlsweep.plan import make_plan
+from rlsweep.plan import Costs, Throughput, make_plan
 from rlsweep.spec import SweepSpec
 
 # Round numbers, so every expected value below is computed by hand.
@@ -31,6 +33,21 @@ SPEC = {
 }
 
 
+TRAINING_ONLY = Throughput(
+    Costs(
+        vector_step_s=0.0,
+        env_step_s=1 / 110,
+        minibatch_s=0.0,
+        sample_s=0.0,
+        iteration_s=0.0,
+        eval_steps_per_cpu_s=math.inf,
+        trial_start_s=0.0,
+        ray_start_s=0.0,
+    )
+)
+"""No start-up, free evaluations, free updates: each EnvRunner samples 110 env steps/s."""
+
+
 @pytest.fixture
 def prices(tmp_path):
     path = tmp_path / "prices.yaml"
@@ -45,6 +62,11 @@ def test_shipped_table_loads_and_validates():
     assert table["g5.xlarge"].gpus == 1 and table["g4dn.12xlarge"].gpus == 4
     assert table["g5.xlarge"].gpu_memory_gib == 22.3 and table["c6i.8xlarge"].gpu_memory_gib is None
     assert all(0 < p.spot < p.on_demand for p in table.values())
+    # The GPU instances Procgen studies rent today, with each GPU's memory (L4, L40S, A100, H100)
+    gpus = {t: (table[t].gpus, table[t].gpu_memory_gib) for t in table if t.startswith(("g6", "p"))}
+    assert gpus["g6.xlarge"] == (1, 22.3) and gpus["g6e.12xlarge"] == (4, 44.7)
+    assert gpus["p4d.24xlarge"] == (8, 37.3) and gpus["p5.48xlarge"] == (8, 74.5)
+    assert table["p5.48xlarge"].vcpus == 192 and len([t for t in gpus if t.startswith("g6")]) == 16
     assert "us-east-1" in PRICES_PATH.read_text().split("\n\n")[0]  # the header says where/when
     assert hourly("c6i.8xlarge") == 1.36 and hourly("c6i.8xlarge", spot=True) == 0.55
 
@@ -116,18 +138,27 @@ def test_bad_table_names_file_and_key(tmp_path, table, path, message):
 def test_plan_estimate_with_instance(prices):
     spec = SweepSpec.from_dict(SPEC)
     assert make_plan(spec, cpus=16).est_cost_usd is None
-    # 16 CPUs: 2 trials at a time, 3 waves of 1 h; 2 x cpu8 at $0.40/h
-    plan = make_plan(spec, cpus=16, instance="cpu8", prices=prices, steps_per_cpu_s=110)
+    # 16 CPUs: 2 trials at a time, 3 waves of a trial's 49 whole iterations of 64 x 256 x 4
+    # EnvRunners = 65,536 env steps, the 4 sampling side by side (2.03 h); 2 x cpu8 at $0.40/h.
+    # Training only (the plan's model is tested in test_plan.py).
+    hours = 49 * 65536 / (110 * 4) / 3600
+    plan = make_plan(spec, cpus=16, instance="cpu8", prices=prices, throughput=TRAINING_ONLY)
     assert (plan.concurrent, plan.instances) == (2, 2)
-    assert plan.est_wall_s == pytest.approx(3 * 3600)
-    assert plan.est_cost_usd == pytest.approx(2 * 3 * 0.40)
-    assert "2 x cpu8 (on-demand, $0.400/h each): estimated cost $2.40" in plan.summary()
+    assert plan.est_wall_s == pytest.approx(3 * hours * 3600)
+    assert plan.est_cost_usd == pytest.approx(2 * 3 * hours * 0.40)
+    assert "2 x cpu8 (on-demand, $0.400/h each): estimated cost $4.87" in plan.summary()
     # 3 instances set the CPUs (24): 3 at a time, 2 waves; spot
     plan = make_plan(
-        spec, cpus=2, instance="cpu8", instances=3, spot=True, prices=prices, steps_per_cpu_s=110
+        spec,
+        cpus=2,
+        instance="cpu8",
+        instances=3,
+        spot=True,
+        prices=prices,
+        throughput=TRAINING_ONLY,
     )
     assert (plan.concurrent, plan.instances) == (3, 3)
-    assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10)
+    assert plan.est_cost_usd == pytest.approx(3 * 2 * hours * 0.10)
     # + an on-demand head for the 2 h, whatever the workers' market
     plan = make_plan(
         spec,
@@ -137,11 +168,11 @@ def test_plan_estimate_with_instance(prices):
         spot=True,
         head="gpu4",
         prices=prices,
-        steps_per_cpu_s=110,
+        throughput=TRAINING_ONLY,
     )
-    assert plan.head_usd == pytest.approx(2 * 4.00)
-    assert plan.est_cost_usd == pytest.approx(3 * 2 * 0.10 + 2 * 4.00)
-    assert "+ head gpu4 (on-demand, $8.00): estimated cost $8.60" in plan.summary()
+    assert plan.head_usd == pytest.approx(2 * hours * 4.00)
+    assert plan.est_cost_usd == pytest.approx(3 * 2 * hours * 0.10 + 2 * hours * 4.00)
+    assert "+ head gpu4 (on-demand, $16.22): estimated cost $17.43" in plan.summary()
     with pytest.raises(ValueError, match="head: a head instance type needs an instance type"):
         make_plan(spec, cpus=2, head="gpu4", prices=prices)
     # GPU trials on a CPU instance cannot run
@@ -150,7 +181,10 @@ def test_plan_estimate_with_instance(prices):
         make_plan(gpu_spec, cpus=8, instance="cpu8", prices=prices)
 
 
-def test_plan_cli_prints_the_cost(tmp_path, capsys):
+def test_plan_cli_prints_the_cost(tmp_path, capsys, monkeypatch):
+    """The CLI's flags reach make_plan (whose arithmetic is tested above); the plan's figures
+    are its defaults here (no benchmark in this directory)."""
+    monkeypatch.chdir(tmp_path)
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         "name: t\nbudget: 3168000\nseeds: [0, 1, 2, 3, 4]\n"
@@ -158,19 +192,30 @@ def test_plan_cli_prints_the_cost(tmp_path, capsys):
     )
     table = tmp_path / "prices.yaml"
     table.write_text(TABLE)
-    argv = ["plan", str(spec), "--cpus", "16", "--instance", "cpu8", "--prices", str(table)]
+    argv = ["plan", str(spec), "--num-cpus", "16", "--instance", "cpu8", "--prices", str(table)]
     argv += ["--steps-per-s", "110"]
+    loaded = SweepSpec.from_yaml(spec)
+
+    def cost(**kw) -> str:
+        plan = make_plan(loaded, steps_per_cpu_s=110, prices=load_prices(table), **kw)
+        return f"estimated cost ${plan.est_cost_usd:,.2f}"
+
     assert main(argv) == 0
-    assert "estimated cost $2.40" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 x cpu8 (on-demand, $0.400/h each)" in out
+    assert cost(cpus=16, instance="cpu8") in out  # ~3 h: $2.40 and a little more
     assert main([*argv, "--spot"]) == 0
-    assert "2 x cpu8 (spot, $0.100/h each): estimated cost $0.60" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 x cpu8 (spot, $0.100/h each)" in out
+    assert cost(cpus=16, instance="cpu8", spot=True) in out
     assert main([*argv, "--spot", "--head", "gpu4"]) == 0
-    assert "+ head gpu4 (on-demand, $12.00): estimated cost $12.60" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "+ head gpu4 (on-demand, $" in out
+    assert cost(cpus=16, instance="cpu8", spot=True, head="gpu4") in out
     # the shipped table; --instance alone plans for one instance: 32 vCPUs, 4 trials at once
     assert main(["plan", str(spec), "--instance", "c6i.8xlarge", "--steps-per-s", "110"]) == 0
     out = capsys.readouterr().out
     assert "4 at a time" in out and "1 x c6i.8xlarge (on-demand, $1.360/h each)" in out
-    assert "estimated cost $2.72" in out  # 2 waves of 1 h x $1.36
     table.write_text("cpu8: {vcpus: 8, gpus: 0, on_demand: 0.4}\n")
     assert main(argv) == 2
     assert f"{table}: cpu8.spot: missing" in capsys.readouterr().err

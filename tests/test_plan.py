@@ -1,22 +1,33 @@
-"""`rlsweep plan`: concurrency on a box (GPU packing included), the ETA, where its steps/s came
-from, and refusing packings that cannot fit. Cost estimates: tests/test_cost.py."""
+"""`rlsweep plan`: concurrency on a box (GPU packing included), the ETA's model of a trial,
+where its figures came from, refusing packings that cannot fit, and warning of what --budget does
+not scale. Cost estimates: tests/test_cost.py. The plan against a real run's wall time:
+tests/test_integration.py."""
 
+import dataclasses
 import json
+import math
+from pathlib import Path
 
 import pytest
 
 from rlsweep.cli import main
+from rlsweep.config import TrialConfig
 from rlsweep.plan import (
-    CPU_BENCHMARK,
-    DEFAULT_STEPS_PER_CPU_S,
+    COSTS_BENCHMARK,
+    DEFAULT_COSTS,
     GPU_BENCHMARK,
+    REFERENCE,
+    Costs,
     Throughput,
     duration,
     make_plan,
+    makespan,
     measured_throughput,
+    scaling_warnings,
 )
 from rlsweep.spec import SpecError, SweepSpec
 
+DEMO = str(Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml")
 # 16 trials of a quarter GPU and 4 CPUs each.
 GPU_SPEC = {
     "name": "packed",
@@ -25,6 +36,39 @@ GPU_SPEC = {
     "budget": 8_000_000,
     "params": {"num_gpus": 0.25, "num_cpus": 4},
 }
+
+
+def flat(steps_per_cpu_s: float, **fixed: float) -> Costs:
+    """Training at `steps_per_cpu_s` env steps/s per CPU whatever the trial's shape (all of it
+    per env step), free evaluations, and `fixed` costs (none unless given)."""
+    zero = dict(vector_step_s=0.0, minibatch_s=0.0, sample_s=0.0, iteration_s=0.0)
+    rest = dict(eval_steps_per_cpu_s=math.inf, trial_start_s=0.0, ray_start_s=0.0)
+    return Costs(env_step_s=1 / steps_per_cpu_s, **{**zero, **rest, **fixed})
+
+
+TRAINING_ONLY = flat(110.0)
+"""No fixed costs, free evaluations: env steps over the training rate."""
+DEMO_TRIAL = TrialConfig(
+    total_env_steps=12_288,
+    num_envs_per_env_runner=16,
+    rollout_length=64,
+    minibatch_size=512,
+    eval_interval=6,
+)
+"""The demo's trial: 12 iterations of 1,024 env steps, evaluating after the 6th and the 12th."""
+PARTS = Costs(
+    vector_step_s=0.004,
+    env_step_s=0.001,
+    minibatch_s=0.05,
+    sample_s=0.002,
+    iteration_s=0.5,
+    eval_steps_per_cpu_s=2000.0,
+    trial_start_s=20.0,
+    ray_start_s=10.0,
+)
+"""Round figures for sums by hand: the demo's iteration samples 64 vector steps of 16 envs,
+64 x (0.004 + 16 x 0.001) = 1.28 s, and updates 3 x (2 x 0.05 + 1024 x 0.002) = 6.444 s."""
+DEMO_ITERATION = 0.5 + 1.28 + 6.444
 
 
 def test_duration_shows_minutes_below_an_hour():
@@ -37,52 +81,116 @@ def test_duration_shows_minutes_below_an_hour():
         "5.0 h",
     ]
     spec = SweepSpec.from_dict({"name": "tiny", "budget": 20_000})
-    plan = make_plan(spec, cpus=2, steps_per_cpu_s=110)  # 20k steps at 110/s: 3 min
-    assert plan.summary().endswith("estimated wall time 3 min")
+    plan = make_plan(spec, cpus=2, throughput=Throughput(TRAINING_ONLY))
+    assert plan.est_wall_s == pytest.approx(2 * 16384 / 110)  # 2 whole iterations: 5 min
+    assert "estimated wall time 5 min (Ray's start 0 s; the longest trial 5.0 min" in (
+        plan.summary()
+    )
 
 
-def test_steps_per_s_come_from_the_last_benchmark(tmp_path, monkeypatch):
+def test_a_trial_is_its_start_iterations_and_evaluations():
+    """By hand, `PARTS` on 1 CPU; each evaluation counted as 2 splits x 32 envs x coinrun's
+    time limit of 1,000 steps."""
+    rate = Throughput(PARTS)
+    assert PARTS.iteration(DEMO_TRIAL) == pytest.approx(DEMO_ITERATION)
+    t = rate.trial(DEMO_TRIAL)
+    assert (t.iterations, t.evaluations) == (12, 2)
+    assert (t.start_s, t.eval_s) == (20.0, 2 * 64_000 / 2000)
+    assert t.train_s == pytest.approx(12 * DEMO_ITERATION)
+
+    def trial(**change):
+        return rate.trial(TrialConfig(**{**DEMO_TRIAL.to_dict(), **change}))
+
+    # eval_interval 5: at 5, 10 and the last (12); a budget of 12,289 takes a 13th iteration
+    assert (
+        trial(eval_interval=5).evaluations == 3 and trial(total_env_steps=12_289).iterations == 13
+    )
+    # leaper's time limit is 500: half coinrun's evaluation
+    assert trial(game="leaper").eval_s == 32.0
+    # Each part as the shape makes it: 1 epoch; 8 envs (twice the vector steps); minibatches
+    # of 128 (8 of them); 2 CPUs (both parts on 2 threads); 2 EnvRunners (each samples half
+    # the batch on its own CPU, side by side: 2 x 16 envs x 32 steps).
+    base = 0.5 + 1.28
+    assert trial(num_epochs=1).train_s == pytest.approx(12 * (base + 6.444 / 3))
+    assert trial(num_envs_per_env_runner=8, rollout_length=128).train_s == pytest.approx(
+        12 * (0.5 + 128 * (0.004 + 8 * 0.001) + 6.444)
+    )
+    assert trial(minibatch_size=128).train_s == pytest.approx(
+        12 * (base + 3 * (8 * 0.05 + 1024 * 0.002))
+    )
+    assert trial(num_cpus=2).train_s == pytest.approx(12 * (0.5 + (1.28 + 6.444) / 2))
+    runners = trial(num_env_runners=2, rollout_length=32)
+    assert runners.train_s == pytest.approx(12 * (0.5 + 32 * (0.004 + 16 * 0.001) + 6.444))
+    # Trials start as slots free, in order: 3 of 10 s and one of 25 s on 2 slots end at 35 s.
+    assert makespan([10, 10, 10, 25], 2) == 35 and makespan([10, 10], 4) == 10
+
+
+def test_the_demo_plan_counts_ray_trials_and_evaluations():
+    spec = SweepSpec.from_yaml(DEMO)
+    plan = make_plan(spec, cpus=2, throughput=Throughput(PARTS, "mine"))
+    # 4 trials, 2 at a time on 2 CPUs: Ray's start, then two waves of the trial above.
+    trial = 20.0 + 12 * DEMO_ITERATION + 2 * 64_000 / 2000
+    assert plan.concurrent == 2 and plan.est_wall_s == pytest.approx(10 + 2 * trial)
+    assert plan.summary().endswith(
+        "125 env steps/s per trial (mine); estimated wall time 6 min (Ray's start 10 s; the "
+        "longest trial 3.0 min: start 20 s, training 1.6 min over 12 iterations, evaluating "
+        "1.1 min over 2 evaluations)"
+    )
+    # --steps-per-s: the demo's trial trains at that rate, other shapes in proportion
+    fast = make_plan(spec, cpus=2, throughput=Throughput(PARTS), steps_per_cpu_s=200)
+    assert fast.trial_steps_per_s == pytest.approx(200)
+    assert fast.longest.train_s == pytest.approx(12 * 1024 / 200)
+
+
+def test_figures_come_from_the_last_benchmark_else_the_labelled_defaults(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rate = measured_throughput()
-    assert (rate.per_cpu_s, rate.gpu_packed) == (DEFAULT_STEPS_PER_CPU_S, None)
-    assert rate.source == "default 110/CPU/s"
-    CPU_BENCHMARK.parent.mkdir(parents=True)
-    CPU_BENCHMARK.write_text(json.dumps({"trial_env_steps_per_s": 300.0}))  # CPUs unknown
-    assert measured_throughput().per_cpu_s == DEFAULT_STEPS_PER_CPU_S
-    CPU_BENCHMARK.write_text(json.dumps({"trial_env_steps_per_s": 300.0, "setup": {"cpus": 2}}))
+    assert (rate.costs, rate.gpu_packed) == (DEFAULT_COSTS, None)
+    assert rate.source == "defaults (no benchmark here: make bench-plan)"
+    assert DEFAULT_COSTS.iteration(REFERENCE) > 0
+    COSTS_BENCHMARK.parent.mkdir(parents=True)
+    figures = dataclasses.asdict(PARTS)
+    del figures["sample_s"]
+    COSTS_BENCHMARK.write_text(json.dumps(figures))  # a part missing: no figure of it is used
+    assert measured_throughput().costs == DEFAULT_COSTS
+    figures |= {"sample_s": 0.002, "measured_at": "2026-11-25T20:00"}
+    COSTS_BENCHMARK.write_text(json.dumps(figures))
     # a CPU-path run of benchmarks/gpu.py is no GPU figure
     GPU_BENCHMARK.write_text(json.dumps({"device": "cpu", "packed": {"1": 50.0}}))
     rate = measured_throughput()
-    assert rate.per_cpu_s == 150.0 and rate.gpu_packed is None
-    assert rate.source == "results/benchmarks/throughput.json: 300 env steps/s on 2 CPUs"
-    spec = SweepSpec.from_dict({"name": "t", "budget": 1_500_000, "seeds": [0, 1]})
-    plan = make_plan(spec, cpus=2)  # 2 trials of 1 CPU at 150/s each, at once
-    assert plan.est_wall_s == pytest.approx(1_500_000 / 150)
-    assert "150 env steps/s per trial (results/benchmarks/throughput.json" in plan.summary()
-    assert make_plan(spec, cpus=2, steps_per_cpu_s=100).steps_per_s_source == "--steps-per-s"
+    assert rate.costs == PARTS and rate.gpu_packed is None
+    assert rate.source == "results/benchmarks/plan_costs.json, measured 2026-11-25T20:00"
+    plan = make_plan(SweepSpec.from_yaml(DEMO), cpus=2)
+    assert plan.ray_start_s == 10.0 and plan.longest.start_s == 20.0
+    assert plan.longest.train_s == pytest.approx(12 * DEMO_ITERATION)
+    assert "125 env steps/s per trial (results/benchmarks/plan_costs.json, measured" in (
+        plan.summary()
+    )
+    plan = make_plan(SweepSpec.from_yaml(DEMO), cpus=2, steps_per_cpu_s=100)
+    assert plan.steps_per_s_source.startswith("--steps-per-s, results/benchmarks/plan_costs")
     GPU_BENCHMARK.write_text(json.dumps({"device": "cuda", "packed": {"1": 9e3, "4": 24e3}}))
     assert measured_throughput().gpu_packed == {1: 9e3, 4: 24e3}
 
 
 def test_gpu_packing_shows_concurrency_and_eta():
     spec = SweepSpec.from_dict(GPU_SPEC)
-    cpu_rate = Throughput(DEFAULT_STEPS_PER_CPU_S, "default 110/CPU/s")
+    cpu_rate = Throughput(TRAINING_ONLY, "default 110/CPU/s")
     plan = make_plan(spec, cpus=16, gpus=1, gpu_memory=80, throughput=cpu_rate)
     assert (plan.concurrent, plan.bound) == (4, "GPU")
     assert (plan.cpus_per_trial, plan.gpus_per_trial) == (4, 0.25)
     # no GPU measured: the CPU rate, and the plan says so; 4 waves of 8M steps at 440/s
     assert plan.trial_steps_per_s == 440.0
-    assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 440)
+    assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 440, rel=2e-3)  # whole iterations
     text = plan.summary()
     assert "16 trials x budget = 128,000,000 env steps; 4 at a time on 16 CPUs, 1 GPU" in text
     assert "(GPU-bound; 4 CPUs, 0.25 GPU, ~8.3 GiB GPU memory per trial)" in text
-    assert "(default 110/CPU/s (GPU trials unmeasured: the CPU rate))" in text
+    assert "(default 110/CPU/s (GPU trials unmeasured: the CPU's))" in text
     # measured packings: 4 per GPU ran 24k env steps/s in all, 6k each: 4 waves of 1333 s
-    gpu_rate = Throughput(110, "x", {1: 9e3, 2: 16e3, 4: 24e3}, "gpu.json")
+    gpu_rate = Throughput(TRAINING_ONLY, "x", {1: 9e3, 2: 16e3, 4: 24e3}, "gpu.json")
     plan = make_plan(spec, cpus=16, gpus=1, throughput=gpu_rate)
     assert plan.trial_steps_per_s == 6e3 and plan.steps_per_s_source == "gpu.json, 4 per GPU"
-    assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 6e3)
-    assert plan.summary().endswith("estimated wall time 1.5 h")
+    assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 6e3, rel=2e-3)
+    assert "estimated wall time 1.5 h" in plan.summary()
     # twice the CPUs do not help a GPU-bound packing; two GPUs do
     assert make_plan(spec, cpus=32, gpus=1, throughput=gpu_rate).concurrent == 4
     plan = make_plan(spec, cpus=32, gpus=2, throughput=gpu_rate)
@@ -113,9 +221,16 @@ def test_plan_refuses_packings_that_cannot_fit():
 def test_plan_cli_on_a_gpu_box(tmp_path, capsys):
     path = tmp_path / "packed.yaml"
     path.write_text(json.dumps(GPU_SPEC))  # JSON is YAML
-    argv = ["plan", str(path), "--gpus", "1", "--cpus", "16", "--steps-per-s", "110"]
+    argv = ["plan", str(path), "--gpus", "1", "--num-cpus", "16", "--steps-per-s", "110"]
     assert main(argv) == 0
     assert "4 at a time on 16 CPUs, 1 GPU (GPU-bound" in capsys.readouterr().out
+    # --cpus, plan's name for it before it took run's --num-cpus, still works (not in --help)
+    assert main([a if a != "--num-cpus" else "--cpus" for a in argv]) == 0
+    assert "4 at a time on 16 CPUs, 1 GPU (GPU-bound" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    usage = capsys.readouterr().out
+    assert "--num-cpus NUM_CPUS" in usage and "--cpus" not in usage
     # --instance: the table's GPUs and their memory (g5: one 24 GB A10G, 16 vCPUs): a quarter
     # of it holds a bf16 trial, not an fp32 one
     assert main(["plan", str(path), "--instance", "g5.4xlarge"]) == 2
@@ -125,3 +240,46 @@ def test_plan_cli_on_a_gpu_box(tmp_path, capsys):
     assert main(["plan", str(bf16), "--instance", "g5.4xlarge", "--steps-per-s", "110"]) == 0
     out = capsys.readouterr().out
     assert "4 at a time on 16 CPUs, 1 GPU" in out and "1 x g5.4xlarge" in out
+
+
+def test_an_ablation_plan_shows_each_trials_variant(capsys):
+    ablation = Path(DEMO).parent / "ablations" / "framestack.yaml"
+    assert main(["plan", str(ablation), "--smoke"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["game", "seed", "variant", "samples"]
+    assert lines[1].split() == ["leaper", "0", "No", "Stack", "1"]
+    rows = [tuple(line.split()) for line in lines[1:] if line.startswith("leaper")]
+    assert len(rows) == len(set(rows)) == 6  # 2 seeds x 3 variants, no two rows alike
+
+
+def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
+    """--budget 25e6 on the demo keeps its 1,024-step iterations and eval_interval 6: the
+    evaluations grow 2,000-fold with it; each warning says what it costs per trial (`PARTS`)."""
+    demo, rate = SweepSpec.from_yaml(DEMO), Throughput(PARTS)
+    evals, iterations = scaling_warnings(demo, demo.replace(budget=25_000_000), rate)
+    assert evals.startswith(
+        "--budget 25,000,000 is 2,035x the spec's 12,288, but eval_interval 6 still evaluates "
+        "every 6,144 env steps: 4,070 evaluations per trial, ~36.2 h of its 92.0 h; "
+        "eval_interval 12,208 keeps the spec's 2"
+    )
+    # 24,415 iterations of 8.224 s (55.8 h) where 1,526 of 16,384 env steps would take
+    # 117.4 s each (49.8 h): sampling 256 x (0.004 + 64 x 0.001), 3 epochs of 8 minibatches
+    assert iterations == (
+        "--budget 25,000,000 keeps the spec's iterations of 1,024 env steps (rollout_length 64 x "
+        "num_envs_per_env_runner 16, minibatch_size 512): 24,415 per trial, ~6.0 h longer than "
+        "the published setup's 16,384 (64 x 256, minibatch_size 2,048: extends: cobbe2019) for "
+        "the same env steps, and eval_interval counts them"
+    )
+    assert scaling_warnings(demo, demo.replace(budget=6144), rate) == []  # scaled down
+    assert scaling_warnings(demo, demo.replace(budget=12 * 12_288), rate)  # 12x: a warning
+    assert scaling_warnings(demo, demo.replace(budget=9 * 12_288), rate) == []  # 9x: none
+    # The published setup's iterations: no word of them; its evaluations, counted to bigfish's
+    # time limit of 6,000 steps, cost 7% of a bigfish trial: over the 5% a warning takes.
+    study = SweepSpec.from_yaml(Path(DEMO).with_name("study.yaml"))
+    (warning,) = scaling_warnings(study, study.replace(budget=10 * 25_000_000), rate)
+    assert "eval_interval 25 still evaluates every 409,600 env steps: 611 evaluations" in warning
+    assert "~32.6 h of its 478.2 h" in warning
+    # The CLI warns on stderr, before the plan.
+    assert main(["plan", DEMO, "--budget", "25e6"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(e.startswith("rlsweep: warning: --budget 25,000,000") for e in err)

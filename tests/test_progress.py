@@ -3,6 +3,9 @@
 import io
 from dataclasses import dataclass, field
 
+import pytest
+
+from rlsweep.plan import Costs, Throughput
 from rlsweep.progress import ProgressView, duration
 from rlsweep.spec import SweepSpec
 
@@ -15,48 +18,149 @@ class Trial:
     last_result: dict = field(default_factory=dict)
 
 
-SPEC = SweepSpec(name="p", games=["coinrun"], seeds=[0, 1, 2, 3], budget=1000)
+TINY = {
+    "num_envs_per_env_runner": 16,
+    "rollout_length": 16,  # 256 env steps per iteration
+    "minibatch_size": 128,
+    "eval_interval": 2,
+    "eval_episodes": 2,  # coinrun: an evaluation is counted as 2 x 2 x 1000 env steps
+}
+SPEC = SweepSpec(name="p", games=["coinrun"], seeds=[0, 1, 2, 3], budget=1024, params=TINY)
+# The plan's prior: 10 s per 256-step iteration, 40 s per evaluation, 20 s to start a trial.
+PRIOR = Throughput(
+    Costs(
+        vector_step_s=0.0,
+        env_step_s=1 / 25.6,
+        minibatch_s=0.0,
+        sample_s=0.0,
+        iteration_s=0.0,
+        eval_steps_per_cpu_s=100.0,
+        trial_start_s=20.0,
+        ray_start_s=0.0,
+    )
+)
 
 
-def _trial(i: int, status: str, steps: float, score: float | None = None) -> Trial:
-    result = {"env_steps": steps} if steps else {}
+def _trial(
+    i: int,
+    status: str,
+    iteration: int = 0,
+    wall_s: float = 0.0,
+    eval_s: float = 0.0,
+    score: float | None = None,
+) -> Trial:
+    result = {}
+    if iteration:
+        result = {
+            "training_iteration": iteration,
+            "env_steps": 256 * iteration,
+            "time/wall_s": wall_s,
+            "time/eval_s": eval_s,
+        }
     if score is not None:
         result["test/return_norm"] = score
     return Trial(f"t{i}", status, {"game": "coinrun", "seed": i}, result)
 
 
-def test_eta_is_the_remaining_budget_at_the_measured_throughput():
-    view = ProgressView(SPEC, stream=io.StringIO())
-    view.measure([_trial(0, "RUNNING", 0)], now=0.0)
+def test_eta_is_the_plans_model_fitted_to_what_trials_took():
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR)
+    assert view.measure([_trial(0, "RUNNING")], now=0.0).eta_s is None  # nothing reported yet
+    # Trials train at half the prior's speed (20 s per iteration) and evaluate in 30 s (not 40).
     trials = [
-        _trial(0, "TERMINATED", 1000, 0.2),
-        _trial(1, "RUNNING", 500, 0.5),
-        _trial(2, "ERROR", 300),  # no more work: a failed trial's budget is not waited for
+        _trial(0, "TERMINATED", 4, 4 * 20 + 2 * 30, 2 * 30, 0.2),
+        _trial(1, "RUNNING", 2, 2 * 20 + 30, 30, 0.5),  # reported just now
+        _trial(2, "ERROR", 1, 20),  # no more work: a failed trial's budget is not waited for
     ]  # the 4th trial not created yet
-    snap = view.measure(trials, now=10.0)
+    snap = view.measure(trials, now=100.0)
     assert (snap.done, snap.errors, snap.running, snap.pending) == (2, 1, 1, 1)
-    assert snap.steps == 1800 and snap.total_steps == 4000
-    assert snap.steps_per_s == 180.0
-    assert snap.eta_s == (500 + 1000) / 180.0
+    assert snap.steps == 7 * 256 and snap.total_steps == 4 * 1024
+    # Left: trial 1's 2 iterations and 1 evaluation (70 s) while the 4th runs whole: its start
+    # (20 s at the training pace: 40 s) and 4 iterations, 2 evaluations (140 s).
+    assert view._slots == 1 and snap.eta_s == pytest.approx(70 + 40 + 140)
+    # Between reports the running trial's remainder counts down with the clock.
+    assert view.measure(trials, now=110.0).eta_s == pytest.approx(60 + 180)
     assert snap.best == (0.5, "coinrun s1")
-    assert snap.line("test/return_norm") == (
-        "trials 2/4 done (1 failed), 1 running, 1 pending | env steps 1,800/4,000 (45%) | "
-        "180 steps/s | ETA 8s | best test/return_norm 0.5 (coinrun s1)"
+    assert snap.line("test/return_norm").startswith(
+        "trials 2/4 done (1 failed), 1 running, 1 pending | env steps 1,792/4,096 (44%) | "
     )
+    assert snap.line("test/return_norm").endswith(
+        "ETA 4m10s | best test/return_norm 0.5 (coinrun s1)"
+    )
+
+
+def _sweep_timeline(start_s: float, iteration_s: float, evaluation_s: float, slots: int):
+    """A sweep of SPEC's 4 trials, `slots` at a time: each starts, then runs 4 iterations,
+    evaluating after the 2nd and 4th. Returns (trials at time `now`, the sweep's end)."""
+    reports = []  # per trial: (time of the report, iteration, wall_s, eval_s)
+    free = [0.0] * slots
+    for _ in range(4):
+        slot = min(range(slots), key=free.__getitem__)
+        t, wall, evals, rows = free[slot] + start_s, 0.0, 0.0, []
+        for it in range(1, 5):
+            wall += iteration_s
+            if it % 2 == 0:
+                wall += evaluation_s
+                evals += evaluation_s
+            rows.append((t + wall, it, wall, evals))
+        reports.append((free[slot], rows))
+        free[slot] = t + wall
+    end = max(free)
+
+    def at(now: float) -> list[Trial]:
+        trials = []
+        for i, (begin, rows) in enumerate(reports):
+            done = [r for r in rows if r[0] <= now]
+            status = "PENDING" if now < begin else "RUNNING"
+            if len(done) == len(rows):
+                status = "TERMINATED"
+            _, it, wall, evals = done[-1] if done else (0, 0, 0.0, 0.0)
+            trials.append(_trial(i, status, it, wall, evals))
+        return trials
+
+    return at, end
+
+
+def test_eta_does_not_swing_with_evaluations():
+    """Evaluations that take 6x an iteration (and 1.5x what the plan's prior says): once the
+    first one has been reported, now + ETA stays within 10% of when the sweep really ends (an
+    ETA from env steps per second swung by 2x, dropping while trials evaluated and jumping when
+    they were back)."""
+    at, end = _sweep_timeline(start_s=15.0, iteration_s=10.0, evaluation_s=60.0, slots=2)
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR)
+    first_evaluation = 15.0 + 2 * 10.0 + 60.0
+    predicted = []
+    for now in range(0, int(end)):
+        eta = view.measure(at(float(now)), now=float(now)).eta_s
+        if now >= first_evaluation:
+            predicted.append(now + eta)
+    assert len(predicted) > 200
+    assert max(abs(p - end) for p in predicted) <= 0.1 * end, (min(predicted), max(predicted), end)
+
+
+def test_best_so_far_never_goes_down():
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR)
+    assert view.measure([_trial(0, "RUNNING", 2, 50, 30, 0.00203)], now=1).best == (
+        0.00203,
+        "coinrun s0",
+    )
+    # The trial's next evaluation is worse: "best" is still the best reported so far.
+    later = view.measure([_trial(0, "RUNNING", 4, 100, 60, 0.0), _trial(1, "RUNNING")], now=2)
+    assert later.best == (0.00203, "coinrun s0")
+    assert "best test/return_norm 0.00203 (coinrun s0)" in later.line("test/return_norm")
 
 
 def test_plain_lines_without_ansi_when_not_a_terminal():
     out = io.StringIO()  # not a TTY: no live bar, plain lines
-    view = ProgressView(SPEC, stream=out, interval_s=3600)
+    view = ProgressView(SPEC, stream=out, interval_s=3600, throughput=PRIOR)
     view.start()
-    view.on_step_end(0, [_trial(0, "RUNNING", 0)])
-    view.on_step_end(1, [_trial(0, "RUNNING", 0)])  # nothing changed: no line
+    view.on_step_end(0, [_trial(0, "RUNNING")])
+    view.on_step_end(1, [_trial(0, "RUNNING")])  # nothing changed: no line
     view.say("a note")
     view.stop()
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and "\x1b" not in out.getvalue()
     assert lines[0].endswith(
-        "trials 0/4 done, 1 running, 3 pending | env steps 0/4,000 (0%) | - steps/s | ETA -"
+        "trials 0/4 done, 1 running, 3 pending | env steps 0/4,096 (0%) | - steps/s | ETA -"
     )
     assert lines[1].endswith("] a note")
 

@@ -188,7 +188,7 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
         name="syn",
         games=["coinrun", "maze"],
         seeds=[0, 1],
-        budget=4000,
+        budget=16384,
         params={"lr": 5e-4},
         space={"framestack": ["none", "gap", "stack"]},  # stack: never started
     )
@@ -207,7 +207,7 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     assert "Not aggregated (a game without finished runs): framestack=gap, framestack=stack" in md
     assert "- `syn`: 8 of 12 trials (4 TERMINATED, 4 ERROR); 4 not started" in md
     # A spec that does not describe the trials found (another grid) adds no column.
-    other = SweepSpec(name="syn", budget=4000, space={"framestack": ["gap", "stack"]})
+    other = SweepSpec(name="syn", budget=16384, space={"framestack": ["gap", "stack"]})
     (exp / SWEEP_FILE).write_text(other.to_yaml())
     report = build_report([exp], out=tmp_path / "o2")
     table = (report.parent / "table.md").read_text()

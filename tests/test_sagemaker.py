@@ -231,7 +231,7 @@ def test_cli_prints_the_request(tmp_path, capsys, monkeypatch):
         monkeypatch.setenv(key, value)
     spec = tmp_path / "specs" / "sm.yaml"
     spec.parent.mkdir()
-    spec.write_text("name: sm\ngames: [coinrun]\nseeds: [0]\nbudget: 4096\n")
+    spec.write_text("name: sm\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\n")
     args = ["sagemaker", str(spec), "--source-root", str(tmp_path), "--job-name", "sm-1"]
     args += ["--role-arn", ROLE, "--image-uri", "img:1", "--checkpoint-s3", "s3://bkt/ckpt"]
     args += ["--output-s3", "s3://bkt/out", "--source-s3", "s3://bkt/src/sourcedir.tar.gz"]

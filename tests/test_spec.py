@@ -1,3 +1,4 @@
+import math
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,7 @@ def test_expansion_is_games_x_seeds_x_grid():
         name="x",
         games=["coinrun", "maze"],
         seeds=[0, 1, 2],
-        budget=1000,
+        budget=20_000,
         space={"framestack": ["none", "gap"], "lr": [1e-4, 5e-4]},
     )
     trials = spec.trials()
@@ -75,7 +76,7 @@ def test_expansion_is_games_x_seeds_x_grid():
         for f in ("none", "gap")
         for lr in (1e-4, 5e-4)
     }
-    assert all(t.total_env_steps == 1000 for t in trials)
+    assert all(t.total_env_steps == 20_000 for t in trials)
 
 
 def test_yaml_exponent_numbers_are_floats(tmp_path):
@@ -97,6 +98,7 @@ def test_yaml_round_trip(tmp_path):
         seeds=[4, 5],
         budget=2048,
         params={
+            "rollout_length": 128,
             "lr": 1e-4,
             "widths": [32, 64, 64],
             "num_envs_per_env_runner": 16,
@@ -110,7 +112,7 @@ def test_yaml_round_trip(tmp_path):
     assert SweepSpec.from_yaml(f) == spec
     # The text itself round-trips through from_yaml_text (the README's promise) ...
     assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
-    with_smoke = SweepSpec(name="sm", smoke={"budget": 1024, "params": {"lr": 1e-3}})
+    with_smoke = SweepSpec(name="sm", smoke={"budget": 16384, "params": {"lr": 1e-3}})
     assert SweepSpec.from_yaml_text(with_smoke.to_yaml()) == with_smoke
     # ... and from_yaml, which takes a path, says so instead of printing the YAML as a name.
     with pytest.raises(SpecError) as e:
@@ -150,8 +152,8 @@ def test_overrides_keep_track_of_what_the_file_chose(tmp_path):
     f.write_text("name: m\ngames: [heist]\n")
     spec = SweepSpec.from_yaml(f)
     assert [w.split(":")[1].strip() for w in spec.default_warnings()] == ["budget", "seeds"]
-    over = SweepSpec.from_yaml(f, budget=4096, storage_path=str(tmp_path / "r"))
-    assert (over.budget, over.storage_path, over.source) == (4096, str(tmp_path / "r"), str(f))
+    over = SweepSpec.from_yaml(f, budget=20_000, storage_path=str(tmp_path / "r"))
+    assert (over.budget, over.storage_path, over.source) == (20_000, str(tmp_path / "r"), str(f))
     assert [w.split(":")[1].strip() for w in over.default_warnings()] == ["seeds"]
     assert SweepSpec(name="py").default_warnings() == []  # a Python spec chose what it wrote
 
@@ -177,7 +179,16 @@ BAD = [
         {"space": {"framestack": ["none", "gap4"]}},
         "space.framestack[1]: got 'gap4'; allowed: none, stack, gap",
     ),
-    ({"space": {"lr": []}}, "space.lr.grid: needs a non-empty list of values"),
+    (
+        {"space": {"lr": []}},
+        "space.lr: got []; allowed: a non-empty list of values (a grid: each one runs), or a "
+        "mapping with one of grid, choice, uniform, loguniform, int",
+    ),
+    ({"space": {"lr": {"grid": []}}}, "space.lr.grid: got []; allowed: a non-empty list"),
+    (
+        {"budget": 100},
+        "budget: got 100; allowed: >= 16,384 env steps, one iteration (the train batch",
+    ),
     ({"space": {"lr": [1e-3]}, "params": {"lr": 1e-4}}, "space.lr: also set in params"),
     (
         {"space": {"lr": {"uniform": [1e-3, 1e-4]}}},
@@ -327,7 +338,7 @@ def test_resources_the_cluster_cannot_satisfy():
 
 
 def test_plan_counts_steps_and_estimates_time():
-    from rlsweep.plan import make_plan
+    from rlsweep.plan import Costs, Throughput, make_plan
 
     spec = SweepSpec(
         name="p",
@@ -337,11 +348,16 @@ def test_plan_counts_steps_and_estimates_time():
         space={"framestack": ["none", "gap"], "lr": {"loguniform": [1e-5, 1e-3]}},
         search={"algorithm": "random", "num_samples": 2},
     )
-    plan = make_plan(spec, cpus=4, steps_per_cpu_s=100.0)
+    # Training only, at 100 env steps/s per CPU whatever the shape (tests/test_plan.py's `flat`)
+    parts = dict(vector_step_s=0.0, minibatch_s=0.0, sample_s=0.0, iteration_s=0.0)
+    fixed = dict(eval_steps_per_cpu_s=math.inf, trial_start_s=0.0, ray_start_s=0.0)
+    training_only = Throughput(Costs(env_step_s=1 / 100, **parts, **fixed))
+    plan = make_plan(spec, cpus=4, throughput=training_only)
     assert plan.num_trials == 2 * 3 * 2 * 2 and len(plan.rows) == 12
     assert plan.sweep_env_steps == 24_000_000
     assert plan.concurrent == 4 and plan.cpus_per_trial == 1
-    assert plan.est_wall_s == pytest.approx(6 * 1_000_000 / 100.0)  # 24 trials in 6 waves
+    # 24 trials in 6 waves, each 62 iterations of 16,384 env steps
+    assert plan.est_wall_s == pytest.approx(6 * 62 * 16384 / 100.0)
     assert plan.rows[0]["lr"] == {"loguniform": [1e-5, 1e-3]}
 
 
@@ -404,3 +420,107 @@ def test_the_baseline_is_read_once_per_spec(monkeypatch):
     assert len(reads) == 2  # the ablation file and its baseline (was 337)
     spec.trials(), spec.defaults(), spec.resolve({"game": "coinrun"}), spec.base_params()
     assert len(reads) == 2
+
+
+def test_every_independent_error_is_reported_at_once(tmp_path):
+    """Unknown keys and each field's bad value, together (one run to fix them all); the trials
+    are not built from keys that failed, so nothing is said twice."""
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "name: s\nbudegt: 1e6\nmode: maximize\n"
+        "params: {gamma: 2, lr: -1, num_envs_per_env_runner: 0, gama: 0.9}\n"
+        "space: {framestack: [], lr_schedule: {normal: 1}}\n"
+        "search: {num_sample: 3}\n"
+    )
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(f)
+    problems = [(x.source, x.path) for x in e.value.errors]
+    assert problems == [
+        (str(f), "budegt"),
+        (str(f), "search.num_sample"),
+        (str(f), "space.framestack"),
+        (str(f), "space.lr_schedule"),
+        (str(f), "params.gama"),
+        (str(f), "mode"),
+    ]
+    assert str(e.value).splitlines()[0] == (
+        f"{f}: budegt: unknown key (did you mean 'budget'?); allowed: name, extends, games, "
+        "seeds, budget, params, space, variants, search, metric, mode, max_concurrent, "
+        "storage_path, tags, description, smoke"
+    )
+    # Once the keys are known, every field's own value error at once, then the trials' rules.
+    f.write_text(
+        "name: s\nmode: maximize\nparams: {gamma: 2, lr: -1, num_envs_per_env_runner: 0}\n"
+    )
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(f)
+    assert [x.path for x in e.value.errors] == [
+        "mode",
+        "params.gamma",
+        "params.lr",
+        "params.num_envs_per_env_runner",
+    ]
+    assert [x.message for x in e.value.errors][1:] == [
+        "got 2; allowed: 0 < gamma <= 1",
+        "got -1; allowed: a number > 0",
+        "got 0; allowed: an integer > 0",
+    ]
+
+
+def test_the_cli_prints_each_error_on_its_own_line(tmp_path, capsys):
+    from rlsweep.cli import main
+
+    f = tmp_path / "s.yaml"
+    f.write_text("name: s\nbudget: 100\nparams: {gamma: 2}\nmetric: reward\n")
+    assert main(["validate", str(f)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"rlsweep: error: {f}: metric: got 'reward'; allowed: env_steps, train/return, "
+        "train/return_norm, test/return, test/return_norm, gap/return_norm, time/wall_s, "
+        "time/eval_s",
+        f"rlsweep: error: {f}: params.gamma: got 2; allowed: 0 < gamma <= 1",
+    ]
+    f.write_text("name: s\nbudget: 100\n")  # the budget, once gamma is fixed
+    assert main(["validate", str(f)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"rlsweep: error: {f}: budget: got 100; allowed: >= 16,384 env steps, one iteration "
+        "(the train batch: rollout_length x num_envs_per_env_runner x max(1, num_env_runners), "
+        "or train_batch_size)"
+    ]
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_a_baseline_runs_as_a_spec(name, capsys):
+    """`rlsweep validate baselines/<name>.yaml`: `description:` is a spec key too, and a file
+    that names no sweep runs under its own name (said, as the other defaults are)."""
+    from rlsweep.cli import main
+
+    path = ROOT / "baselines" / f"{name}.yaml"
+    spec = SweepSpec.from_yaml(path)
+    assert spec.name == name and spec.description
+    # The baseline's params are the spec's: the same trial as a spec that extends it.
+    assert spec.trials() == SweepSpec(name="b", extends=name).trials()
+    assert main(["validate", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert f"{path}: ok — 1 trials of 25,000,000 env steps" in captured.out
+    assert captured.err.splitlines()[0] == (
+        f"rlsweep: warning: {path}: name: not set; named after its file: results go to "
+        f"results/{name}"
+    )
+    described = SweepSpec(name="d", description="the demo, smaller")
+    assert SweepSpec.from_yaml_text(described.to_yaml()) == described
+
+
+def test_no_gpu_here_suggests_a_cluster_or_a_plan():
+    from rlsweep.placement import local_machine
+    from rlsweep.spec import check_local_resources
+
+    if local_machine().gpus:
+        pytest.skip("this machine has a GPU")
+    spec = SweepSpec(name="g", params={"num_gpus": 1}, source="g.yaml")
+    with pytest.raises(SpecError) as e:
+        check_local_resources(spec)
+    assert str(e.value) == (
+        "g.yaml: params.num_gpus: got 1; this machine has 0 GPUs; run it where there are GPUs "
+        "(`--address` of a Ray cluster that has them), or see what it needs with `rlsweep plan "
+        "SPEC --gpus N`"
+    )

@@ -206,3 +206,68 @@ def test_run_refuses_a_results_dir_holding_a_sweep_before_ray_starts(tmp_path, r
     assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
     assert "Token authentication" not in run.stderr  # ray.init's first words
     assert [p.name for p in (tmp_path / "results" / "demo").iterdir()] == ["sweep.yaml"]
+
+
+def test_rays_noise_goes_to_the_driver_log_unless_verbose(tmp_path):
+    """Ray's log records a user cannot act on (`_ray_compat.DRIVER_LOGS`) reach the experiment's
+    driver.log instead of the console; --verbose shows the noisy ones, never those rlsweep says
+    itself; other records pass."""
+    import logging
+
+    from rlsweep._ray_compat import DRIVER_LOGS
+    from rlsweep.sweep import DRIVER_LOG, _quiet_console
+
+    shown: list[str] = []
+
+    class Console(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            shown.append(record.getMessage())
+
+    console = Console()
+    logging.getLogger("ray").addHandler(console)  # where Ray's own console handler sits
+    try:
+        for verbose in (False, True):
+            experiment = tmp_path / f"verbose={verbose}"
+            with _quiet_console(str(experiment), verbose):
+                for line in DRIVER_LOGS:
+                    logging.getLogger(line.owner).warning(f"[{line.attribute}] ...")
+                logging.getLogger("ray.tune.tune").warning("something else")
+            logged = (experiment / DRIVER_LOG).read_text()
+            for line in DRIVER_LOGS:
+                on_console = any(line.attribute in m for m in shown)
+                assert on_console is (verbose and line.verbose), (verbose, line)
+                assert (line.attribute in logged) is not on_console, (verbose, line)
+            assert shown.count("something else") == 1 and "something" not in logged
+            shown.clear()
+        logging.getLogger("ray.tune.utils.util").warning("which may be a performance bottleneck")
+        assert shown == ["which may be a performance bottleneck"]  # filters removed on exit
+    finally:
+        logging.getLogger("ray").removeHandler(console)
+
+
+def test_a_sweep_that_starts_ray_keeps_its_token_warning_off_the_console(tmp_path):
+    """End to end, in a fresh process (Ray warns of token auth once per process, when it
+    starts a cluster): a sweep that starts Ray prints no Ray warning; driver.log holds it."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from rlsweep.spec import SweepSpec\n"
+        "from rlsweep.sweep import run_sweep\n"
+        "from rlsweep.testing import fake_trial\n"
+        "spec = SweepSpec(name='quiet', budget=16384, storage_path=sys.argv[1])\n"
+        "run_sweep(spec, trainable=fake_trial, num_cpus=1)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "WARNING" not in p.stderr and "Token authentication" not in p.stderr, p.stderr
+    assert "Token authentication is enabled" in (tmp_path / "quiet" / "driver.log").read_text()

@@ -446,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_head(args, cfg, node_ip)
         return run_worker(args, cfg, node_ip, address_of(args.head, host_map))
     except SpecError as e:  # bad input (the spec, a flag): exit 2, as `rlsweep` does
-        print(f"rlsweep: error: {e}", file=sys.stderr, flush=True)
+        for problem in e.errors:
+            print(f"rlsweep: error: {problem}", file=sys.stderr, flush=True)
         return 2
 
 
