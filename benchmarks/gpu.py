@@ -22,6 +22,13 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
 (d) K rlsweep trials packed on the GPU (num_gpus 1/K, CPUs / K each): aggregate env steps/s
     (the sum of their steady rates; they run concurrently), the largest K first.
 
+(e) where one trial's time goes: (c)'s trial built in a process of its own (with (c)'s
+    jemalloc), its parts timed from outside through RLlib's public objects (the local EnvRunner's
+    `sample`, its env's `step` and its module's exploration forward; the LearnerGroup's `update`,
+    its Learner's training forward, losses, gradients and optimizer step), each waiting for the
+    GPU before and after: seconds per iteration by part, the rest as "other". The waits take
+    away the overlap of GPU and CPU work, so the parts sum to a little more than (c)'s iteration.
+
 For (c) and every K: each trial's peak GPU memory (`perf/gpu_reserved_peak_gib`,
 `perf/gpu_allocated_peak_gib`: its process's allocator) beside `rlsweep.placement.gpu_memory`'s
 estimate, and whether `validate` accepts the packing (and K = 16's) on this GPU.
@@ -280,6 +287,103 @@ def packed_trials(s: Setup, k: int, storage: str) -> dict[str, Any]:
     }
 
 
+# --- (e) ---------------------------------------------------------------------------------------
+def breakdown_main(s: Setup) -> None:
+    """`--breakdown`: (e) in this process, one JSON line: seconds per timed iteration by part."""
+    import ray
+
+    from rlsweep import algos
+
+    cfg = trial_config(s)
+    ray.init(
+        num_cpus=s.cpus,
+        num_gpus=torch.cuda.device_count(),
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    algo = algos.build_algorithm(cfg)
+    spent: dict[str, float] = {}
+    counting = False
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            _sync(s.device)
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _sync(s.device)
+                if counting:
+                    spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+
+        return wrapper
+
+    # Instance attributes shadow the methods: only this process's objects are timed.
+    runner = algo.env_runner_group.local_env_runner
+    runner.sample = timed("sample", runner.sample)
+    runner.env.step = timed("sample: env step (envpool)", runner.env.step)
+    runner.module.forward_exploration = timed(
+        "sample: inference forward", runner.module.forward_exploration
+    )
+    algo.learner_group.update = timed("learn", algo.learner_group.update)
+
+    def time_learner(learner: Any) -> None:
+        learner.module.forward_train = timed("learn: forward", learner.module.forward_train)
+        learner.compute_losses = timed("learn: losses", learner.compute_losses)
+        learner.compute_gradients = timed("learn: backward", learner.compute_gradients)
+        learner.apply_gradients = timed("learn: optimizer step", learner.apply_gradients)
+
+    algo.learner_group.foreach_learner(time_learner)
+    algo.train()  # warm-up
+    counting = True
+    t0 = time.perf_counter()
+    for _ in range(s.iterations):
+        algo.train()
+    total = time.perf_counter() - t0
+    algo.stop()
+    per = {k: v / s.iterations for k, v in spent.items()}
+    out = {"iteration_s": total / s.iterations, **per}
+    out["sample: other (connectors, episodes)"] = per.get("sample", 0.0) - sum(
+        v for k, v in per.items() if k.startswith("sample: ")
+    )
+    out["learn: other (batch, GAE, copies)"] = per.get("learn", 0.0) - sum(
+        v for k, v in per.items() if k.startswith("learn: ")
+    )
+    out["other (weights sync, metrics)"] = (
+        out["iteration_s"] - per.get("sample", 0.0) - per.get("learn", 0.0)
+    )
+    print(json.dumps(out))
+
+
+def breakdown_stage(s: Setup) -> dict[str, float]:
+    """(e) in a process of its own, with the jemalloc a trial's process has."""
+    from rlsweep.sweep import runtime_env
+
+    env = {**os.environ, **runtime_env()["env_vars"]}
+    argv = [sys.executable, str(Path(__file__)), "--breakdown", json.dumps(asdict(s))]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=HERE, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"(e) the breakdown failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def breakdown_lines(s: Setup, parts: dict[str, float]) -> list[str]:
+    it = parts["iteration_s"]
+    lines = [
+        f"{'(e) one trial, where an iteration goes':<44} {s.batch / it:>12,.0f}  "
+        f"{it:.2f} s per iteration of {s.batch:,} env steps, timed by part (GPU waited for)"
+    ]
+    names = [n for n in parts if n != "iteration_s"]
+    for group in ("sample", "learn"):  # each whole, then its parts
+        names.sort(key=lambda n: (not n.startswith(group), n != group))
+    names.sort(key=lambda n: 0 if n.startswith("sample") else 1 if n.startswith("learn") else 2)
+    for name in names:
+        v = parts[name]
+        lines.append(f"{'':<44} {'':>12}  {name:<38} {v:7.3f} s  {100 * v / it:5.1f}%")
+    return lines
+
+
 # --- what the estimate says ----------------------------------------------------------------------
 def estimate(cfg) -> dict[str, float]:
     """placement's estimate for one trial (GiB): the total its process holds, the allocator's
@@ -396,11 +500,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--iterations", type=int, help="timed iterations per run (default 2)")
     p.add_argument("--packed", help="comma-separated K values of (d), in order (default 8,4,2)")
     p.add_argument("--model-bound", metavar="SETUP", help=argparse.SUPPRESS)  # (a)'s process
+    p.add_argument("--breakdown", metavar="SETUP", help=argparse.SUPPRESS)  # (e)'s process
     args = p.parse_args(argv)
-    if args.model_bound:
-        setup = json.loads(args.model_bound)
-        model_bound_main(Setup(**{**setup, "packed": tuple(setup["packed"])}))
-        return {}
+    for child, run in ((args.model_bound, model_bound_main), (args.breakdown, breakdown_main)):
+        if child:
+            setup = json.loads(child)
+            run(Setup(**{**setup, "packed": tuple(setup["packed"])}))
+            return {}
     over: dict[str, Any] = dict(QUICK) if args.quick else {}
     if args.iterations:
         over["iterations"] = args.iterations
@@ -442,9 +548,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 **v,
                 "estimate": estimate(trial_config(s, k)),
             }
+            rec.say(*packed_lines(s, k, v))
             if k == 1:
                 rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
-            rec.say(*packed_lines(s, k, v))
+                parts = rec.stage("(e)", lambda: breakdown_stage(s))
+                if parts is not None:
+                    rec.data["breakdown"] = parts
+                    rec.say(*breakdown_lines(s, parts))
 
     ratios = []
     one = packed.get(1, {}).get("aggregate_env_steps_per_s")
