@@ -36,7 +36,8 @@ RUN apt-get update \
 
 RUN python3.12 -m venv /opt/rlsweep && pip install --upgrade pip
 
-# torch first and pinned (rlsweep.launch.ec2.DEFAULT_TORCH), then rlsweep: README's install.
+# torch first and pinned (rlsweep/torch-pin.txt, which tests/test_dockerfile.py holds this default
+# to), then rlsweep: README's install.
 ARG TORCH=torch==2.13.0
 RUN pip install "${TORCH}"
 COPY . /tmp/rlsweep

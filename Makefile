@@ -3,8 +3,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Installed first and pinned, so that resolving `torch>=2.4,<3` never pulls the CUDA wheels.
-# The pin is written once, as rlsweep.launch.ec2.DEFAULT_TORCH (what cluster nodes install).
-TORCH  ?= $(shell sed -n 's/^DEFAULT_TORCH = "\(.*\)"$$/\1/p' rlsweep/launch/ec2.py)
+# The pin is written once, in rlsweep/torch-pin.txt (also what cluster nodes install:
+# rlsweep.launch.ec2.DEFAULT_TORCH).
+TORCH  ?= $(file < rlsweep/torch-pin.txt)
 STAMP  := $(VENV)/.installed
 
 .PHONY: install test test-fast demo bench bench-plan bench-gpu gpu-check syslibs wheelhouse lint clean

@@ -312,9 +312,9 @@ QUIET_SYSTEM_CONFIG: dict[str, Any] = {
 }
 """RayConfig overrides (ray.init's `_system_config`) for a Ray started by a sweep on this machine
 with no dashboard. Each timer wakes a daemon that takes a core from a trial's torch threads for
-a moment; on a 2-core machine Ray's daemons took ~0.043 of a core beside a trial, and ~0.027 with
-these, the log monitor off and the agent's node stats every minute (measured in /proc/*/stat,
-60 s each). Scheduling, spilling, health checks and the OOM monitor keep their defaults."""
+a moment, so these, the log monitor off and the agent's node stats once a minute leave the
+trials more of a small machine's cores (README, Speed). Scheduling, spilling, health checks and
+the OOM monitor keep their defaults."""
 
 QUIET_REPORTER_INTERVAL_MS = 60_000
 """How often the dashboard agent collects node and process stats (Ray's default 5000); only the

@@ -202,7 +202,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
     try:
-        # --resamples unset: build_report's default (one definition: rlsweep.tables.N_RESAMPLES)
+        # --resamples unset: build_report's default (rlsweep.tables.REPORT_RESAMPLES)
         n = {"n_resamples": args.resamples} if args.resamples is not None else {}
         with warnings.catch_warnings(record=True) as caught:  # e.g. repeated trials
             warnings.simplefilter("always", UserWarning)
@@ -372,7 +372,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--num-cpus", type=int, help="CPUs to plan for (default: this machine's), as run takes it"
     )
-    # plan's own spelling before it took run's: still works, no longer in --help
+    # Another spelling of --num-cpus, accepted and left out of --help.
     pl.add_argument("--cpus", type=int, dest="num_cpus", help=argparse.SUPPRESS)
     pl.add_argument(
         "--steps-per-s",

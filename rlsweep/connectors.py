@@ -3,9 +3,9 @@
 RLlib's default pipelines (Ray 2.60) move every step's data between the vector env and the module
 one env at a time: observations are read back out of each env's episode and re-stacked, the
 module's outputs are unbatched into per-env items, then re-listed for the vector env, each piece
-timed. For rlsweep's modules (single-agent, stateless, Discrete actions) that is ~0.17 s of a
-4096-step CPU PPO iteration (~1.5% of it) and, on a GPU, a large share of each step. These do
-the same with one batched operation per step and produce what the defaults produce for such a
+timed: a cost per env and step that grows with the number of envs, and on a GPU a large share
+of each step. For rlsweep's modules (single-agent, stateless, Discrete actions) these do the
+same with one batched operation per step and produce what the defaults produce for such a
 module (`tests/test_connectors.py` holds the sampled episodes equal, value for value).
 """
 

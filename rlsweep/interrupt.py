@@ -8,9 +8,9 @@ trials unfinished, so `rlsweep resume` continues each from the checkpoint it jus
 signal raises KeyboardInterrupt.
 
 Trials learn of the request through a key in Ray's GCS key-value store, so it reaches trials on
-every node of a cluster; they read it between iterations with `requested()` (one GCS call,
-<1 ms). A key and not a named actor: an idle actor is a worker process of its own (~1% of a core
-and ~100 MB beside every sweep).
+every node of a cluster; they read it between iterations with `requested()` (one GCS call). A
+key and not a named actor: an idle actor is a worker process of its own, taking a share of a
+core and memory beside every sweep.
 """
 
 from __future__ import annotations

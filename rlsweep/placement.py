@@ -99,13 +99,12 @@ CUDA_CONTEXT_GIB = 0.75
 cuBLAS kernels it loads. Assumed, not yet measured (`benchmarks/gpu.py` (a) measures it)."""
 ALLOCATOR_RESERVE = 1.25
 """GiB torch's caching allocator reserves per GiB allocated at the peak (blocks rounded up,
-freed blocks kept for reuse): fitted to the K = 8 run on an H100, where most trials' processes
-held 8.4 GiB."""
+freed blocks kept for reuse): fitted to the K = 8 run on an H100 (README, GPU memory)."""
 CUDNN_FP32_WORKSPACE = 6.5
 """cuDNN's float32 convolution workspaces over a training minibatch, per sample, in multiples of
-the largest convolution output's bytes per sample: what the H100's measured training step
-(5.66 GiB at 2048) holds beyond its weights, frames and saved activations. bf16 needs none
-there (its measured step is within 10% of those)."""
+the largest convolution output's bytes per sample: what the H100's measured training step holds
+beyond its weights, frames and saved activations (README, GPU memory). bf16 needs none: its
+measured step is about its weights, frames and activations alone."""
 COLUMN_BYTES = 100
 """Bytes per train-batch row besides its frames (PPO's: actions, rewards, log-probs, values,
 advantages, targets, masks: 99)."""
@@ -343,12 +342,12 @@ def check_fits(cfg: TrialConfig, machine: Machine) -> None:
         )
 
 
-def local_machine(cpus: float | None = None, gpus: bool = True) -> Machine:
-    """This machine: its CPUs (or `cpus`), CUDA GPUs and the smallest GPU's memory (not looked
-    up, and reported as none, with `gpus=False`)."""
+def local_machine(cpus: float | None = None, look_up_gpus: bool = True) -> Machine:
+    """This machine: its CPUs (or `cpus`), CUDA GPUs and the smallest GPU's memory. Looking up
+    GPUs imports torch; with `look_up_gpus=False` they are not looked up and reported as none."""
     import os
 
-    if not gpus:
+    if not look_up_gpus:
         return Machine(cpus=cpus or os.cpu_count() or 1, gpus=0, gpu_memory_gib=None)
     import torch
 

@@ -10,8 +10,8 @@ ends, and each trial costs
     evaluation rate)
 
 with every rate per trial CPU. An evaluation plays each env until its first episode ends, so it
-lasts as long as the slowest env's episode: the time limit is its bound, and what an untrained
-coinrun policy reaches with 32 envs (its mean episode is ~650 steps). The figures come from
+lasts as long as the slowest env's episode: the plan counts it at the game's time limit, its
+bound, which the slowest of many envs of an untrained policy comes close to. The figures come from
 `benchmarks/plan_costs.py` run in this directory (`results/benchmarks/plan_costs.json`) or else
 `DEFAULT_COSTS` (measured the same way on a 2-core machine); GPU trials' training rates from
 `results/benchmarks/gpu.json`. The plan says which source it used.
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from rlsweep import cost, procgen
 from rlsweep.config import TrialConfig
+from rlsweep.formatting import duration
 from rlsweep.placement import gpu_memory_gib, placement, trials_at_once, trials_per_gpu
 from rlsweep.spec import VARIANT, SweepSpec, check_resources
 
@@ -236,22 +237,8 @@ def makespan(durations: list[float], slots: int) -> float:
     return max(ends)
 
 
-def duration(seconds: float) -> str:
-    """'3.2 h', or minutes when that would round to 0.0 h or be under an hour."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{max(1, round(seconds / 60))} min" if seconds >= 30 else "<1 min"
-
-
 def _count(n: int, what: str) -> str:
     return f"{n:,} {what}{'s' if n != 1 else ''}"
-
-
-def span(seconds: float) -> str:
-    """A part of the estimate: '12 s', '3.1 min', '2.0 h'."""
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min" if seconds >= 60 else f"{seconds:.0f} s"
 
 
 @dataclass(frozen=True)
@@ -321,9 +308,10 @@ class Plan:
         )
         if (t := self.longest) is not None:
             text += (
-                f" (Ray's start {span(self.ray_start_s)}; the longest trial {span(t.total_s)}: "
-                f"start {span(t.start_s)}, training {span(t.train_s)} over "
-                f"{_count(t.iterations, 'iteration')}, evaluating {span(t.eval_s)} over "
+                f" (Ray's start {duration(self.ray_start_s)}; the longest trial "
+                f"{duration(t.total_s)}: start {duration(t.start_s)}, training "
+                f"{duration(t.train_s)} over {_count(t.iterations, 'iteration')}, evaluating "
+                f"{duration(t.eval_s)} over "
                 f"{_count(t.evaluations, 'evaluation')})"
             )
         if self.est_cost_usd is not None:
@@ -483,8 +471,8 @@ def scaling_warnings(
             f"--budget {scaled.budget:,} is {factor:,.0f}x the spec's {spec.budget:,}, but "
             f"eval_interval {t.eval_interval} still evaluates every "
             f"{t.eval_interval * t.effective_train_batch_size:,} env steps: "
-            f"{est.evaluations:,} evaluations per trial, ~{span(est.eval_s)} of its "
-            f"{span(est.total_s)}; eval_interval {math.ceil(t.eval_interval * factor):,} keeps "
+            f"{est.evaluations:,} evaluations per trial, ~{duration(est.eval_s)} of its "
+            f"{duration(est.total_s)}; eval_interval {math.ceil(t.eval_interval * factor):,} keeps "
             f"the spec's {before:,}"
         )
     t, est = min(times, key=lambda x: x[0].effective_train_batch_size)
@@ -496,7 +484,7 @@ def scaling_warnings(
             f"--budget {scaled.budget:,} keeps the spec's iterations of {batch:,} env steps "
             f"(rollout_length {t.rollout_length} x num_envs_per_env_runner "
             f"{t.num_envs_per_env_runner}, minibatch_size {t.minibatch_size}): "
-            f"{est.iterations:,} per trial, ~{span(more)} longer than the published setup's "
+            f"{est.iterations:,} per trial, ~{duration(more)} longer than the published setup's "
             f"{published:,} ({PUBLISHED.num_envs_per_env_runner} x {PUBLISHED.rollout_length}, "
             f"minibatch_size {PUBLISHED.minibatch_size:,}: extends: cobbe2019) for the same env "
             f"steps, and eval_interval counts them"

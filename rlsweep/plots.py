@@ -18,10 +18,11 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
+from rlsweep import formatting  # noqa: E402
 from rlsweep import metrics as M  # noqa: E402
 from rlsweep import stats as S  # noqa: E402
 from rlsweep.results import Experiment  # noqa: E402
-from rlsweep.tables import AGGREGATE_NAMES, N_RESAMPLES, on_grid, points  # noqa: E402
+from rlsweep.tables import AGGREGATE_NAMES, REPORT_RESAMPLES, on_grid, points  # noqa: E402
 
 CURVE_POINTS = 100
 """Env-step grid points of learning curves (runs are interpolated onto a shared grid)."""
@@ -34,19 +35,10 @@ def colors(variants: list[str]) -> dict[str, tuple]:
     return {v: cmap(i % 10) for i, v in enumerate(variants)}
 
 
-def steps_text(x: float, _pos: int | None = None) -> str:
-    """Env steps as an axis tick reads them: 0, 500, 200k, 1.2M, 25M, 1.5B (never the SI
-    prefixes below one, as in "200m" for 0.2 steps)."""
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g}{unit}"
-    return f"{x:.0f}"
-
-
 def _steps_axis(ax) -> None:
     """Env steps on x, from 0 (call after drawing: a single point then sits at its steps)."""
     ax.set_xlabel("env steps")
-    ax.xaxis.set_major_formatter(FuncFormatter(steps_text))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos: formatting.steps(x)))
     ax.xaxis.set_major_locator(MaxNLocator(5, integer=True))
     if ax.has_data():
         ax.set_xlim(left=0)
@@ -71,14 +63,14 @@ def _empty(path: Path, text: str) -> None:
 
 
 def plot_learning_curves(
-    exp: Experiment, path: Path, *, n_resamples: int = N_RESAMPLES, seed: int = 0
+    exp: Experiment, path: Path, *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
 ) -> None:
     """`learning_curves_figure`, written to `path`."""
     _save(learning_curves_figure(exp, n_resamples=n_resamples, seed=seed), path)
 
 
 def learning_curves_figure(
-    exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 0
+    exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
 ) -> Figure:
     """Per game: mean normalized return over seeds vs env steps, training levels (dashed) and
     unseen levels (solid), with 95% bootstrap bands, one color per variant. Both are drawn
@@ -162,7 +154,7 @@ def plot_aggregates(
     path: Path,
     *,
     colors: dict[str, tuple],
-    n_resamples: int = N_RESAMPLES,
+    n_resamples: int = REPORT_RESAMPLES,
 ) -> None:
     """rliable-style interval plot: one panel per aggregate metric, one row per variant."""
     variants = list(aggs)

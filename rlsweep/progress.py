@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from rlsweep import plan
+from rlsweep import formatting, plan
 from rlsweep.config import TrialConfig
 from rlsweep.metrics import ENV_STEPS, EVAL_S, WALL_S
 
@@ -72,16 +72,6 @@ class _Model:
         return evaluations * self.evaluation_s
 
 
-def duration(seconds: float) -> str:
-    """`1h02m`, `2m31s`, `45s`."""
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
-
-
 def _short(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
 
@@ -113,7 +103,7 @@ class Snapshot:
             [
                 f"env steps {self.steps:,.0f}/{self.total_steps:,.0f} ({pct:.0f}%)",
                 f"{self.steps_per_s:,.0f} steps/s" if self.steps_per_s else "- steps/s",
-                f"ETA {duration(self.eta_s)}" if self.eta_s is not None else "ETA -",
+                f"ETA {formatting.duration(self.eta_s)}" if self.eta_s is not None else "ETA -",
             ]
         )
 

@@ -57,7 +57,7 @@ def build_report(
     by: Sequence[str] | None = None,
     out: str | Path | None = None,
     pool: bool = False,
-    n_resamples: int = T.N_RESAMPLES,
+    n_resamples: int = T.REPORT_RESAMPLES,
     seed: int = 0,
     prices: str | Path | None = None,
 ) -> Path:

@@ -1,7 +1,9 @@
 """Read Tune experiment directories into tidy tables — finished, running or interrupted sweeps.
 
-Layout read: `<storage>/<sweep>/<trial dir>/{params.json, result.json, error.txt|error.pkl}`,
-`result.json` holding one JSON object per reported iteration. Plain file reading, no Ray.
+Layout read: `<storage>/<sweep>/<trial dir>/{trial.json, params.json, result.json,
+error.txt|error.pkl}`, `result.json` holding one JSON object per reported iteration and
+`trial.json` the config the trial ran (`rlsweep.spec.TRIAL_FILE`; where it is missing, Tune's
+params.json). Plain file reading, no Ray.
 
 `load_curves()` gives one row per trial per reported iteration; `final_scores()` one row per
 trial. Every trial found is kept, and its `status` says whether its numbers may be aggregated:
@@ -12,9 +14,9 @@ trial. Every trial found is kept, and its `status` says whether its numbers may 
   non-finite loss), or a number is unusable: a stable metric is ±inf on any row,
   `test/return(_norm)` is NaN on a row that evaluated (`test/fresh`: evaluation always plays its
   episodes to the end; `_norm` only where the mode is calibrated), `env_steps` is missing, or
-  a `loss/*` value is non-finite on the last row (training diverged). NaN `train/return` is
-  *not* an error: it means no evaluation has run yet (trials from before rlsweep scored
-  training levels with the evaluator: no training episode ended that iteration).
+  a `loss/*` value is non-finite on the last row (training diverged); or its config is unknown:
+  no trial.json, and params.json names an Optuna cell by its index. NaN `train/return` is *not*
+  an error: it means no evaluation has run yet.
 - `TERMINATED`: not an error, and the last row's `env_steps` reached the trial's
   `total_env_steps` budget (a crash that a Tune retry recovered from is noted in `error`).
 - `INCOMPLETE`: everything else — still running, interrupted, not started yet (no result.json:
@@ -24,8 +26,8 @@ trial. Every trial found is kept, and its `status` says whether its numbers may 
 Only TERMINATED trials belong in aggregates (`finished()`); reports list the others.
 
 Normalized metrics (`*_norm`) are NaN for modes train-procgen has no constants for (extreme,
-memory, exploration; `normalization_note` says why), whatever result.json recorded: older
-trials normalized them with hard mode's constants.
+memory, exploration; `trial_normalization_note` says why), whatever result.json recorded (a
+trainable may have normalized them with another mode's constants).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ import pandas as pd
 
 from rlsweep import metrics as M
 from rlsweep import procgen, storage
-from rlsweep.spec import CELL_INDEX, VARIANT, SweepSpec
+from rlsweep.spec import CELL_INDEX, TRIAL_FILE, VARIANT, SweepSpec
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
@@ -70,7 +72,7 @@ _NOT_PARAMS = {
 _NORM_METRICS = (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM)
 
 
-def normalization_note(params: Any) -> str | None:
+def trial_normalization_note(params: Any) -> str | None:
     """Why a trial (its params, a dict or a results row) has no normalized scores, or None:
     `procgen.normalization_note` for its game and distribution mode."""
     game, mode = params.get("game"), params.get("distribution_mode")
@@ -163,21 +165,34 @@ def _number_error(frame: pd.DataFrame, last: dict[str, Any], normalized: bool = 
     return ""
 
 
-def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd.DataFrame:
-    """One trial's tidy rows (see the module docstring for columns and status). `spec`, the
-    sweep's own (`sweep_spec`), turns an Optuna trial's recorded cell index into its game, seed
-    and variant."""
+def _trial_params(trial_dir: Path, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """What the trial ran, and an error text ('' if known): its `TRIAL_FILE`, else Tune's
+    params.json or its first result's config, which are that where they hold no Optuna cell
+    index (grid and random sweeps: Tune resolves their configs itself). A cell index alone does
+    not say which game, seed and variant ran: the trial is an error, its other params kept."""
+    for name in (TRIAL_FILE, "params.json"):
+        if (trial_dir / name).exists():
+            params = json.loads((trial_dir / name).read_text())
+            break
+    else:
+        params = (rows[0].get("config") or {}) if rows else {}
+    if CELL_INDEX not in params:
+        return params, ""
+    params = {k: v for k, v in params.items() if k != CELL_INDEX}
+    return params, (
+        f"no {TRIAL_FILE}: its config records an Optuna cell index ({CELL_INDEX}), not the "
+        f"game, seed and variant it ran"
+    )
+
+
+def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
+    """One trial's tidy rows (see the module docstring for columns and status)."""
     trial_dir = Path(trial_dir)
     sweep = sweep if sweep is not None else trial_dir.parent.name
-    params_path = trial_dir / "params.json"
-    params: dict[str, Any] = json.loads(params_path.read_text()) if params_path.exists() else {}
     rows, error = _read_results(trial_dir / "result.json")
-    if not params and rows:
-        params = rows[0].get("config") or {}
-    if spec is not None and CELL_INDEX in params:
-        params = spec.resolve(params, keep_label=True)
+    params, unknown = _trial_params(trial_dir, rows)
 
-    uncalibrated = normalization_note(params) is not None
+    uncalibrated = trial_normalization_note(params) is not None
     records = []
     for r in rows or [{"training_iteration": 0}]:
         rec = {ITERATION: int(r.get("training_iteration", 0))}
@@ -192,9 +207,9 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
             if fresh is not None
             else math.isfinite(rec[M.TEST_RETURN_NORM]) or math.isfinite(rec[M.TEST_RETURN])
         )
-        resumed = r.get(M.RESUMED_AT)  # NaN: a trial from before rlsweep recorded it
+        resumed = r.get(M.RESUMED_AT)  # NaN: the trainable did not report it
         rec[M.RESUMED_AT] = float(resumed) if isinstance(resumed, int | float) else math.nan
-        if uncalibrated:  # never another mode's constants (older trials recorded hard's)
+        if uncalibrated:  # never another mode's constants, whatever the trainable reported
             rec.update(dict.fromkeys(_NORM_METRICS, math.nan))
         records.append(rec)
     frame = pd.DataFrame.from_records(records)
@@ -202,7 +217,7 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None, spec=None) -> pd
     budget = params.get("total_env_steps")
     steps = frame[M.ENV_STEPS].iloc[-1]
     reached = bool(rows) and isinstance(budget, int | float) and steps >= budget
-    error = error or (_number_error(frame, rows[-1], not uncalibrated) if rows else "")
+    error = unknown or error or (_number_error(frame, rows[-1], not uncalibrated) if rows else "")
     crashed = _error_file_text(trial_dir)
     if crashed and reached and not error:
         # Tune retried the trial from a checkpoint and the retry finished: its numbers count.
@@ -235,10 +250,9 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     frames = []
     for path in paths:
         for exp in experiment_dirs(path):
-            spec = sweep_spec(exp)
             for d in sorted(exp.iterdir()):
                 if _is_trial_dir(d):
-                    frames.append(load_trial(d, exp.name, spec))
+                    frames.append(load_trial(d, exp.name))
     if not frames:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
     df = pd.concat(frames, ignore_index=True)
@@ -316,8 +330,8 @@ def repeats(final: pd.DataFrame, pooled: bool = False) -> pd.Series:
 
 def one_per_cell(final: pd.DataFrame, pooled: bool = False, quiet: bool = False) -> pd.DataFrame:
     """One trial per cell (sweep, game, seed and every parameter; `pooled`: any sweep): two
-    trials of one cell (a sweep run twice into one dir, before rlsweep refused that; the same
-    spec run under two names, pooled) are not two seeds. Keeps the first, with a warning
+    trials of one cell (two runs' trial dirs copied into one experiment dir; the same spec run
+    under two names, pooled) are not two seeds. Keeps the first, with a warning
     naming the dropped ones unless `quiet`."""
     if final.empty:
         return final

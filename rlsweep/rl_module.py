@@ -27,8 +27,8 @@ from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
 class RolloutsInEvalMode:
     """Mixin (before TorchRLModule in the bases): `forward_exploration`/`forward_inference`
     switch the module to eval mode when it is in train mode and leave it there. TorchRLModule's
-    (Ray 2.60) switch every submodule to eval() and back to train() around each call, ~0.04 s of
-    a 4096-step CPU iteration and a fixed cost on every GPU step; `forward_train` switches back
+    (Ray 2.60) switch every submodule to eval() and back to train() around each call, a fixed
+    cost on every step, CPU or GPU; `forward_train` switches back
     to train mode itself. (rlsweep's networks behave the same in both modes.)"""
 
     def forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:

@@ -569,6 +569,11 @@ CELL_INDEX = "__trial_index__"
 """Set by Tune's Repeater (Optuna sweeps): which game x seed x variant cell a trial runs."""
 VARIANT = "variant"
 """Config key of a labelled variant (spec.variants)."""
+TRIAL_FILE = "trial.json"
+"""In each trial dir, beside Tune's params.json: what the trial runs, `resolve_config` of Tune's
+config with its variant label (`rlsweep.tune_bridge.TrialRecord` writes it as the trial starts).
+params.json holds Tune's config, which names an Optuna trial's game x seed x variant cell by
+its index alone."""
 
 
 def resolve_config(
@@ -631,8 +636,8 @@ def check_local_resources(spec: SweepSpec, num_cpus: float | None = None) -> Non
     """`check_resources` against this machine: its CPUs (or `num_cpus`), GPUs and GPU memory."""
     from rlsweep.placement import local_machine
 
-    # Counting GPUs imports torch (~1 s): only a sweep that asks for GPUs pays for it.
-    m = local_machine(num_cpus, gpus=any(t.num_gpus > 0 for t in spec.trials()))
+    # Looking up GPUs imports torch: only a sweep that asks for GPUs pays for it.
+    m = local_machine(num_cpus, look_up_gpus=any(t.num_gpus > 0 for t in spec.trials()))
     try:
         check_resources(spec, m.cpus, m.gpus, gpu_memory_gib=m.gpu_memory_gib)
     except SpecError as e:

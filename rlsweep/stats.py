@@ -44,6 +44,7 @@ Scores = np.ndarray | Sequence[ArrayLike]
 """(runs, games) array, or one 1-D array of runs per game."""
 
 N_RESAMPLES = 10_000
+"""Bootstrap resamples of an interval whose caller names none."""
 CONFIDENCE = 0.95
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from rlsweep import __version__, tracking
+from rlsweep import __version__, formatting, tracking
 from rlsweep import metrics as M
 from rlsweep import results as R
 from rlsweep._ray_compat import DRIVER_LOGS, bundled_jemalloc, quiet_local_ray
@@ -389,15 +389,6 @@ def resume_sweep(
     return _finish(spec, experiment, wandb_settings, interrupts.signum)
 
 
-def _steps(n: float) -> str:
-    """Env steps as people say them: 1,024, 350k, 2.6M."""
-    if n >= 1e6:
-        return f"{n / 1e6:.1f}M"
-    if n >= 1e4:
-        return f"{n / 1e3:.0f}k"
-    return f"{n:,.0f}"
-
-
 def _last_checkpoint(trial_dir: Path, local: bool) -> tuple[int, float] | None:
     """(iteration, env steps) of the last checkpoint result.json names (and, for a local
     sweep, that is still on disk), or None."""
@@ -450,7 +441,7 @@ def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
         at = _last_checkpoint(local / row.trial_id, local=not is_uri(experiment))
         restored |= at is not None
         where = (
-            f"from iteration {at[0]}, {_steps(at[1])} env steps"
+            f"from iteration {at[0]}, {formatting.steps(at[1])} env steps"
             if at
             else "from scratch: no checkpoint"
         )

@@ -13,12 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from rlsweep import formatting
 from rlsweep import metrics as M
 from rlsweep import results as R
 from rlsweep import stats as S
 from rlsweep.results import Experiment
 
-N_RESAMPLES = 2000
+REPORT_RESAMPLES = 2000
 """Bootstrap resamples of a report (fewer than `stats.N_RESAMPLES`: a report draws many CIs)."""
 EFFICIENCY_POINTS = 30
 """Env-step points of the sample-efficiency curve."""
@@ -56,7 +57,7 @@ def usd_text(x: float) -> str:
 # --- the score table (table.md) -----------------------------------------------------------
 
 
-def score_table(exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 0) -> str:
+def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> str:
     """Markdown: rows = games, columns = variants, cells = final unseen-level score over seeds
     (mean ± CI half-width), and an IQM row; then a note saying how to read it. Every variant
     has a column, "—" where it has no finished run."""
@@ -134,7 +135,7 @@ def score_table(exp: Experiment, *, n_resamples: int = N_RESAMPLES, seed: int = 
 def norm_notes(final: pd.DataFrame) -> pd.Series:
     """Per trial: why it has no normalized scores (a mode without reference constants), or
     None."""
-    notes = [R.normalization_note(r) for _, r in final.iterrows()]
+    notes = [R.trial_normalization_note(r) for _, r in final.iterrows()]
     return pd.Series(notes, index=final.index, dtype=object)
 
 
@@ -149,7 +150,7 @@ def aggregates_table(aggs: dict[str, dict[str, S.Interval]]) -> list[str]:
 
 
 def improvement_table(
-    exp: Experiment, variants: Sequence[str], *, n_resamples: int = N_RESAMPLES, seed: int = 0
+    exp: Experiment, variants: Sequence[str], *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
 ) -> list[str]:
     """P(row > column) with its CI, for every pair of `variants` (complete ones)."""
     kw = {"n_resamples": n_resamples, "seed": seed}
@@ -167,7 +168,7 @@ def improvement_table(
 
 
 def gap_table(
-    exp: Experiment, variants: Sequence[str], *, n_resamples: int = N_RESAMPLES, seed: int = 0
+    exp: Experiment, variants: Sequence[str], *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
 ) -> list[str]:
     """Training-level minus unseen-level score per variant, [95% CI] where every game has two
     or more runs (a stratified bootstrap resamples runs within each game: one run gives no
@@ -175,7 +176,7 @@ def gap_table(
     rows = []
     for v in variants:
         train, test = exp.scores(v, M.TRAIN_RETURN_NORM), exp.scores(v, M.TEST_RETURN_NORM)
-        ok = [np.isfinite(t) for t in train]  # trials from before train/… was evaluated
+        ok = [np.isfinite(t) for t in train]  # trials whose trainable scored no training levels
         if not all(o.any() for o in ok):
             continue
         gap = S.generalization_gap(
@@ -202,7 +203,8 @@ def not_counted_table(exp: Experiment) -> list[str]:
                 r.variant,
                 r.status,
                 str(r.iteration),
-                f"{_steps(r.env_steps)} / {_steps(getattr(r, 'total_env_steps', np.nan))}",
+                f"{formatting.count(r.env_steps)} / "
+                f"{formatting.count(getattr(r, 'total_env_steps', np.nan))}",
                 _why(r, repeats.get(r.Index)).replace("|", "\\|"),
             ]
             for r in left.itertuples()
@@ -216,17 +218,10 @@ def _why(r, repeats: str | None = None) -> str:
     if r.error:
         return r.error
     if r.status == R.TERMINATED:
-        return R.normalization_note(r._asdict()) or "no unseen-level score"
+        return R.trial_normalization_note(r._asdict()) or "no unseen-level score"
     if r.iteration == 0:
         return "no results yet (not started or interrupted at once)"
     return "stopped before its budget (running, interrupted or stopped early)"
-
-
-def _steps(x: object) -> str:
-    try:
-        return f"{int(x):,}"
-    except (TypeError, ValueError):
-        return "?"
 
 
 # --- curves on a shared env-step grid -----------------------------------------------------
@@ -261,7 +256,7 @@ def on_grid(
 
 
 def sample_efficiency(
-    exp: Experiment, variant: str, *, n_resamples: int = N_RESAMPLES, seed: int = 0
+    exp: Experiment, variant: str, *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
 ) -> tuple[np.ndarray, list[S.Interval]] | None:
     """IQM over all seeds x games of the unseen-level score at shared env-step points."""
     runs = [(r["game"].iloc[0], points(r, M.TEST_RETURN_NORM, True)) for r in exp.runs(variant)]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import json
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,7 +22,7 @@ from ray import tune
 from rlsweep import _ray_compat
 from rlsweep.config import TrialConfig
 from rlsweep.metrics import TRIAL_DONE
-from rlsweep.spec import VARIANT, SweepSpec, resolve_config
+from rlsweep.spec import TRIAL_FILE, VARIANT, SweepSpec, resolve_config
 from rlsweep.storage import tune_storage
 
 Trainable = Callable[[dict[str, Any]], None]
@@ -79,19 +81,24 @@ def _conditional(domain, when: dict[str, tuple], default: Any, arg: dict[str, An
     return default
 
 
-def wrap_trainable(
-    spec: SweepSpec, trainable: Trainable, stop_flag: str | None = None
-) -> Trainable:
-    """`trainable` on the TrialConfig dict a trial runs, its resources sized per trial.
-    `stop_flag`: the driver's interrupt flag (`rlsweep.interrupt`) the trial polls."""
-    # The pieces, not the spec, travel to the trial processes.
-    resolve = functools.partial(
+def resolver(spec: SweepSpec) -> Callable[..., dict[str, Any]]:
+    """`spec.resolve` made of the spec's pieces, not the spec: what travels to the trial
+    processes (`wrap_trainable`) and into the experiment's saved state (`TrialRecord`)."""
+    return functools.partial(
         resolve_config,
         space=spec.space,
         defaults=spec.defaults(),
         cells=spec.cells(),
         variants=spec.variants,
     )
+
+
+def wrap_trainable(
+    spec: SweepSpec, trainable: Trainable, stop_flag: str | None = None
+) -> Trainable:
+    """`trainable` on the TrialConfig dict a trial runs, its resources sized per trial.
+    `stop_flag`: the driver's interrupt flag (`rlsweep.interrupt`) the trial polls."""
+    resolve = resolver(spec)
 
     def run(config: dict[str, Any]) -> None:
         from rlsweep import interrupt
@@ -223,7 +230,7 @@ def build_tuner(
             name=spec.name,
             storage_path=storage,
             storage_filesystem=storage_fs,
-            callbacks=[*(callbacks or []), DriverCallback()],
+            callbacks=[*(callbacks or []), DriverCallback(), TrialRecord(resolver(spec))],
             failure_config=tune.FailureConfig(max_failures=max_failures),
             stop=trial_done,
             # PBT restores other trials' checkpoints at any time: deleting old ones races it.
@@ -310,3 +317,27 @@ class DriverCallback(tune.Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self._forward("on_trial_error", iteration, trials, trial, **info)
+
+
+class TrialRecord(tune.Callback):
+    """Writes `TRIAL_FILE` into each trial dir as the trial starts: the config the trainable
+    resolves from Tune's (the same `resolver`), with its variant label. On the driver, beside
+    the params.json Tune's logger writes, so that it reaches the experiment dir wherever that
+    is stored (a trial process's own files reach it only with its results). Results read it,
+    and so never resolve a trial's config again."""
+
+    def __init__(self, resolve: Callable[..., dict[str, Any]]):
+        self._resolve = resolve
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        # Each start: a PBT trial restarts on its perturbed config (as params.json follows it).
+        config = self._resolve(trial.config, keep_label=True)
+        trial.init_local_path()
+        with open(os.path.join(trial.local_path, TRIAL_FILE), "w") as f:
+            json.dump(config, f, indent=2, sort_keys=True, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """A value json cannot write: a NumPy one (some of Tune's samplers draw them) as its Python
+    value; anything else as its text, as Tune's params.json writes it."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)

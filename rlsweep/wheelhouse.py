@@ -56,8 +56,8 @@ THIN: dict[str, tuple[str, ...]] = {
     ),
 }
 """The files a thinned wheel keeps (besides its dist-info), by project. envpool 1.2.5 requires
-both asset projects (172 MiB of wheels) and its Procgen never reads their meshes, but `import
-envpool` registers every family: MyoSuite's registration reads two metadata files from
+both asset projects (most of a wheelhouse's size) and its Procgen never reads their meshes, but
+`import envpool` registers every family: MyoSuite's registration reads two metadata files from
 envpool-assets-mujoco-large, and the MuJoCo registrations look the packages up (`find_spec`)."""
 THIN_WHY = (
     "required by envpool, whose Procgen never reads it; keeps only what `import envpool` reads"

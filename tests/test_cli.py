@@ -80,7 +80,7 @@ def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, m
     from rlsweep import placement
 
     h100 = placement.Machine(cpus=16, gpus=1, gpu_memory_gib=79.6)
-    monkeypatch.setattr(placement, "local_machine", lambda cpus=None, gpus=True: h100)
+    monkeypatch.setattr(placement, "local_machine", lambda cpus=None, look_up_gpus=True: h100)
     base = f"games: [coinrun]\nseeds: {list(range(16))}\nbudget: 16384\n"
     fp32 = _spec(tmp_path, base + "name: k16\nparams: {num_gpus: 0.0625, num_cpus: 1}\n")
     storage = tmp_path / "results"

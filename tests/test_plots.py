@@ -197,12 +197,3 @@ def test_the_legend_fits_the_figure(demo_like):
     assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, (box, page)
     assert len(legend.get_texts()) == len(exp.variants) + 2
     plt.close(fig)
-
-
-@pytest.mark.parametrize(
-    "steps, text",
-    [(0, "0"), (500, "500"), (2500, "2.5k"), (200_000, "200k"), (1_200_000, "1.2M")]
-    + [(25_000_000, "25M"), (1.5e9, "1.5B")],
-)
-def test_steps_read_as_env_steps(steps, text):
-    assert plots.steps_text(steps) == text

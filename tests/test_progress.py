@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from rlsweep.plan import Costs, Throughput
-from rlsweep.progress import ProgressView, duration
+from rlsweep.progress import ProgressView
 from rlsweep.spec import SweepSpec
 
 
@@ -163,7 +163,3 @@ def test_plain_lines_without_ansi_when_not_a_terminal():
         "trials 0/4 done, 1 running, 3 pending | env steps 0/4,096 (0%) | - steps/s | ETA -"
     )
     assert lines[1].endswith("] a note")
-
-
-def test_duration():
-    assert [duration(s) for s in (45, 151, 3720)] == ["45s", "2m31s", "1h02m"]

@@ -9,6 +9,10 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep import results as R
+from rlsweep.config import TrialConfig
+from rlsweep.spec import CELL_INDEX, TRIAL_FILE, SweepSpec
+from rlsweep.sweep import run_sweep
+from rlsweep.testing import curve, fake_trial
 
 
 def write_trial(
@@ -84,6 +88,40 @@ def test_tune_dir_final_matches_the_sweep_table(fake_sweep):
     for col in M.METRICS:
         np.testing.assert_allclose(final[col], table[col], err_msg=col)
     assert (final["iteration"] == 2).all() and (final["test_iteration"] == 2).all()
+
+
+def test_optuna_trials_read_as_what_they_ran_without_the_spec(tmp_path):
+    """An Optuna trial's params.json holds Tune's config, whose cell index stands for its game,
+    seed and variant; its trial.json, written on the driver as the trial started, holds what it
+    ran. Results read that alone: with the sweep's spec.yaml gone every cell shows once, each
+    variant with its values, and the scores each trial reported are the ones its recorded
+    config earns (`testing.curve` of it; the games' score ranges and the seeds differ)."""
+    spec = SweepSpec(
+        name="tpe",
+        games=["coinrun", "leaper"],
+        seeds=[0, 1],
+        budget=2 * 16384,
+        variants={"A": {"framestack": "none"}, "B": {"framestack": "gap"}},
+        space={"lr": {"loguniform": [1e-5, 1e-3]}},
+        search={"algorithm": "optuna", "num_samples": 1, "seed": 0},
+        storage_path=str(tmp_path),
+    )
+    result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
+    (Path(result.path) / R.SWEEP_FILE).unlink()
+    final = R.final_scores(R.load_curves(result.path))
+    assert (final["status"] == R.TERMINATED).all(), final
+    cells = sorted(zip(final["game"], final["seed"], final["variant"], strict=True))
+    assert cells == sorted(spec.cells())
+    assert (final["framestack"] == final["variant"].map({"A": "none", "B": "gap"})).all()
+    assert CELL_INDEX not in final.columns
+    for _, trial in final.iterrows():
+        trial_dir = Path(result.path) / trial["trial_id"]
+        assert CELL_INDEX in json.loads((trial_dir / "params.json").read_text())
+        ran = json.loads((trial_dir / TRIAL_FILE).read_text())
+        config = TrialConfig.from_dict({k: v for k, v in ran.items() if k != "variant"})
+        assert [trial[k] for k in ("game", "seed", "lr")] == [config.game, config.seed, config.lr]
+        reported = [trial[M.TRAIN_RETURN], trial[M.TEST_RETURN]]
+        assert reported == pytest.approx(curve(config, trial[M.ENV_STEPS]))
 
 
 # --- hand-written: interrupted, errored, NaN ----------------------------------------------
@@ -176,14 +214,37 @@ def test_only_finished_trials_are_aggregated(broken):
     assert R.swept_params(final) == ["framestack"]
 
 
+def test_an_optuna_trial_without_its_record_is_an_error(tmp_path):
+    """A trial dir whose config is Tune's alone, an Optuna cell index in place of its game, seed
+    and variant, and no trial.json: which cell it ran is unknown, so it is an ERROR (listed,
+    never aggregated), its other params kept. Beside it, a trial.json is read over params.json."""
+    exp = tmp_path / "tpe"
+    full = [row(1000 * (i + 1), 0.1 * i, 0.05 * i) for i in range(4)]
+    tune_config = {CELL_INDEX: 1, "lr": 1e-4, **PARAMS}
+    write_trial(exp, "trial_sx_a", tune_config, full)
+    recorded = write_trial(exp, "trial_sx_b", tune_config, full)
+    ran = {"game": "leaper", "seed": 1, "variant": "B", "lr": 1e-4, **PARAMS}
+    (recorded / TRIAL_FILE).write_text(json.dumps(ran))
+    final = R.final_scores(R.load_curves(exp)).set_index("trial_id")
+    assert CELL_INDEX not in final.columns and (final["lr"] == 1e-4).all()
+    unknown = final.loc["trial_sx_a"]
+    assert unknown["status"] == R.ERROR and unknown["game"] is None, unknown
+    assert unknown["error"] == (
+        "no trial.json: its config records an Optuna cell index (__trial_index__), not the game, "
+        "seed and variant it ran"
+    )
+    known = final.loc["trial_sx_b", ["game", "seed", "variant", "status"]]
+    assert known.tolist() == ["leaper", 1, "B", R.TERMINATED]
+
+
 def test_no_trials_is_an_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no Tune trial directories"):
         R.load_curves(tmp_path)
 
 
 def test_two_trials_of_one_cell_are_not_two_seeds(tmp_path):
-    """A sweep run twice into one dir (before rlsweep refused that) holds two trials of each
-    cell: counted once, with a warning, never as a second seed with a fake-tight CI."""
+    """Two runs' trial dirs in one experiment dir hold two trials of each cell: counted once,
+    with a warning, never as a second seed with a fake-tight CI."""
     exp = tmp_path / "twice"
     full = [row(1000 * (i + 1), 0.1 * i, 0.05 * i) for i in range(4)]
     params = {"game": "coinrun", "seed": 0, **PARAMS}

@@ -11,6 +11,7 @@ import pytest
 from rlsweep import storage
 from rlsweep._ray_compat import ray_session_dir
 from rlsweep.report import default_out
+from rlsweep.spec import TRIAL_FILE
 
 # --- unit ---------------------------------------------------------------------------------
 
@@ -142,6 +143,9 @@ def test_results_and_checkpoints_land_in_the_bucket(s3_server, s3_sweep):
         base = f"sweeps/{spec.name}/{trial}/"
         params = json.loads(objects[base + "params.json"])
         assert params["total_env_steps"] == spec.budget and params["checkpoint_interval"] == 2
+        # What the trial ran, written on the driver beside params.json: there too (a grid
+        # trial's is Tune's config itself).
+        assert json.loads(objects[base + TRIAL_FILE]) == params
         assert len(objects[base + "result.json"].decode().splitlines()) == 4
         states = [k for k in objects if k.startswith(base) and k.endswith("/state.json")]
         assert states, f"no checkpoint of {trial} in the bucket"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.spec import SweepSpec
+from rlsweep.spec import TRIAL_FILE, SweepSpec
 from rlsweep.sweep import run_sweep
 from rlsweep.testing import ITER_S_ENV, fake_trial
 
@@ -53,6 +53,11 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
         for row in rows:  # what the trial reports is what its config says, before and after
             assert row["hp/lr"] == row["config"]["lr"]
         exploited += len(set(lrs)) > 1
+        # Its record follows the perturbations, as params.json does: the lr it ended on.
+        ran = json.loads((Path(trial_dir) / TRIAL_FILE).read_text())
+        assert (
+            ran["lr"] == lrs[-1] == json.loads((Path(trial_dir) / "params.json").read_text())["lr"]
+        )
     assert exploited >= 1
 
 

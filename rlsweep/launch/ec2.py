@@ -22,6 +22,7 @@ import ipaddress
 import re
 import shlex
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,9 @@ from rlsweep.validators import is_int
 
 HEAD_NODE_TYPE = "head"
 VENV = "~/rlsweep-venv"
-# The torch the project is developed against; pinned before rlsweep so pip keeps this build.
-DEFAULT_TORCH = "torch==2.13.0"
+DEFAULT_TORCH = resources.files("rlsweep").joinpath("torch-pin.txt").read_text().strip()
+"""The torch the project is developed against, installed before rlsweep so that pip keeps this
+build; written once, in rlsweep/torch-pin.txt, which the Makefile reads too."""
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Where a local wheel/sdist and a shipped spec land on every node.
 REMOTE_DIST = "~/rlsweep-dist"
