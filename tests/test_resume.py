@@ -264,7 +264,7 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
 def ray_local():
     import ray
 
-    from rlsweep.sweep import runtime_env
+    from rlsweep.session import runtime_env
 
     ray.init(num_cpus=1, include_dashboard=False, runtime_env=runtime_env())
     yield
