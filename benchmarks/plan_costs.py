@@ -4,7 +4,7 @@
 
 The parts of `rlsweep.plan.Costs`, each measured where a sweep spends it:
 
-- ray_start_s: `rlsweep.sweep.ray_session` (a local Ray with rlsweep's settings, as `run_sweep`
+- ray_start_s: `rlsweep.session.ray_session` (a local Ray with rlsweep's settings, as `run_sweep`
   starts it) entered and left, timed around.
 - a real sweep in that Ray (`run_sweep`): the demo's trial shape (coinrun easy, 16 envs x 64
   steps, minibatch 512, 1 CPU), at 3 epochs (the demo's) and at 1, the two side by side as the
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if a.quick
         else (ITERATIONS, EVAL_INTERVAL, TIMED)
     )
-    from rlsweep.sweep import ray_session
+    from rlsweep.session import ray_session
 
     load = [os.getloadavg()[0]]
     print(f"load average {load[0]:.2f} at start", flush=True)

@@ -1,5 +1,6 @@
 """rlsweep: what makes PPO generalize on Procgen? Sweeps on Ray Tune + RLlib."""
 
+from rlsweep._version import __version__ as __version__
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.spec import SweepSpec
@@ -14,7 +15,6 @@ __all__ = [
     "resume_sweep",
     "run_sweep",
 ]
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):

@@ -103,9 +103,9 @@ HOOKS: tuple[Hook, ...] = (
         "ENV_VARS_TO_PROPAGATE",
         "AWS credential variables removed: not copied into trials' runtime_env",
     ),
-    # bundled_jemalloc (rlsweep.sweep.runtime_env).
+    # bundled_jemalloc (rlsweep.session.runtime_env).
     Hook("ray", "core/libjemalloc.so", "LD_PRELOADed into trial processes", kind="file"),
-    # quiet_local_ray (rlsweep.sweep.ray_session).
+    # quiet_local_ray (rlsweep.session.ray_session).
     Hook(
         "ray._private.parameter.RayParams",
         "include_log_monitor",
@@ -177,7 +177,7 @@ DRIVER_LOGS: tuple[DriverLog, ...] = (
         verbose=True,
     ),
 )
-"""Ray's log records rlsweep keeps off the driver's console (`rlsweep.sweep`): written to the
+"""Ray's log records rlsweep keeps off the driver's console (`rlsweep.session`): written to the
 sweep's driver log instead."""
 HOOKS = (*HOOKS, *DRIVER_LOGS)
 

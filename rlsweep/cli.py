@@ -7,7 +7,6 @@ flag: rlsweep.errors.SpecError), 130 interrupted by Ctrl-C (143: SIGTERM).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import warnings
 
@@ -55,26 +54,12 @@ def env_steps(text: str) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Everything `run` checks before it starts the sweep: the spec (with its smoke: section),
     the overrides, and that every trial fits where it would run."""
+    from rlsweep.fits import check_fits
+
     spec = _load(args)
-    _check_fits(spec, args.address, args.num_cpus)
+    check_fits(spec, args.address, args.num_cpus)
     print(f"{args.spec}: ok — {spec.num_trials} trials of {spec.budget:,} env steps")
     return 0
-
-
-def _check_fits(spec: SweepSpec, address: str | None, num_cpus: int | None) -> None:
-    """Every trial fits where the sweep would run, by the checks `run_sweep` makes: this
-    machine (or `num_cpus`) before Ray starts; with `address` (or RAY_ADDRESS), the running
-    cluster's resources (a warning only, as in `run`: an autoscaler may still add nodes)."""
-    from rlsweep.placement import starts_local_ray
-    from rlsweep.spec import check_local_resources
-
-    if starts_local_ray(address):
-        check_local_resources(spec, num_cpus)
-        return
-    from rlsweep.sweep import _check_cluster, ray_session
-
-    with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
-        _check_cluster(spec, autoscaling=True)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -143,16 +128,14 @@ def _not_a_spec(path: str) -> None:
     """`rlsweep resume spec.yaml`: say which results dir that spec's sweep lives in."""
     from pathlib import Path
 
-    from rlsweep.sweep import can_resume, experiment_path
+    from rlsweep.experiment_dir import can_resume, experiment_path
+    from rlsweep.interrupt import resume_command
 
     if not (path.endswith((".yaml", ".yml")) and Path(path).is_file()):
         return
     spec = SweepSpec.from_yaml(path)
     experiment = experiment_path(spec)
-    if not experiment.startswith(("s3://", "gs://")):
-        with contextlib.suppress(ValueError):
-            experiment = str(Path(experiment).relative_to(Path.cwd()))
-    hint = f"rlsweep resume {experiment}"
+    hint = resume_command(experiment)
     if not can_resume(experiment):
         hint += f" (it holds no sweep yet: rlsweep run {path})"
     raise SpecError(path, "", f"a spec, not a results dir; its sweep resumes with: {hint}")
@@ -160,7 +143,8 @@ def _not_a_spec(path: str) -> None:
 
 def _where(args: argparse.Namespace) -> dict:
     """run_sweep's "where and how to run" options, shared by run, resume and ablate."""
-    from rlsweep.sweep import Dashboard, Instance
+    from rlsweep.experiment_dir import Instance
+    from rlsweep.session import Dashboard
 
     # Flags left unset are not passed: run_sweep's, WandbSettings' and Dashboard's defaults hold
     # (each written once, there).

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import threading
 import time
@@ -28,7 +27,7 @@ from typing import Any, NoReturn
 
 from rlsweep.environ import set_env
 from rlsweep.metrics import TRIAL_INTERRUPTED
-from rlsweep.storage import is_uri
+from rlsweep.storage import user_path
 
 GRACE_S = 600.0
 """Default wait for running trials to checkpoint after an interrupt: one iteration and an
@@ -205,9 +204,5 @@ class SweepInterrupted(Exception):
 
 
 def resume_command(experiment: Path | str) -> str:
-    """`rlsweep resume <dir>`, the dir relative to the working directory where it is inside."""
-    where = str(experiment)
-    if not is_uri(where):
-        with contextlib.suppress(ValueError):
-            where = str(Path(where).resolve().relative_to(Path.cwd())) or "."
-    return f"rlsweep resume {shlex.quote(where)}"
+    """`rlsweep resume <dir>`, the dir as a user types it (`storage.user_path`)."""
+    return f"rlsweep resume {user_path(experiment)}"

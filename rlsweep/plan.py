@@ -28,9 +28,10 @@ from pathlib import Path
 
 from rlsweep import cost, procgen
 from rlsweep.config import TrialConfig
+from rlsweep.fits import check_fits
 from rlsweep.formatting import duration
-from rlsweep.placement import gpu_memory_gib, placement, trials_at_once, trials_per_gpu
-from rlsweep.spec import VARIANT, SweepSpec, check_resources
+from rlsweep.placement import Machine, gpu_memory_gib, placement, trials_at_once, trials_per_gpu
+from rlsweep.spec import VARIANT, SweepSpec
 
 COSTS_BENCHMARK = Path("results/benchmarks/plan_costs.json")
 """benchmarks/plan_costs.py's last result: the `Costs` fields below, by name."""
@@ -372,7 +373,7 @@ def make_plan(
     where = f"{instance}" if instances is not None else "the planned machine"
     if p is not None:
         cost.check_gpus(gpus_per_trial, p, instance)
-    check_resources(spec, cpus, gpus, where=where, gpu_memory_gib=gpu_memory)
+    check_fits(spec, machine=Machine(cpus, gpus, gpu_memory, where))
     concurrent, bound = trials_at_once(per_trial, gpus_per_trial, cpus, gpus)
     if p is not None and instances is not None:
         # Trials do not split across instances: fragmentation caps what runs at once.

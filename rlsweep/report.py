@@ -21,6 +21,7 @@ from rlsweep import plots, storage
 from rlsweep import results as R
 from rlsweep import stats as S
 from rlsweep import tables as T
+from rlsweep.experiment_dir import run_info, sweep_spec
 from rlsweep.results import Experiment
 
 FILES = (
@@ -297,7 +298,7 @@ def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list
     found: dict[str, pd.Series] = {}
     notes = []
     for d in dirs:
-        spec = R.sweep_spec(d)
+        spec = sweep_spec(d)
         if spec is None or not spec.sampled_keys:
             continue
         sweep = exp.counted[exp.counted["sweep"] == d.name]
@@ -338,7 +339,7 @@ def cost_section(
 
     lines = []
     for d in dirs:
-        info = R.run_info(d)
+        info = run_info(d)
         instance = info.get("instance_type")
         if not instance:
             continue

@@ -3,7 +3,8 @@
 Layout read: `<storage>/<sweep>/<trial dir>/{trial.json, params.json, result.json,
 error.txt|error.pkl}`, `result.json` holding one JSON object per reported iteration and
 `trial.json` the config the trial ran (`rlsweep.spec.TRIAL_FILE`; where it is missing, Tune's
-params.json). Plain file reading, no Ray.
+params.json). Plain file reading; only `resume_points` imports Ray, to read Tune's experiment
+state.
 
 `load_curves()` gives one row per trial per reported iteration; `final_scores()` one row per
 trial. Every trial found is kept, and its `status` says whether its numbers may be aggregated:
@@ -24,6 +25,8 @@ trial. Every trial found is kept, and its `status` says whether its numbers may 
   scheduler (the files do not say why a trial stopped, so these cannot be told apart).
 
 Only TERMINATED trials belong in aggregates (`finished()`); reports list the others.
+`trials_table()` is one sweep's table as `rlsweep run` prints it, `resume_points()` what
+`rlsweep resume` does with each of its trials.
 
 Normalized metrics (`*_norm`) are NaN for modes train-procgen has no constants for (extreme,
 memory, exploration; `trial_normalization_note` says why), whatever result.json recorded (a
@@ -45,8 +48,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rlsweep import formatting, procgen, storage
 from rlsweep import metrics as M
-from rlsweep import procgen, storage
+from rlsweep.experiment_dir import sweep_spec
 from rlsweep.spec import CELL_INDEX, TRIAL_FILE, VARIANT, SweepSpec
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
@@ -364,36 +368,86 @@ def swept_params(df: pd.DataFrame) -> list[str]:
     return out
 
 
-# --- what the sweep itself recorded -------------------------------------------------------
-
-SWEEP_FILE, RUN_FILE = "sweep.yaml", "sweep.json"
-"""Written by `rlsweep.sweep.run_sweep` into the experiment dir: the spec as run, provenance."""
+# --- one sweep, as `run_sweep` and `resume_sweep` see it ------------------------------------
 
 
-def _read_text(experiment: str | Path, name: str) -> str | None:
-    """A file of an experiment dir, local or at a URI; None if it is not there."""
-    fs, root = storage.filesystem(str(experiment))
+def trials_table(spec: SweepSpec, experiment: str) -> pd.DataFrame:
+    """`SweepResult.trials` of the experiment dir `experiment` (local or a URI): `final_scores`
+    in the spec's terms (its variants in its order, its swept params) with each trial's dir."""
+    swept = ([VARIANT] if spec.variants else []) + list(spec.space)
+    columns = ["game", "seed", *swept, *M.METRICS, ITERATION, "status", "error", "trial_dir"]
     try:
-        if fs is None:
-            return (Path(root) / name).read_text()
-        with fs.open_input_stream(f"{root}/{name}") as f:
-            return f.read().decode()
+        final = final_scores(load_curves(experiment))
+    except FileNotFoundError:  # stopped before any trial started
+        return pd.DataFrame(columns=columns)
+    final["trial_dir"] = [f"{experiment}/{t}" for t in final["trial_id"]]
+    for col in swept:
+        if col not in final:
+            final[col] = None
+    df = final[columns]
+    if spec.variants:  # in the spec's order, as the write-up's columns are
+        df = df.assign(variant=pd.Categorical(df[VARIANT], categories=list(spec.variants)))
+    return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
+
+
+def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
+    """What `resume_sweep` does with each trial, a line each: kept (finished, or ended early by
+    a scheduler), or continued from iteration N and its env steps (its last checkpoint), or
+    from scratch (no checkpoint)."""
+    try:
+        local = experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
+        final = final_scores(load_curves(local))
     except FileNotFoundError:
-        return None
+        return [f"rlsweep: resuming {spec.name}: no trial had started"]
+    finished = final["status"] == TERMINATED
+    early = ~finished & final["trial_id"].isin(_ended_early(local))
+    done = finished | early
+    lines = [
+        f"rlsweep: resuming {spec.name}: {int(finished.sum())} finished trial(s) kept, "
+        f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
+        f"continue, {max(spec.num_trials - len(final), 0)} not started"
+    ]
+    restored = False
+    for row in final[~done].itertuples():
+        at = _last_checkpoint(local / row.trial_id, local=not storage.is_uri(experiment))
+        restored |= at is not None
+        where = (
+            f"from iteration {at[0]}, {formatting.steps(at[1])} env steps"
+            if at
+            else "from scratch: no checkpoint"
+        )
+        lines.append(f"  {row.trial_id}: {where}")
+    if restored:
+        lines.append(
+            "  (their envs start new episodes there: from then on their numbers are not an "
+            f"uninterrupted run's, and their rows say {M.RESUMED_AT})"
+        )
+    return lines
 
 
-def sweep_spec(experiment: str | Path) -> SweepSpec | None:
-    """The SweepSpec an experiment dir (local or a URI) was run with; None if not rlsweep's."""
-    text = _read_text(experiment, SWEEP_FILE)
-    if text is None:
-        return None
-    return SweepSpec.from_yaml_text(text, source=f"{experiment}/{SWEEP_FILE}")
+def _last_checkpoint(trial_dir: Path, local: bool) -> tuple[int, float] | None:
+    """(iteration, env steps) of the last checkpoint result.json names (and, for a local
+    sweep, that is still on disk), or None."""
+    rows, _ = _read_results(trial_dir / "result.json")
+    found = None
+    for row in rows:
+        name = row.get("checkpoint_dir_name")
+        if name and (not local or (trial_dir / name).is_dir()):
+            found = (int(row.get("training_iteration", 0)), float(row.get(M.ENV_STEPS, 0)))
+    return found
 
 
-def run_info(experiment: str | Path) -> dict[str, Any]:
-    """Provenance the sweep recorded (commit, host, instance type, W&B settings); {} if none."""
-    text = _read_text(experiment, RUN_FILE)
-    return json.loads(text) if text else {}
+def _ended_early(local: Path) -> set[str]:
+    """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
+    stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be. Read
+    from Tune's experiment state, so this imports Ray."""
+    from ray.tune import ExperimentAnalysis
+
+    try:
+        trials = ExperimentAnalysis(str(local)).trials
+    except (FileNotFoundError, ValueError):  # no experiment state readable here
+        return set()
+    return {Path(t.path).name for t in trials if t.status == "TERMINATED" and t.path}
 
 
 # --- an experiment: trials labelled by variant --------------------------------------------

@@ -30,6 +30,7 @@ from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.space import apply_conditions, parse_space
+from rlsweep.storage import is_uri
 from rlsweep.validators import is_int
 
 METRIC_MODES = ("max", "min")
@@ -37,7 +38,6 @@ METRIC_MODES = ("max", "min")
 SEARCH_ALGORITHMS = ("grid", "random", "optuna")
 SCHEDULERS = ("none", "asha", "pbt")
 OPTUNA_DB = "optuna.db"
-_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # TrialConfig fields set by top-level spec keys, not by params/space.
 _AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
 
@@ -337,7 +337,7 @@ class SweepSpec:
         file)."""
         if self.search.optuna_storage:
             return self.search.optuna_storage
-        local = experiment if experiment and not _URI.match(str(experiment)) else None
+        local = experiment if experiment and not is_uri(str(experiment)) else None
         path = Path(local or Path("results") / self.name).expanduser().resolve()
         if create:
             path.mkdir(parents=True, exist_ok=True)
@@ -418,6 +418,15 @@ class SweepSpec:
             return f"extends({self.extends}).{key}"
         # A cross-field rule (e.g. minibatch_size <= train batch) can fail for a default value.
         return f"params.{key}" if key else ""
+
+    def trial_error(self, e: ConfigError, trial: TrialConfig) -> SpecError:
+        """`e`, raised about one of `trials()` (e.g. it does not fit a machine:
+        `rlsweep.fits`), as this spec's error(s) at the keys that set the values it names."""
+        return e.each(
+            lambda x: SpecError(
+                self.source, self._locate(x.path, trial.game, trial.seed, {}), x.message
+            )
+        )
 
     # --- validation ---------------------------------------------------------------------------
     def _placed(self, e: ConfigError) -> SpecError:
@@ -569,11 +578,6 @@ CELL_INDEX = "__trial_index__"
 """Set by Tune's Repeater (Optuna sweeps): which game x seed x variant cell a trial runs."""
 VARIANT = "variant"
 """Config key of a labelled variant (spec.variants)."""
-TRIAL_FILE = "trial.json"
-"""In each trial dir, beside Tune's params.json: what the trial runs, `resolve_config` of Tune's
-config with its variant label (`rlsweep.tune_bridge.TrialRecord` writes it as the trial starts).
-params.json holds Tune's config, which names an Optuna trial's game x seed x variant cell by
-its index alone."""
 
 
 def resolve_config(
@@ -599,51 +603,6 @@ def resolve_config(
     if keep_label and label is not None:
         config[VARIANT] = label
     return config
-
-
-def check_resources(
-    spec: SweepSpec,
-    cpus: float,
-    gpus: float,
-    where: str = "this machine",
-    gpu_memory_gib: float | None = None,
-):
-    """Every trial must fit on the cluster (`cpus`, `gpus` in total; with `gpu_memory_gib`,
-    trials packed on one GPU must fit its memory), or Tune waits forever. The rules:
-    `rlsweep.placement.check_fits`."""
-    from rlsweep.placement import Machine, check_fits
-
-    machine = Machine(cpus, gpus, gpu_memory_gib, where)
-    for t in spec.trials():
-        try:
-            check_fits(t, machine)
-        except ConfigError as e:
-            raise e.each(
-                lambda x, t=t: SpecError(
-                    spec.source, spec._locate(x.path, t.game, t.seed, {}), x.message
-                )
-            ) from None
-
-
-NO_GPU_HINT = (
-    "; run it where there are GPUs (`--address` of a Ray cluster that has them), or see what "
-    "it needs with `rlsweep plan SPEC --gpus N`"
-)
-"""Said after a GPU trial is refused on this machine for want of GPUs."""
-
-
-def check_local_resources(spec: SweepSpec, num_cpus: float | None = None) -> None:
-    """`check_resources` against this machine: its CPUs (or `num_cpus`), GPUs and GPU memory."""
-    from rlsweep.placement import local_machine
-
-    # Looking up GPUs imports torch: only a sweep that asks for GPUs pays for it.
-    m = local_machine(num_cpus, look_up_gpus=any(t.num_gpus > 0 for t in spec.trials()))
-    try:
-        check_resources(spec, m.cpus, m.gpus, gpu_memory_gib=m.gpu_memory_gib)
-    except SpecError as e:
-        if m.gpus or not e.path.endswith("num_gpus"):
-            raise
-        raise SpecError(e.source, e.path, e.message + NO_GPU_HINT) from None
 
 
 def _build(cls, raw: Any):

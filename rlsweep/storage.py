@@ -14,8 +14,10 @@ Reports read plain files, so `fetch()` copies an experiment from a URI into a lo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shlex
 import shutil
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -35,6 +37,16 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint_\d+$")
 def is_uri(path: str | os.PathLike) -> bool:
     """True for `scheme://...` (s3, gs, ...); False for local paths, `~` included."""
     return isinstance(path, str) and bool(_URI.match(path))
+
+
+def user_path(path: str | os.PathLike) -> str:
+    """`path` as a user types it in a shell: relative to the working directory where it lies
+    inside it, quoted where the shell needs it; a URI as it is."""
+    where = str(path)
+    if not is_uri(where):
+        with contextlib.suppress(ValueError):
+            where = str(Path(where).resolve().relative_to(Path.cwd())) or "."
+    return shlex.quote(where)
 
 
 def s3_endpoint(endpoint: str | None = None) -> str | None:

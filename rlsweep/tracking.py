@@ -20,6 +20,7 @@ from typing import Any
 from rlsweep._ray_compat import keyless_wandb_callback_class
 from rlsweep.environ import set_env
 from rlsweep.spec import SweepSpec
+from rlsweep.storage import is_uri
 
 WANDB_MODES = ("auto", "offline", "online", "disabled")
 WANDB_HOST = "api.wandb.ai"
@@ -89,7 +90,7 @@ def tags(spec: SweepSpec) -> list[str]:
 
 def run_dir(settings: WandbSettings, experiment: str | Path) -> Path:
     """Parent of the `wandb/` folder: settings.dir, else the local experiment dir."""
-    base = settings.dir or (experiment if "://" not in str(experiment) else "wandb-runs")
+    base = settings.dir or (experiment if not is_uri(str(experiment)) else "wandb-runs")
     path = Path(base).expanduser().resolve()
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -117,15 +118,23 @@ def callback(spec: SweepSpec, settings: WandbSettings, experiment: str | Path):
     )
 
 
-def log_report(
-    spec: SweepSpec, settings: WandbSettings, experiment: str | Path, report: Path
+def log_report(spec: SweepSpec, settings: WandbSettings, experiment: str | Path) -> str:
+    """One more run in the sweep's group, logged when the sweep ends: its report
+    (`rlsweep.report`, built into the W&B run dir), the per-trial scores as a `wandb.Table` and
+    every report plot as an image. Returns the run's local directory."""
+    from rlsweep.report import build_report
+
+    report = build_report([experiment], out=run_dir(settings, experiment) / "report")
+    with mode_env(settings.resolved_mode()):
+        return _log_report_run(spec, settings, experiment, report.parent)
+
+
+def _log_report_run(
+    spec: SweepSpec, settings: WandbSettings, experiment: str | Path, out: Path
 ) -> str:
-    """One more run in the sweep's group: the per-trial scores as a `wandb.Table` and every
-    report plot as an image. Returns the run's local directory."""
     import pandas as pd
     import wandb
 
-    out = report.parent
     run = wandb.init(
         project=settings.project,
         entity=settings.entity,

@@ -219,16 +219,17 @@ def test_launcher_bad_input_is_a_spec_error(tmp_path, capsys):
     assert f"{bad}: params.lr: got -1" in capsys.readouterr().err
 
 
-def test_validate_plan_and_report_do_not_load_torch():
+def test_validate_plan_and_report_do_not_load_torch_or_ray():
     # `rlsweep validate` on a CPU sweep, run as users run it: importing torch (~1 s, ~750
-    # modules) is for trials and for sweeps that ask for GPUs, not for checking a spec.
+    # modules) is for trials and for sweeps that ask for GPUs, and Ray for a sweep that runs
+    # or a cluster to check against, not for checking a spec.
     code = (
         "import sys; from rlsweep.cli import main; "
         "rc = main(['validate', 'search_spaces/demo.yaml']); "
         "import rlsweep.report, rlsweep.plan; "
-        "print('torch' in sys.modules); sys.exit(rc)"
+        "print('torch' in sys.modules, 'ray' in sys.modules); sys.exit(rc)"
     )
     root = Path(__file__).resolve().parents[1]
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.strip().splitlines()[-1] == "False"
+    assert p.stdout.strip().splitlines()[-1] == "False False"

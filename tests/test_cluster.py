@@ -39,7 +39,8 @@ from ray.cluster_utils import Cluster
 
 from rlsweep import metrics as M
 from rlsweep.config import TrialConfig
-from rlsweep.results import RUN_FILE, final_scores, load_curves
+from rlsweep.experiment_dir import RUN_FILE
+from rlsweep.results import final_scores, load_curves
 from rlsweep.spec import SweepSpec
 from rlsweep.sweep import run_sweep
 from rlsweep.testing import ITER_S_ENV, fake_trial

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlsweep.session import Dashboard
 from rlsweep.spec import SweepSpec
-from rlsweep.sweep import Dashboard, run_sweep
+from rlsweep.sweep import run_sweep
 
 pytestmark = pytest.mark.rllib
 

@@ -27,7 +27,7 @@ TINY = dict(TINY_PPO, num_epochs=2, eval_interval=2, eval_episodes=8)
 def ray_local():
     import ray
 
-    from rlsweep.sweep import runtime_env
+    from rlsweep.session import runtime_env
 
     ray.init(num_cpus=2, include_dashboard=False, runtime_env=runtime_env())
     yield
@@ -123,7 +123,7 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         assert len({r["train/return"] for r in fresh} | {math.nan}) >= 2
         assert 0 < last["time/eval_s"] < last["time/wall_s"]
         assert last["perf/jemalloc"] is True
-        assert last["perf/nice"] == 0  # Ray's default for workers is 15 (sweep.runtime_env)
+        assert last["perf/nice"] == 0  # Ray's default for workers is 15 (session.runtime_env)
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]
         )

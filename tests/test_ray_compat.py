@@ -126,11 +126,11 @@ def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
 
 
 def test_a_sweeps_local_ray_runs_quiet():
-    """Through `sweep.ray_session`, as `run_sweep` starts Ray: the RayConfig overrides reach
+    """Through `session.ray_session`, as `run_sweep` starts Ray: the RayConfig overrides reach
     the GCS (which hands them to every raylet and worker) and no log monitor runs."""
     from ray._private import ray_constants, state, worker
 
-    from rlsweep.sweep import ray_session
+    from rlsweep.session import ray_session
 
     assert not ray.is_initialized()
     with ray_session(address=None, num_cpus=1, jemalloc=False, dashboard=None):

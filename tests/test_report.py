@@ -177,7 +177,7 @@ def test_uncalibrated_mode_has_no_normalized_score_and_the_report_says_why(tmp_p
 def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     """Every variant the sweep's spec runs has a column: "—" when all its trials are NaN
     (errored) or when none has a trial dir yet (an interrupted sweep's pending trials)."""
-    from rlsweep.results import SWEEP_FILE
+    from rlsweep.experiment_dir import SWEEP_FILE
     from rlsweep.spec import SweepSpec
 
     exp = tmp_path / "results" / "syn"

@@ -25,6 +25,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from rlsweep import formatting
 from rlsweep import metrics as M
 from rlsweep import results as R
 from rlsweep.report import build_report
@@ -217,7 +218,9 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     assert resumed.returncode == 0, out
     at = before[-1]
     k = at["training_iteration"]
-    assert f"{stopped.name}: from iteration {k}, {int(at[M.ENV_STEPS]):,} env steps" in out, out
+    assert (
+        f"{stopped.name}: from iteration {k}, {formatting.steps(at[M.ENV_STEPS])} env steps" in out
+    ), out
 
     # The finished trial was neither lost nor rerun.
     assert (finished / "result.json").read_text() == finished_lines
@@ -264,7 +267,7 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
 def ray_local():
     import ray
 
-    from rlsweep.sweep import runtime_env
+    from rlsweep.session import runtime_env
 
     ray.init(num_cpus=1, include_dashboard=False, runtime_env=runtime_env())
     yield

@@ -320,23 +320,6 @@ def test_extends_a_baseline_and_overrides_it():
     assert t.entropy_coeff == 0.02  # spec params override the baseline
 
 
-def test_resources_the_cluster_cannot_satisfy():
-    from rlsweep.spec import check_resources
-
-    spec = SweepSpec(
-        name="r", params={"num_env_runners": 3, "minibatch_size": 512}, source="r.yaml"
-    )
-    with pytest.raises(SpecError) as e:
-        check_resources(spec, cpus=2, gpus=0)
-    assert str(e.value) == (
-        "r.yaml: params.num_env_runners: a trial needs 4 CPUs (num_cpus 1 + num_env_runners 3); "
-        "this machine has 2"
-    )
-    with pytest.raises(SpecError, match=r"params.num_gpus: got 1; the cluster has 0 GPUs"):
-        check_resources(SweepSpec(name="g", params={"num_gpus": 1}), 8, 0, where="the cluster")
-    check_resources(spec, cpus=4, gpus=0)
-
-
 def test_plan_counts_steps_and_estimates_time():
     from rlsweep.plan import Costs, Throughput, make_plan
 
@@ -508,19 +491,3 @@ def test_a_baseline_runs_as_a_spec(name, capsys):
     )
     described = SweepSpec(name="d", description="the demo, smaller")
     assert SweepSpec.from_yaml_text(described.to_yaml()) == described
-
-
-def test_no_gpu_here_suggests_a_cluster_or_a_plan():
-    from rlsweep.placement import local_machine
-    from rlsweep.spec import check_local_resources
-
-    if local_machine().gpus:
-        pytest.skip("this machine has a GPU")
-    spec = SweepSpec(name="g", params={"num_gpus": 1}, source="g.yaml")
-    with pytest.raises(SpecError) as e:
-        check_local_resources(spec)
-    assert str(e.value) == (
-        "g.yaml: params.num_gpus: got 1; this machine has 0 GPUs; run it where there are GPUs "
-        "(`--address` of a Ray cluster that has them), or see what it needs with `rlsweep plan "
-        "SPEC --gpus N`"
-    )

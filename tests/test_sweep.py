@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from rlsweep import results as R
+from rlsweep.experiment_dir import Instance, SweepExistsError, can_resume
 from rlsweep.metrics import METRICS
 from rlsweep.spec import SweepSpec
-from rlsweep.sweep import SweepExistsError, resume_points, run_sweep
+from rlsweep.sweep import run_or_resume, run_sweep
 from rlsweep.testing import fake_trial
 
 
@@ -144,8 +145,6 @@ def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):
 
 def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
     """What a restarted spot job does: the sweep found in storage is resumed, not rerun."""
-    from rlsweep.sweep import can_resume, run_or_resume
-
     spec = SweepSpec(
         name="again", games=["coinrun"], seeds=[0, 1], budget=2 * 16384, storage_path=str(tmp_path)
     )
@@ -153,7 +152,9 @@ def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
     first = run_or_resume(spec, trainable=fake_trial, num_cpus=2)
     lines = {d: (Path(d) / "result.json").read_text() for d in first.trials["trial_dir"]}
     assert can_resume(first.path)
-    second = run_or_resume(spec, trainable=fake_trial, num_cpus=2)
+    # run_sweep's options that the sweep recorded when it started are not resume_sweep's.
+    recorded = {"storage_path": str(tmp_path), "max_failures": 0, "instance": Instance("c6i.large")}
+    second = run_or_resume(spec, trainable=fake_trial, num_cpus=2, **recorded)
     assert sorted(second.trials["trial_dir"]) == sorted(lines)
     assert (second.trials["status"] == "TERMINATED").all()
     for d, text in lines.items():
@@ -182,7 +183,7 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path):
     final = R.final_scores(R.load_curves(tmp_path / "early"))
     assert sorted(final["variant"]) == ["A", "B"] and (final["status"] == "INCOMPLETE").all()
     # Tune will not restart them on resume, so resume does not promise to continue them.
-    assert resume_points(spec, str(tmp_path / "early")) == [
+    assert R.resume_points(spec, str(tmp_path / "early")) == [
         "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
         "kept, 0 to continue, 0 not started"
     ]
@@ -206,68 +207,3 @@ def test_run_refuses_a_results_dir_holding_a_sweep_before_ray_starts(tmp_path, r
     assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
     assert "Token authentication" not in run.stderr  # ray.init's first words
     assert [p.name for p in (tmp_path / "results" / "demo").iterdir()] == ["sweep.yaml"]
-
-
-def test_rays_noise_goes_to_the_driver_log_unless_verbose(tmp_path):
-    """Ray's log records a user cannot act on (`_ray_compat.DRIVER_LOGS`) reach the experiment's
-    driver.log instead of the console; --verbose shows the noisy ones, never those rlsweep says
-    itself; other records pass."""
-    import logging
-
-    from rlsweep._ray_compat import DRIVER_LOGS
-    from rlsweep.sweep import DRIVER_LOG, _quiet_console
-
-    shown: list[str] = []
-
-    class Console(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            shown.append(record.getMessage())
-
-    console = Console()
-    logging.getLogger("ray").addHandler(console)  # where Ray's own console handler sits
-    try:
-        for verbose in (False, True):
-            experiment = tmp_path / f"verbose={verbose}"
-            with _quiet_console(str(experiment), verbose):
-                for line in DRIVER_LOGS:
-                    logging.getLogger(line.owner).warning(f"[{line.attribute}] ...")
-                logging.getLogger("ray.tune.tune").warning("something else")
-            logged = (experiment / DRIVER_LOG).read_text()
-            for line in DRIVER_LOGS:
-                on_console = any(line.attribute in m for m in shown)
-                assert on_console is (verbose and line.verbose), (verbose, line)
-                assert (line.attribute in logged) is not on_console, (verbose, line)
-            assert shown.count("something else") == 1 and "something" not in logged
-            shown.clear()
-        logging.getLogger("ray.tune.utils.util").warning("which may be a performance bottleneck")
-        assert shown == ["which may be a performance bottleneck"]  # filters removed on exit
-    finally:
-        logging.getLogger("ray").removeHandler(console)
-
-
-def test_a_sweep_that_starts_ray_keeps_its_token_warning_off_the_console(tmp_path):
-    """End to end, in a fresh process (Ray warns of token auth once per process, when it
-    starts a cluster): a sweep that starts Ray prints no Ray warning; driver.log holds it."""
-    import os
-    import subprocess
-    import sys
-
-    code = (
-        "import sys\n"
-        "from rlsweep.spec import SweepSpec\n"
-        "from rlsweep.sweep import run_sweep\n"
-        "from rlsweep.testing import fake_trial\n"
-        "spec = SweepSpec(name='quiet', budget=16384, storage_path=sys.argv[1])\n"
-        "run_sweep(spec, trainable=fake_trial, num_cpus=1)\n"
-    )
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
-    p = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert p.returncode == 0, p.stderr
-    assert "WARNING" not in p.stderr and "Token authentication" not in p.stderr, p.stderr
-    assert "Token authentication is enabled" in (tmp_path / "quiet" / "driver.log").read_text()

@@ -10,9 +10,10 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep._ray_compat import ray_session_dir
+from rlsweep.experiment_dir import Instance
 from rlsweep.report import build_report
 from rlsweep.spec import SweepSpec
-from rlsweep.sweep import Instance, run_sweep
+from rlsweep.sweep import run_sweep
 from rlsweep.tables import usd_text
 from rlsweep.testing import fake_trial
 from rlsweep.tracking import WandbSettings, git_commit

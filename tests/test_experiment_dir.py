@@ -1,0 +1,91 @@
+"""rlsweep.experiment_dir: where a sweep lives, one sweep per dir, and rlsweep's own files in
+it, local and on S3 (moto's server, see conftest.s3_server)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rlsweep import __version__
+from rlsweep.experiment_dir import (
+    DRIVER_LOG,
+    RUN_FILE,
+    SWEEP_FILE,
+    Instance,
+    SweepExistsError,
+    append_text,
+    experiment_path,
+    holds_sweep,
+    read_text,
+    record_run,
+    refuse_existing,
+    run_info,
+    sweep_spec,
+)
+from rlsweep.spec import SweepSpec
+from rlsweep.tracking import WandbSettings, git_commit
+
+
+def test_a_sweep_lives_at_storage_slash_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = SweepSpec(name="demo")
+    assert experiment_path(spec) == str(tmp_path / "results" / "demo")
+    assert experiment_path(spec, "~/runs") == str(Path("~/runs/demo").expanduser())
+    assert experiment_path(spec, "s3://bucket/sweeps/") == "s3://bucket/sweeps/demo"
+
+
+def test_a_dir_holding_a_sweep_is_refused_or_cleared(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = SweepSpec(
+        name="demo", search={"algorithm": "optuna"}, space={"lr": {"loguniform": [1e-5, 1e-3]}}
+    )
+    experiment = experiment_path(spec)
+    assert not holds_sweep(experiment)
+    refuse_existing(spec, experiment, overwrite=False)  # nothing there: nothing to refuse
+    trial = Path(experiment) / "trial_0"
+    trial.mkdir(parents=True)
+    (trial / "params.json").write_text("{}")  # Tune's trial dirs alone make it a sweep
+    assert holds_sweep(experiment)
+    with pytest.raises(SweepExistsError) as e:
+        refuse_existing(spec, experiment, overwrite=False)
+    assert str(e.value) == (
+        f"{experiment}: already holds a sweep; continue it with `rlsweep resume results/demo`, "
+        "replace it by running again with --overwrite (run_sweep(overwrite=True)), or give the "
+        "spec another name"
+    )
+    study = Path(spec.optuna_storage_url(experiment, create=True).removeprefix("sqlite:///"))
+    study.write_text("")
+    refuse_existing(spec, experiment, overwrite=True)
+    assert not Path(experiment).exists() and not study.exists()
+
+
+def test_the_run_record_reads_back(tmp_path):
+    spec = SweepSpec(name="rec", games=["maze"], seeds=[3], source="rec.yaml")
+    experiment = str(tmp_path / "rec")
+    assert sweep_spec(experiment) is None and run_info(experiment) == {}
+    wandb = WandbSettings(project="p", mode="offline")
+    record_run(
+        spec, experiment, address="auto", instance=Instance("c6i.large", spot=True), wandb=wandb
+    )
+    assert sweep_spec(experiment).to_dict() == spec.to_dict()
+    assert holds_sweep(experiment)
+    info = json.loads((tmp_path / "rec" / RUN_FILE).read_text())
+    assert info == run_info(experiment)
+    assert info["rlsweep_version"] == __version__ and info["git_commit"] == git_commit()
+    assert (info["ray_address"], info["instance_type"], info["spot"]) == ("auto", "c6i.large", True)
+    assert info["wandb"] == {"project": "p", "entity": None, "mode": "offline", "dir": None}
+
+
+def test_files_at_a_uri(s3_server):
+    """The same files on S3: written, appended to (the driver log of each session), read back;
+    the bucket then holds a sweep."""
+    experiment = f"s3://{s3_server.bucket}/sweeps/files"
+    assert read_text(experiment, DRIVER_LOG) is None and not holds_sweep(experiment)
+    append_text(experiment, DRIVER_LOG, "first session\n")
+    append_text(experiment, DRIVER_LOG, "second session\n")
+    assert read_text(experiment, DRIVER_LOG) == "first session\nsecond session\n"
+    assert not holds_sweep(experiment)  # a driver log alone is no sweep
+    spec = SweepSpec(name="files")
+    record_run(spec, experiment, address=None, instance=None, wandb=None)
+    assert holds_sweep(experiment) and read_text(experiment, SWEEP_FILE) == spec.to_yaml()
+    assert run_info(experiment)["ray_address"] == "local"

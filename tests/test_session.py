@@ -1,0 +1,87 @@
+"""rlsweep.session: the trials' env, Ray asked about without importing it, and the driver's
+console: Ray's noise goes to the experiment's driver.log."""
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rlsweep._ray_compat import DRIVER_LOGS
+from rlsweep.experiment_dir import DRIVER_LOG
+from rlsweep.session import JEMALLOC_CONF, quiet_console, runtime_env
+
+
+def test_trials_run_at_normal_priority_with_rays_jemalloc():
+    assert runtime_env(jemalloc=False) == {"env_vars": {"RAY_worker_niceness": "0"}}
+    env = runtime_env()["env_vars"]
+    assert env["RAY_worker_niceness"] == "0" and env["MALLOC_CONF"] == JEMALLOC_CONF
+    assert Path(env["LD_PRELOAD"]).name == "libjemalloc.so" and Path(env["LD_PRELOAD"]).is_file()
+
+
+def test_whether_ray_runs_is_asked_without_importing_it():
+    """`rlsweep validate` asks (through `fits.check_fits`) before anything imports Ray; the
+    answer must not cost Ray's import."""
+    code = (
+        "import sys; from rlsweep.session import ray_running; "
+        "print(ray_running(), 'ray' in sys.modules)"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False", "False"]
+
+
+def test_rays_noise_goes_to_the_driver_log_unless_verbose(tmp_path):
+    """Ray's log records a user cannot act on (`_ray_compat.DRIVER_LOGS`) reach the experiment's
+    driver.log instead of the console; --verbose shows the noisy ones, never those rlsweep says
+    itself; other records pass."""
+    shown: list[str] = []
+
+    class Console(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            shown.append(record.getMessage())
+
+    console = Console()
+    logging.getLogger("ray").addHandler(console)  # where Ray's own console handler sits
+    try:
+        for verbose in (False, True):
+            experiment = tmp_path / f"verbose={verbose}"
+            with quiet_console(str(experiment), verbose):
+                for line in DRIVER_LOGS:
+                    logging.getLogger(line.owner).warning(f"[{line.attribute}] ...")
+                logging.getLogger("ray.tune.tune").warning("something else")
+            logged = (experiment / DRIVER_LOG).read_text()
+            for line in DRIVER_LOGS:
+                on_console = any(line.attribute in m for m in shown)
+                assert on_console is (verbose and line.verbose), (verbose, line)
+                assert (line.attribute in logged) is not on_console, (verbose, line)
+            assert shown.count("something else") == 1 and "something" not in logged
+            shown.clear()
+        logging.getLogger("ray.tune.utils.util").warning("which may be a performance bottleneck")
+        assert shown == ["which may be a performance bottleneck"]  # filters removed on exit
+    finally:
+        logging.getLogger("ray").removeHandler(console)
+
+
+def test_a_sweep_that_starts_ray_keeps_its_token_warning_off_the_console(tmp_path):
+    """End to end, in a fresh process (Ray warns of token auth once per process, when it
+    starts a cluster): a sweep that starts Ray prints no Ray warning; driver.log holds it."""
+    code = (
+        "import sys\n"
+        "from rlsweep.spec import SweepSpec\n"
+        "from rlsweep.sweep import run_sweep\n"
+        "from rlsweep.testing import fake_trial\n"
+        "spec = SweepSpec(name='quiet', budget=16384, storage_path=sys.argv[1])\n"
+        "run_sweep(spec, trainable=fake_trial, num_cpus=1)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "WARNING" not in p.stderr and "Token authentication" not in p.stderr, p.stderr
+    assert "Token authentication is enabled" in (tmp_path / "quiet" / "driver.log").read_text()
