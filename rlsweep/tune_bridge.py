@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -182,7 +181,7 @@ def _trial_dirname(trial) -> str:
 
 def _run_spec(spec: SweepSpec) -> SweepSpec:
     if overrides := trial_overrides(spec):
-        return dataclasses.replace(spec, params={**spec.params, **overrides})
+        return spec.with_overrides(params={**spec.params, **overrides})
     return spec
 
 
