@@ -298,6 +298,17 @@ def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
     p.add_argument("--dashboard-port", type=int, help="dashboard port (default: Dashboard's)")
 
 
+class _Renamed(argparse.Action):
+    """A flag's former name, hidden from --help: an error that names the flag to write."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kw) -> None:
+        super().__init__(option_strings, dest, help=argparse.SUPPRESS, **kw)
+        self.new = new
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        parser.error(f"{option_string}: renamed: write {self.new}")
+
+
 def _parser(sub, name: str, help: str, examples: str, description: str = "", **kw):
     """A subcommand whose --help ends with examples."""
     return sub.add_parser(
@@ -356,8 +367,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--num-cpus", type=int, help="CPUs to plan for (default: this machine's), as run takes it"
     )
-    # Another spelling of --num-cpus, accepted and left out of --help.
-    pl.add_argument("--cpus", type=int, dest="num_cpus", help=argparse.SUPPRESS)
+    pl.add_argument("--cpus", action=_Renamed, new="--num-cpus")
     pl.add_argument(
         "--steps-per-s",
         type=float,

@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlsweep.errors import SpecError
 from rlsweep.placement import trials_at_once
-from rlsweep.spec import SpecError, _read_yaml, _unknown
+from rlsweep.validators import unknown
+from rlsweep.yamlfile import read_yaml
 
 PRICES_PATH = Path(__file__).resolve().parent / "prices.yaml"
 _KEYS = ("vcpus", "gpus", "on_demand", "spot")
@@ -64,7 +66,7 @@ def load_prices(path: str | Path | None = None) -> dict[str, InstancePrice]:
     path = Path(path) if path is not None else PRICES_PATH
     source = str(path)
     try:
-        data = _read_yaml(path)
+        data = read_yaml(path)
     except SpecError as e:
         raise PriceError(e.source, e.path, e.message) from None
     if not isinstance(data, dict) or not data:
@@ -80,7 +82,7 @@ def load_prices(path: str | Path | None = None) -> dict[str, InstancePrice]:
         for key in entry:
             if key not in (*_KEYS, *_OPTIONAL):
                 allowed = [*_KEYS, *_OPTIONAL]
-                raise PriceError(source, f"{instance}.{key}", _unknown("key", str(key), allowed))
+                raise PriceError(source, f"{instance}.{key}", unknown("key", str(key), allowed))
         memory = entry.get("gpu_memory_gib")
         if memory is not None and not (
             isinstance(memory, int | float) and not isinstance(memory, bool) and memory > 0
@@ -119,7 +121,7 @@ def price(instance: str, prices: Prices | None = None) -> InstancePrice:
         raise PriceError(
             source,
             instance,
-            _unknown("instance type", instance, sorted(prices))
+            unknown("instance type", instance, sorted(prices))
             + " (add it to the price table, or pass your own with --prices FILE)",
         )
     return prices[instance]

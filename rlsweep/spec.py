@@ -3,25 +3,21 @@
 *Where* it runs (local Ray, a cluster address, ...) is not part of the spec; see `run_sweep`.
 A spec is validated completely on the driver, before Ray starts: every grid trial is built as a
 `TrialConfig`, every sampled parameter's candidates and bounds are checked the same way, and
-every error names the file, the key path, the bad value and what is allowed.
-
-YAML note: PyYAML implements YAML 1.1, which reads `1e-4` (no dot) as a string. We load with
-`yaml.safe_load` and then convert strings that are plainly numbers in exponent notation
-(`1e-4`, `5E+5`) to floats, so specs can be written the natural way.
+every error names the file, the key path, the bad value and what is allowed. Each key's own
+rule is declared with its field (rlsweep.validators); the rules across keys are methods.
+YAML is read by rlsweep.yamlfile (which also reads `1e-4` as a number).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import itertools
 import re
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import yaml
 
@@ -31,7 +27,22 @@ from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.space import apply_conditions, parse_space
 from rlsweep.storage import is_uri
-from rlsweep.validators import is_int
+from rlsweep.validators import (
+    Rule,
+    Validated,
+    build,
+    check_each_field,
+    checked,
+    flag,
+    integer,
+    mapping,
+    one_of,
+    optional,
+    refused,
+    text,
+    unknown,
+)
+from rlsweep.yamlfile import numbers_from_strings, parse_yaml, read_yaml
 
 METRIC_MODES = ("max", "min")
 """Whether a sweep maximizes or minimizes its metric."""
@@ -40,6 +51,10 @@ SCHEDULERS = ("none", "asha", "pbt")
 OPTUNA_DB = "optuna.db"
 # TrialConfig fields set by top-level spec keys, not by params/space.
 _AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
+_PARAMETERS = [k for k in TrialConfig.field_names() if k not in _AXES]
+"""What params, space and variants may set."""
+_TRIALS_FROM = ("extends", "games", "seeds", "budget", "params", "variants")
+"""The spec keys the trials are built from."""
 
 
 def data_dir(name: str) -> Path:
@@ -55,122 +70,141 @@ DEFAULTED = ("name", "budget", "games", "seeds")
 """Spec keys whose default is rarely what a study wants: a spec that leaves one out is warned."""
 
 
+_NAMES = Rule(
+    lambda v: isinstance(v, list | tuple) and all(isinstance(k, str) for k in v),
+    "a list of parameter names",
+    convert=tuple,
+)
+_SWEEP_NAME = Rule(
+    lambda v: isinstance(v, str) and re.fullmatch(r"[A-Za-z0-9][\w.-]*", v) is not None,
+    "letters, digits, '_', '-', '.'",
+)
+_BASELINE = Rule(lambda v: isinstance(v, str) and v != "", "a baseline's name or a YAML path")
+_DIRECTORY = Rule(lambda v: isinstance(v, str) and v != "", "a directory or s3:// URI")
+_STRINGS = Rule(
+    lambda v: isinstance(v, list) and all(isinstance(t, str) for t in v), "a list of strings"
+)
+_VARIANTS = Rule(lambda v: isinstance(v, dict), "a mapping label -> params")
+_SMOKE = Rule(lambda v: isinstance(v, dict), "a mapping of spec overrides")
+_SQLALCHEMY_URL = Rule(
+    lambda v: isinstance(v, str) and re.match(r"[a-z][a-z0-9+]*://", v) is not None,
+    "a SQLAlchemy URL (sqlite:///study.db)",
+)
+
+
+def _distinct_list(what: str) -> Rule:
+    return Rule(
+        lambda v: isinstance(v, list) and len(v) > 0 and len(set(map(repr, v))) == len(v),
+        f"a non-empty list of distinct {what}",
+    )
+
+
 @dataclass(frozen=True)
-class SearchConfig:
+class SearchConfig(Validated):
     """How the space is searched."""
 
-    algorithm: str = "grid"
+    algorithm: str = checked("grid", rule=one_of(SEARCH_ALGORITHMS))
     """grid (grid params only) | random (Tune's sampler) | optuna (TPE)."""
-    num_samples: int = 1
+    num_samples: int = checked(1, rule=integer(1))
     """Samples of the non-grid parameters (per game x seed cell)."""
-    scheduler: str = "none"
+    scheduler: str = checked("none", rule=one_of(SCHEDULERS))
     """none | asha (early stopping) | pbt (population based training)."""
-    grace_period: int = 5
+    grace_period: int = checked(5, rule=integer(1))
     """asha: iterations before a trial may be stopped."""
-    reduction_factor: int = 3
+    reduction_factor: int = checked(3, rule=integer(2))
     """asha: keep the best 1/reduction_factor at each rung."""
-    perturbation_interval: int = 5
+    perturbation_interval: int = checked(5, rule=integer(1))
     """pbt: iterations between exploit/explore steps (trials checkpoint at this interval)."""
-    mutations: tuple[str, ...] = ("lr", "entropy_coeff", "clip_param")
+    mutations: tuple[str, ...] = checked(("lr", "entropy_coeff", "clip_param"), rule=_NAMES)
     """pbt: space parameters PBT perturbs."""
-    synch: bool = False
+    synch: bool = checked(False, rule=flag)
     """pbt: wait for the whole population at each perturbation (reproducible: every trial is
     ranked against all others; slower: the population moves at the pace of its slowest trial).
     Asynchronous PBT ranks only the trials that have reported at that moment."""
-    seed: int = 0
+    seed: int = checked(0, rule=integer(0))
     """Seed of the sampler (random, optuna, pbt)."""
-    optuna_storage: str | None = None
+    optuna_storage: str | None = checked(None, rule=optional(_SQLALCHEMY_URL))
     """optuna: SQLAlchemy URL the study persists in (default: `optuna.db`, SQLite, in the
     sweep's local results directory); the study is named after the sweep. (Not where results
     go: that is the spec's `storage_path`.)"""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "mutations", tuple(self.mutations))
-        checks = [
-            ("algorithm", self.algorithm in SEARCH_ALGORITHMS, ", ".join(SEARCH_ALGORITHMS)),
-            ("scheduler", self.scheduler in SCHEDULERS, ", ".join(SCHEDULERS)),
-        ]
-        for name in ("num_samples", "grace_period", "reduction_factor", "perturbation_interval"):
-            v = getattr(self, name)
-            ok = is_int(v, minimum=1)
-            checks.append((name, ok and (name != "reduction_factor" or v >= 2), "an integer >= 1"))
-        checks.append(("seed", is_int(self.seed, minimum=0), "an integer >= 0"))
-        checks.append(("synch", isinstance(self.synch, bool), "true or false"))
-        url = self.optuna_storage
-        url_ok = url is None or (isinstance(url, str) and re.match(r"[a-z][a-z0-9+]*://", url))
-        checks.append(("optuna_storage", url_ok, "null or a SQLAlchemy URL (sqlite:///study.db)"))
-        for name, ok, allowed in checks:
-            if not ok:
-                raise ConfigError(name, f"got {getattr(self, name)!r}; allowed: {allowed}")
 
 
 @dataclass
 class SweepSpec:
     """A sweep: every game x seed x grid combination (x num_samples) becomes one trial."""
 
-    name: str
+    name: str = checked(rule=_SWEEP_NAME)
     """Sweep name; results go to `<storage_path>/<name>/`."""
-    extends: str | None = None
+    extends: str | None = checked(None, rule=optional(_BASELINE))
     """Baseline whose params this spec starts from: a name in baselines/ or a YAML path."""
-    games: list[str] = field(default_factory=lambda: ["coinrun"])
+    games: list[str] = checked(rule=_distinct_list("games"), factory=lambda: ["coinrun"])
     """Procgen games (always a grid axis)."""
-    seeds: list[int] = field(default_factory=lambda: [0])
+    seeds: list[int] = checked(rule=_distinct_list("seeds"), factory=lambda: [0])
     """Trial seeds (always a grid axis)."""
-    budget: int = 25_000_000
+    budget: int = checked(25_000_000, rule=integer(1))
     """Env steps per trial (TrialConfig.total_env_steps)."""
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = checked(rule=mapping, factory=dict)
     """Fixed TrialConfig values shared by every trial (over the baseline's)."""
     space: dict[str, Any] = field(default_factory=dict)
     """Searched TrialConfig fields: a list = grid, or {choice|uniform|loguniform|int: ...}."""
-    variants: dict[str, dict[str, Any]] = field(default_factory=dict)
+    variants: dict[str, dict[str, Any]] = checked(rule=_VARIANTS, factory=dict)
     """Labelled bundles of params (e.g. 'No Augs': {augment: none}): a grid axis whose values
     change several fields at once; the label is recorded as the trial's `variant`."""
     search: SearchConfig = field(default_factory=SearchConfig)
     """Search algorithm and scheduler."""
-    metric: str = "test/return_norm"
+    metric: str = checked("test/return_norm", rule=one_of(METRICS))
     """Metric Tune ranks trials by."""
-    mode: str = "max"
+    mode: str = checked("max", rule=one_of(METRIC_MODES))
     """max or min."""
-    max_concurrent: int | None = None
+    max_concurrent: int | None = checked(None, rule=optional(integer(1)))
     """Cap on trials running at once (None: as many as resources allow)."""
-    storage_path: str = "results"
+    storage_path: str = checked("results", rule=_DIRECTORY)
     """Directory (or s3:// URI) holding `<name>/`."""
-    tags: list[str] = field(default_factory=list)
+    tags: list[str] = checked(rule=_STRINGS, factory=list)
     """Free-form labels (W&B run tags, next to the ones rlsweep derives)."""
-    description: str | None = None
+    description: str | None = checked(None, rule=optional(text))
     """What the sweep is for, in a line (free text; baselines carry one too)."""
-    smoke: dict[str, Any] = field(default_factory=dict)
+    smoke: dict[str, Any] = checked(rule=_SMOKE, factory=dict)
     """Overrides for a quick run of the whole machinery (`--smoke`; see `smoke_spec`): `params`
     merge into the spec's, other keys replace theirs. Validated with the spec."""
     source: str | None = field(default=None, compare=False, repr=False)
     """File the spec was read from (for error messages)."""
-    _given: ClassVar[frozenset[str] | None] = None
+    _given: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
     """Top-level keys the spec's file (or dict) wrote; None: built in Python, all chosen."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.search, dict) and self.search.get("storage", 0) is None:
-            # sweep.yaml files recorded before the rename hold `storage: null`: nothing chosen
-            self.search = {k: v for k, v in self.search.items() if k != "storage"}
-        if isinstance(self.search, dict) and "storage" in self.search:
-            raise SpecError(
-                self.source,
-                "search.storage",
-                "renamed: write search.optuna_storage (the Optuna study's SQLAlchemy URL; "
-                "results go to storage_path)",
-            )
         errors: list[SpecError] = []
-        if isinstance(self.search, dict):
-            try:
-                self.search = _build(SearchConfig, self.search)
-            except ConfigError as e:
-                errors += self._placed(e.under("search")).errors
-                self.search = SearchConfig()  # the other checks run on a neutral search
+        self.search = self._search(errors)
         space_errors: list[ConfigError] = []
         self.space = parse_space(self.space, errors=space_errors)  # the keys that parsed
         errors += [self._placed(e) for e in space_errors]
         self._check(errors)
 
+    def _search(self, errors: list[SpecError]) -> SearchConfig:
+        """`search` built (a neutral one, its errors added to `errors`, if it cannot be)."""
+        raw = self.search
+        if isinstance(raw, dict) and "storage" in raw:
+            errors.append(
+                SpecError(
+                    self.source,
+                    "search.storage",
+                    "renamed: write search.optuna_storage (the Optuna study's SQLAlchemy URL; "
+                    "results go to storage_path)",
+                )
+            )
+            raw = {k: v for k, v in raw.items() if k != "storage"}
+        try:
+            return build(SearchConfig, raw)
+        except ConfigError as e:
+            errors += self._placed(e.under("search")).errors
+            return SearchConfig()  # the other checks run on a neutral search
+
     # --- construction -------------------------------------------------------------------------
+    @classmethod
+    def key_names(cls) -> list[str]:
+        """The keys a spec may write (its fields but `source`, which is where it was read)."""
+        return [f.name for f in dataclasses.fields(cls) if f.init and f.name != "source"]
+
     @classmethod
     def from_dict(
         cls, d: dict[str, Any], source: str | None = None, default_name: str | None = None
@@ -181,10 +215,10 @@ class SweepSpec:
         spec); without one, a missing name is an error."""
         if not isinstance(d, dict):
             raise SpecError(source, "", f"a spec is a mapping of keys, got {type(d).__name__}")
-        d = _numbers_from_strings(d)
-        known = [f.name for f in dataclasses.fields(cls) if f.name != "source"]
+        d = numbers_from_strings(d)
+        known = cls.key_names()
         errors = [
-            SpecError(source, key, _unknown("key", key, known)) for key in d if key not in known
+            SpecError(source, key, unknown("key", key, known)) for key in d if key not in known
         ]
         if "name" not in d and default_name is None:
             errors.append(SpecError(source, "name", "missing; every spec needs a name"))
@@ -215,36 +249,31 @@ class SweepSpec:
                 None, "", "from_yaml takes a file path; for YAML text use SweepSpec.from_yaml_text"
             )
         # A file that names no sweep (a baseline) runs under its own name.
-        spec = cls.from_dict(_read_yaml(path), source=str(path), default_name=Path(path).stem)
+        spec = cls.from_dict(read_yaml(path), source=str(path), default_name=Path(path).stem)
         if smoke:
             spec = spec.smoke_spec()
-        return spec.replace(budget=budget, storage_path=storage_path)
+        flags = {"budget": budget, "storage_path": storage_path}
+        return spec.with_overrides(**{k: v for k, v in flags.items() if v is not None})
 
     @classmethod
     def from_yaml_text(cls, text: str, source: str | None = None) -> SweepSpec:
         """The spec in YAML `text` (what `to_yaml` returns): `from_yaml_text(s.to_yaml()) == s`."""
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise SpecError(source, "", f"not valid YAML: {e}") from None
-        return cls.from_dict(raw, source=source)
+        return cls.from_dict(parse_yaml(text, source), source=source)
 
-    def replace(self, **changes: Any) -> SweepSpec:
-        """This spec with top-level keys changed (None: unchanged), validated again. Keys the
-        user did not write stay unwritten (see `default_warnings`)."""
-        changes = {k: v for k, v in changes.items() if v is not None}
+    def with_overrides(self, **changes: Any) -> SweepSpec:
+        """This spec with the top-level keys `changes` set, built and validated again: the way
+        to change a spec (a SweepSpec is validated once, at construction). The keys the user
+        did not write stay unwritten (see `default_warnings`)."""
         if not changes:
             return self
-        given = self._given if self._given is not None else frozenset(self.to_dict())
-        d = {k: v for k, v in self.to_dict().items() if k in given}
-        return SweepSpec.from_dict({**d, **changes}, source=self.source, default_name=self.name)
+        d = {**self._written(), **changes}
+        return SweepSpec.from_dict(d, source=self.source, default_name=self.name)
 
     def smoke_spec(self) -> SweepSpec:
         """The spec with its `smoke:` overrides applied, named `<name>-smoke`."""
         if not isinstance(self.smoke, dict) or not self.smoke:
             raise SpecError(self.source, "smoke", "this spec has no smoke: section (--smoke)")
-        given = self._given if self._given is not None else frozenset(self.to_dict())
-        d = {k: v for k, v in self.to_dict().items() if k in given and k != "smoke"}
+        d = {k: v for k, v in self._written().items() if k != "smoke"}
         for key, value in self.smoke.items():
             d[key] = {**d.get(key, {}), **value} if key == "params" else value
         d["name"] = f"{self.name}-smoke"
@@ -254,6 +283,11 @@ class SweepSpec:
             raise e.each(
                 lambda x: SpecError(self.source, ".".join(("smoke", x.path)).strip("."), x.message)
             ) from None
+
+    def _written(self) -> dict[str, Any]:
+        """The keys the user wrote (all of them for a spec built in Python), as `to_dict`."""
+        d = self.to_dict()
+        return d if self._given is None else {k: v for k, v in d.items() if k in self._given}
 
     def default_warnings(self) -> list[str]:
         """One line per `DEFAULTED` key the spec's file left out (empty for Python specs)."""
@@ -271,7 +305,7 @@ class SweepSpec:
         ]
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "source"}
+        d = {key: getattr(self, key) for key in self.key_names()}
         d["space"] = {k: p.to_raw() for k, p in self.space.items()}
         d["variants"] = {k: dict(v) for k, v in self.variants.items()}
         d["search"] = dataclasses.asdict(self.search)
@@ -283,7 +317,7 @@ class SweepSpec:
 
     # --- what it expands to -------------------------------------------------------------------
     # A spec is validated, and its baseline and defaults fixed, at construction: change one with
-    # `dataclasses.replace` (which builds and validates a new spec), not by assignment.
+    # `with_overrides` (which builds and validates a new spec), not by assignment.
     @functools.cached_property
     def _baseline(self) -> dict[str, Any]:
         """The baseline's params, read once per spec (not once per trial)."""
@@ -433,93 +467,20 @@ class SweepSpec:
         """`e` (one or several problems at spec key paths) as errors of this spec's file."""
         return e.each(lambda x: SpecError(self.source, x.path, x.message))
 
+    def _error(self, path: str, message: str) -> SpecError:
+        return SpecError(self.source, path, message)
+
     def _check(self, errors: list[SpecError]) -> None:
         """Every check, with all independent errors raised together (`errors`: those found
-        already). The trials are built (and validated) only when the keys they are built from
-        passed: a bad `games` or an unknown parameter would only repeat itself there."""
-
-        def fail(path: str, message: str) -> None:
-            errors.append(SpecError(self.source, path, message))
-
-        if not isinstance(self.name, str) or not re.fullmatch(r"[A-Za-z0-9][\w.-]*", self.name):
-            fail("name", f"got {self.name!r}; allowed: letters, digits, '_', '-', '.'")
-        before = len(errors)  # the keys trials are built from: games ... variants
-        for key in ("games", "seeds"):
-            values = getattr(self, key)
-            if not isinstance(values, list) or not values:
-                fail(key, f"got {values!r}; allowed: a non-empty list")
-            elif len(set(map(repr, values))) != len(values):
-                fail(key, f"got {values!r}; values must be distinct")
-        if not is_int(self.budget, minimum=1):
-            fail("budget", f"got {self.budget!r}; allowed: an integer number of env steps > 0")
-        params = self.params if isinstance(self.params, dict) else {}
-        if params is not self.params:
-            fail("params", f"got {self.params!r}; allowed: a mapping")
-        known = [k for k in TrialConfig.field_names() if k not in _AXES]
-        for section, keys in (("params", params), ("space", self.space)):
-            for key in keys:
-                if key in _AXES:
-                    fail(f"{section}.{key}", f"set this with the top-level '{_AXES[key]}' key")
-                elif key not in known:
-                    fail(f"{section}.{key}", _unknown("parameter", key, known))
-        variants = self.variants if isinstance(self.variants, dict) else {}
-        if variants is not self.variants:
-            fail("variants", f"got {self.variants!r}; allowed: a mapping label -> params")
-        for label, bundle in variants.items():
-            if not isinstance(label, str) or not isinstance(bundle, dict):
-                fail(f"variants.{label}", f"got {bundle!r}; allowed: a mapping of params")
-                continue
-            for key in bundle:
-                if key in _AXES:
-                    fail(f"variants.{label}.{key}", f"set this with the top-level '{_AXES[key]}'")
-                elif key not in known:
-                    fail(f"variants.{label}.{key}", _unknown("parameter", key, known))
-                elif key in self.space:
-                    fail(f"variants.{label}.{key}", "also searched in space; pick one")
-        for key, p in self.space.items():
-            if key in params:
-                fail(f"space.{key}", "also set in params; a parameter is either fixed or searched")
-            for cond in p.when:
-                if cond not in self.space and cond not in known:
-                    fail(f"space.{key}.when.{cond}", _unknown("parameter", cond, known))
-        trials_buildable = len(errors) == before
-        if self.mode not in METRIC_MODES:
-            fail("mode", f"got {self.mode!r}; allowed: {', '.join(METRIC_MODES)}")
-        if self.metric not in METRICS:
-            fail("metric", f"got {self.metric!r}; allowed: {', '.join(METRICS)}")
-        if self.max_concurrent is not None and not is_int(self.max_concurrent, minimum=1):
-            fail("max_concurrent", f"got {self.max_concurrent!r}; allowed: an integer >= 1 or null")
-        if not isinstance(self.storage_path, str) or not self.storage_path:
-            fail("storage_path", f"got {self.storage_path!r}; allowed: a directory or s3:// URI")
-        if not isinstance(self.tags, list) or not all(isinstance(t, str) for t in self.tags):
-            fail("tags", f"got {self.tags!r}; allowed: a list of strings")
-        if self.description is not None and not isinstance(self.description, str):
-            fail("description", f"got {self.description!r}; allowed: text, or null")
-        self._check_search(fail)
-        if not isinstance(self.smoke, dict):
-            fail("smoke", f"got {self.smoke!r}; allowed: a mapping of spec overrides")
-        for key, value in self.smoke.items() if isinstance(self.smoke, dict) else ():
-            if key in ("smoke", "name"):
-                fail(f"smoke.{key}", "allowed: spec keys but name and smoke")
-            if key == "params" and not isinstance(value, dict):
-                fail("smoke.params", f"got {value!r}; allowed: a mapping")
-        if trials_buildable:
-            try:
-                trials = self.trials()  # builds (and so validates) every grid trial
-                self._check_sampled()
-            except SpecError as e:
-                errors += e.errors
-                trials = []
-            if self.metric in METRICS and self.metric.endswith("_norm"):
-                for t in trials:
-                    if note := procgen.normalization_note(t.game, t.distribution_mode):
-                        fail(
-                            "metric",
-                            f"got {self.metric!r}, which is NaN for {t.game} "
-                            f"{t.distribution_mode} ({note}); allowed: "
-                            f"{self.metric.removesuffix('_norm')}",
-                        )
-                        break
+        already): each key's own rule, then the rules across keys. The trials are built (and
+        validated) only when the keys they are built from passed: a bad `games` or an unknown
+        parameter would only repeat itself there."""
+        refused = check_each_field(self)
+        errors += [self._placed(e) for e in refused]
+        names = self._parameter_errors()
+        errors += names + self._search_errors() + self._smoke_errors()
+        if not names and not any(e.path in _TRIALS_FROM for e in refused):
+            errors += self._trial_errors()
         if self.smoke and not errors:
             try:
                 self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
@@ -528,39 +489,97 @@ class SweepSpec:
         if errors:
             raise SpecError.several(errors)
 
-    def _check_search(self, fail: Callable[[str, str], None]) -> None:
-        s = self.search
-        if s.algorithm == "grid" and self.sampled_keys:
-            fail(
-                f"space.{self.sampled_keys[0]}",
-                "a sampled parameter needs search.algorithm random or optuna "
-                "(grid runs lists only)",
+    def _parameter_errors(self) -> list[SpecError]:
+        """The parameters params, space, variants and conditions name: TrialConfig fields that
+        no top-level key sets, each either fixed or searched."""
+        params = self.params if isinstance(self.params, dict) else {}
+        found = []
+        for section, keys in (("params", params), ("space", self.space)):
+            found += [(f"{section}.{key}", why) for key in keys if (why := _not_a_parameter(key))]
+        for label, bundle in (self.variants if isinstance(self.variants, dict) else {}).items():
+            if not isinstance(label, str) or not isinstance(bundle, dict):
+                found.append((f"variants.{label}", f"got {bundle!r}; allowed: a mapping of params"))
+                continue
+            for key in bundle:
+                searched = key in self.space and "also searched in space; pick one"
+                if why := _not_a_parameter(key) or searched:
+                    found.append((f"variants.{label}.{key}", why))
+        for key, p in self.space.items():
+            if key in params:
+                found.append(
+                    (f"space.{key}", "also set in params; a parameter is either fixed or searched")
+                )
+            for cond in p.when:
+                if cond not in self.space and (why := _not_a_parameter(cond)):
+                    found.append((f"space.{key}.when.{cond}", why))
+        return [self._error(path, message) for path, message in found]
+
+    def _search_errors(self) -> list[SpecError]:
+        """The search against the space and the games."""
+        s, sampled, found = self.search, self.sampled_keys, []
+        if s.algorithm == "grid" and sampled:
+            found.append(
+                (
+                    f"space.{sampled[0]}",
+                    "a sampled parameter needs search.algorithm random or optuna "
+                    "(grid runs lists only)",
+                )
             )
         if s.algorithm == "optuna" and self.grid_keys:
-            fail(
-                f"space.{self.grid_keys[0]}",
-                "optuna samples every parameter; write {choice: [...]} instead of a grid list",
+            found.append(
+                (
+                    f"space.{self.grid_keys[0]}",
+                    "optuna samples every parameter; write {choice: [...]} instead of a grid list",
+                )
             )
-        if s.scheduler == "pbt":
-            if isinstance(self.games, list) and len(self.games) > 1:
-                fail(
+        if s.scheduler == "pbt" and isinstance(self.games, list) and len(self.games) > 1:
+            found.append(
+                (
                     "search.scheduler",
                     "pbt exploits across the population, so one PBT sweep trains one game; "
                     f"got games {self.games}",
                 )
-            for i, key in enumerate(s.mutations):
-                if key not in self.space or self.space[key].is_grid:
-                    fail(
-                        f"search.mutations[{i}]",
-                        f"got {key!r}; allowed: a sampled parameter of space "
-                        f"({', '.join(self.sampled_keys) or 'none'})",
-                    )
+            )
+        for i, key in enumerate(s.mutations if s.scheduler == "pbt" else ()):
+            if key not in sampled:
+                allowed = f"a sampled parameter of space ({', '.join(sampled) or 'none'})"
+                found.append((f"search.mutations[{i}]", f"got {key!r}; allowed: {allowed}"))
+        return [self._error(path, message) for path, message in found]
 
-    def _check_sampled(self) -> None:
-        """Each sampled parameter's candidates/bounds must make a valid trial (all errors at
-        once)."""
+    def _smoke_errors(self) -> list[SpecError]:
+        smoke = self.smoke if isinstance(self.smoke, dict) else {}
+        found = [
+            self._error(f"smoke.{key}", "allowed: spec keys but name and smoke")
+            for key in smoke
+            if key in ("smoke", "name")
+        ]
+        if "params" in smoke and not mapping(smoke["params"]):
+            found.append(self._placed(refused("smoke.params", smoke["params"], mapping.allowed)))
+        return found
+
+    def _trial_errors(self) -> list[SpecError]:
+        """Every grid trial and every sampled parameter's candidates, built (and so validated);
+        and a normalized metric needs games and modes whose returns normalize."""
+        try:
+            trials = self.trials()
+        except SpecError as e:
+            return list(e.errors)
+        errors = self._sampled_errors()
+        if self.metric in METRICS and self.metric.endswith("_norm"):
+            for t in trials:
+                if note := procgen.normalization_note(t.game, t.distribution_mode):
+                    why = f"which is NaN for {t.game} {t.distribution_mode} ({note})"
+                    raw = self.metric.removesuffix("_norm")
+                    errors.append(
+                        self._error("metric", f"got {self.metric!r}, {why}; allowed: {raw}")
+                    )
+                    break
+        return errors
+
+    def _sampled_errors(self) -> list[SpecError]:
+        """Each sampled parameter's candidates/bounds must make a valid trial."""
         if not self.sampled_keys:
-            return
+            return []
         game, seed = self.games[0], self.seeds[0]
         grid0 = {k: self.space[k].values[0] for k in self.grid_keys}
         errors: list[SpecError] = []
@@ -570,14 +589,25 @@ class SweepSpec:
                     self._trial(game, seed, {**grid0, key: value})
                 except SpecError as e:
                     errors += e.errors
-        if errors:
-            raise SpecError.several(errors)
+        return errors
+
+
+def _not_a_parameter(key: Any) -> str:
+    """Why params, space or variants may not set `key` ('' if they may)."""
+    if key in _AXES:
+        return f"set this with the top-level '{_AXES[key]}' key"
+    return "" if key in _PARAMETERS else unknown("parameter", str(key), _PARAMETERS)
 
 
 CELL_INDEX = "__trial_index__"
 """Set by Tune's Repeater (Optuna sweeps): which game x seed x variant cell a trial runs."""
 VARIANT = "variant"
 """Config key of a labelled variant (spec.variants)."""
+TRIAL_FILE = "trial.json"
+"""In each trial dir, beside Tune's params.json: what the trial runs, `resolve_config` of Tune's
+config with its variant label (`rlsweep.tune_bridge.TrialRecord` writes it as the trial starts).
+params.json holds Tune's config, which names an Optuna trial's game x seed x variant cell by
+its index alone."""
 
 
 def resolve_config(
@@ -605,33 +635,6 @@ def resolve_config(
     return config
 
 
-def _build(cls, raw: Any):
-    if isinstance(raw, cls):
-        return raw
-    if not isinstance(raw, dict):
-        raise ConfigError("", f"got {raw!r}; allowed: a mapping")
-    known = [f.name for f in dataclasses.fields(cls)]
-    for key in raw:
-        if key not in known:
-            raise ConfigError(key, _unknown("key", key, known))
-    return cls(**raw)
-
-
-def _unknown(what: str, key: str, known: list[str]) -> str:
-    hint = difflib.get_close_matches(key, known, n=1)
-    return f"unknown {what}{f' (did you mean {hint[0]!r}?)' if hint else ''}; allowed: " + (
-        ", ".join(known)
-    )
-
-
-def _read_yaml(path: str | Path) -> Any:
-    path = Path(path)
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise SpecError(str(path), "", f"not valid YAML: {e}") from None
-    except OSError as e:
-        raise SpecError(str(path), "", f"cannot read: {e.strerror}") from None
 
 
 def baseline_names() -> list[str]:
@@ -659,19 +662,18 @@ def load_baseline(ref: str | None, source: str | None = None) -> dict[str, Any]:
 def _baseline_params(path: str, mtime_ns: int) -> dict[str, Any]:
     """A baseline file's validated params, read once per version of the file (a spec and its
     smoke run share one read)."""
-    data = _numbers_from_strings(_read_yaml(path))
+    data = numbers_from_strings(read_yaml(path))
     if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
         raise SpecError(str(path), "params", "a baseline needs a 'params:' mapping")
     errors = [
-        SpecError(str(path), str(key), _unknown("key", str(key), ["params", "description"]))
+        SpecError(str(path), str(key), unknown("key", str(key), ["params", "description"]))
         for key in data
         if key not in ("params", "description")
     ]
-    known = [k for k in TrialConfig.field_names() if k not in _AXES]
     errors += [
-        SpecError(str(path), f"params.{key}", _unknown("parameter", key, known))
+        SpecError(str(path), f"params.{key}", unknown("parameter", key, _PARAMETERS))
         for key in data["params"]
-        if key not in known
+        if key not in _PARAMETERS
     ]
     if errors:
         raise SpecError.several(errors)
@@ -680,19 +682,3 @@ def _baseline_params(path: str, mtime_ns: int) -> dict[str, Any]:
     except ConfigError as e:
         raise e.under("params").each(lambda x: SpecError(str(path), x.path, x.message)) from None
     return data["params"]
-
-
-_EXP_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+")
-
-
-def _numbers_from_strings(value: Any) -> Any:
-    """YAML 1.1 reads 1e-4 as a string; turn such strings back into numbers, recursively
-    (integral ones, like a budget of 25e6, into ints)."""
-    if isinstance(value, str) and _EXP_NUMBER.fullmatch(value.strip()):
-        number = float(value)
-        return int(number) if number.is_integer() else number
-    if isinstance(value, dict):
-        return {k: _numbers_from_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers_from_strings(v) for v in value]
-    return value

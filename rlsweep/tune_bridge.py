@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import os
@@ -189,7 +188,7 @@ def _trial_dirname(trial) -> str:
 
 def _run_spec(spec: SweepSpec) -> SweepSpec:
     if overrides := trial_overrides(spec):
-        return dataclasses.replace(spec, params={**spec.params, **overrides})
+        return spec.with_overrides(params={**spec.params, **overrides})
     return spec
 
 

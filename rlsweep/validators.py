@@ -2,11 +2,25 @@
 
 YAML and JSON give `true`/`false` as Python bools, and `bool` is a subclass of `int`: every
 check here refuses bools, so `num_envs: true` is an error rather than 1.
+
+A config dataclass declares each field's rule beside the field (`checked(default, rule=...)`,
+from a small vocabulary that says what it allows in an error's words); `check_fields` applies
+them all, then the few rules that tie fields together, and raises every problem at once. The
+"unknown key, did you mean" message of every config, spec and price table is `unknown`.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, TypeVar
+
+from rlsweep.errors import ConfigError
+
+T = TypeVar("T")
 
 
 def is_int(v: object, minimum: int | None = None) -> bool:
@@ -17,3 +31,151 @@ def is_int(v: object, minimum: int | None = None) -> bool:
 def is_number(v: object) -> bool:
     """A finite int or float that is not a bool."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# --- rules declared with each field of a config dataclass -----------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What a field allows: `test` says whether a value passes, `allowed` says so in an error's
+    words ("got X; allowed: <allowed>"). `convert` turns a value that passed into the field's
+    own type (a YAML list into the tuple a frozen config holds)."""
+
+    test: Callable[[Any], bool]
+    allowed: str
+    convert: Callable[[Any], Any] | None = None
+
+    def __call__(self, value: Any) -> bool:
+        return bool(self.test(value))
+
+
+def integer(minimum: int) -> Rule:
+    return Rule(lambda v: is_int(v, minimum), f"an integer >= {minimum}")
+
+
+positive = Rule(lambda v: is_number(v) and v > 0, "a number > 0")
+non_negative = Rule(lambda v: is_number(v) and v >= 0, "a number >= 0")
+probability = Rule(lambda v: is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+fraction = Rule(lambda v: is_number(v) and 0 < v <= 1, "a number in (0, 1]")
+flag = Rule(lambda v: isinstance(v, bool), "true, false")
+text = Rule(lambda v: isinstance(v, str), "text")
+mapping = Rule(lambda v: isinstance(v, dict), "a mapping")
+
+
+def one_of(choices: Sequence[str]) -> Rule:
+    return Rule(lambda v: isinstance(v, str) and v in choices, ", ".join(choices))
+
+
+def optional(rule: Rule, meaning: str = "") -> Rule:
+    """`rule`, or None (null in YAML); `meaning` says what None does ("to disable")."""
+    convert = rule.convert
+    return Rule(
+        lambda v: v is None or rule(v),
+        " ".join(filter(None, (f"{rule.allowed}, or null", meaning))),
+        None if convert is None else lambda v: None if v is None else convert(v),
+    )
+
+
+RULE = "rlsweep.rule"
+"""The dataclasses.field metadata key of a field's Rule."""
+
+
+def checked(
+    default: Any = MISSING,
+    *,
+    rule: Rule,
+    factory: Callable[[], Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """A dataclass field that `rule` checks (see `check_fields`), e.g.
+    `lr: float = checked(5e-4, rule=positive)`; `factory` makes a mutable default."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={RULE: rule}, **kwargs)
+    return field(default=default, metadata={RULE: rule}, **kwargs)
+
+
+def rule_of(cls: type, name: str) -> Rule | None:
+    """The rule declared with field `name` of the dataclass `cls` (None: none declared)."""
+    return _rules(cls).get(name)
+
+
+@functools.cache
+def _rules(cls: type) -> dict[str, Rule]:
+    return {f.name: f.metadata[RULE] for f in fields(cls) if RULE in f.metadata}
+
+
+def refused(key: str, value: Any, allowed: str) -> ConfigError:
+    """The error of a value that is not allowed: `key: got <value>; allowed: <allowed>`."""
+    return ConfigError(key, f"got {value!r}; allowed: {allowed}")
+
+
+def check_each_field(obj: Any) -> list[ConfigError]:
+    """Every field of the dataclass `obj` against its rule: the errors of the values refused, in
+    field order; each value that passed is converted in place (`Rule.convert`)."""
+    errors = []
+    for name, rule in _rules(type(obj)).items():
+        value = getattr(obj, name)
+        if not rule(value):
+            errors.append(refused(name, value, rule.allowed))
+        elif rule.convert is not None:
+            object.__setattr__(obj, name, rule.convert(value))
+    return errors
+
+
+def check_fields(obj: Any) -> None:
+    """Validate the dataclass `obj`, raising every problem at once: each field's rule, then
+    the rules across fields, the `_across_fields()` method of each class in its MRO that
+    defines one (a class's run once the fields it declares or inherits are valid)."""
+    errors = check_each_field(obj)
+    failed = {e.path for e in errors}
+    for cls in reversed(type(obj).__mro__):
+        across = vars(cls).get("_across_fields")
+        if across is not None and failed.isdisjoint(f.name for f in fields(cls)):
+            errors += across(obj)
+    if errors:
+        raise ConfigError.several(errors)
+
+
+class Validated:
+    """Base of a config dataclass that validates itself at construction (`check_fields`)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+def failures(obj: Any, rules: Iterable[tuple[str, bool, str]]) -> list[ConfigError]:
+    """The errors of `rules` across fields, each (key, holds, allowed), that do not hold."""
+    return [refused(key, getattr(obj, key), allowed) for key, holds, allowed in rules if not holds]
+
+
+# --- keys ------------------------------------------------------------------------------------
+
+
+def did_you_mean(key: str, known: Sequence[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `known` to `key`, or '' if none is close."""
+    hint = difflib.get_close_matches(key, known, n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""
+
+
+def unknown(what: str, key: str, known: Sequence[str]) -> str:
+    """The message for a key that is not one of `known`: a suggestion and what is allowed."""
+    return f"unknown {what}{did_you_mean(key, known)}; allowed: {', '.join(known)}"
+
+
+def build(cls: type[T], raw: Any) -> T:
+    """The dataclass `cls` from a mapping of its fields (a spec section): every unknown key
+    and every bad value at once."""
+    if isinstance(raw, cls):
+        return raw
+    if not isinstance(raw, dict):
+        raise refused("", raw, "a mapping")
+    known = [f.name for f in fields(cls) if f.init]
+    errors = [ConfigError(str(k), unknown("key", str(k), known)) for k in raw if k not in known]
+    try:
+        built = cls(**{k: v for k, v in raw.items() if k in known})
+    except ConfigError as e:
+        errors += e.errors
+    if errors:
+        raise ConfigError.several(errors)
+    return built

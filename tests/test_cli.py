@@ -99,7 +99,7 @@ def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, m
         tmp_path, base + "name: b\nparams: {num_gpus: 0.0625, num_cpus: 1, bf16: true}\n", "b.yaml"
     )
     assert main(["validate", bf16]) == 0
-    assert main(["plan", bf16, "--cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"]) == 0
+    assert main(["plan", bf16, "--num-cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"]) == 0
     assert "16 at a time on 16 CPUs, 1 GPU" in capsys.readouterr().out
 
 

@@ -214,9 +214,11 @@ def test_plan_cli_on_a_gpu_box(tmp_path, capsys):
     argv = ["plan", str(path), "--gpus", "1", "--num-cpus", "16", "--steps-per-s", "110"]
     assert main(argv) == 0
     assert "4 at a time on 16 CPUs, 1 GPU (GPU-bound" in capsys.readouterr().out
-    # --cpus, plan's name for it before it took run's --num-cpus, still works (not in --help)
-    assert main([a if a != "--num-cpus" else "--cpus" for a in argv]) == 0
-    assert "4 at a time on 16 CPUs, 1 GPU (GPU-bound" in capsys.readouterr().out
+    # --cpus, plan's name for it before it took run's --num-cpus: an error that names it
+    with pytest.raises(SystemExit) as e:
+        main([a if a != "--num-cpus" else "--cpus" for a in argv])
+    assert e.value.code == 2
+    assert "--cpus: renamed: write --num-cpus" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["plan", "--help"])
     usage = capsys.readouterr().out
@@ -246,7 +248,7 @@ def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
     """--budget 25e6 on the demo keeps its 1,024-step iterations and eval_interval 6: the
     evaluations grow 2,000-fold with it; each warning says what it costs per trial (`PARTS`)."""
     demo, rate = SweepSpec.from_yaml(DEMO), Throughput(PARTS)
-    evals, iterations = scaling_warnings(demo, demo.replace(budget=25_000_000), rate)
+    evals, iterations = scaling_warnings(demo, demo.with_overrides(budget=25_000_000), rate)
     assert evals.startswith(
         "--budget 25,000,000 is 2,035x the spec's 12,288, but eval_interval 6 still evaluates "
         "every 6,144 env steps: 4,070 evaluations per trial, ~36h10m of its 91h57m; "
@@ -260,13 +262,13 @@ def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
         "the published setup's 16,384 (64 x 256, minibatch_size 2,048: extends: cobbe2019) for "
         "the same env steps, and eval_interval counts them"
     )
-    assert scaling_warnings(demo, demo.replace(budget=6144), rate) == []  # scaled down
-    assert scaling_warnings(demo, demo.replace(budget=12 * 12_288), rate)  # 12x: a warning
-    assert scaling_warnings(demo, demo.replace(budget=9 * 12_288), rate) == []  # 9x: none
+    assert scaling_warnings(demo, demo.with_overrides(budget=6144), rate) == []  # scaled down
+    assert scaling_warnings(demo, demo.with_overrides(budget=12 * 12_288), rate)  # 12x: a warning
+    assert scaling_warnings(demo, demo.with_overrides(budget=9 * 12_288), rate) == []  # 9x: none
     # The published setup's iterations: no word of them; its evaluations, counted to bigfish's
     # time limit of 6,000 steps, cost 7% of a bigfish trial: over the 5% a warning takes.
     study = SweepSpec.from_yaml(Path(DEMO).with_name("study.yaml"))
-    (warning,) = scaling_warnings(study, study.replace(budget=10 * 25_000_000), rate)
+    (warning,) = scaling_warnings(study, study.with_overrides(budget=10 * 25_000_000), rate)
     assert "eval_interval 25 still evaluates every 409,600 env steps: 611 evaluations" in warning
     assert "~32h35m of its 478h10m" in warning
     # The CLI warns on stderr, before the plan.

@@ -1,9 +1,11 @@
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 
-from rlsweep.spec import SpecError, SweepSpec
+from rlsweep.spec import SearchConfig, SpecError, SweepSpec
+from rlsweep.validators import rule_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "search_spaces").glob("*.yaml"))
@@ -168,9 +170,9 @@ def test_search_algorithms_name_is_not_config_algorithms():
 BAD = [
     ({"games": []}, "games: got []; allowed: a non-empty list"),
     ({"games": ["coinrun", "pong"]}, "games[1]: got 'pong'; allowed: bigfish"),
-    ({"seeds": [0, 0]}, "seeds: got [0, 0]; values must be distinct"),
-    ({"budget": 0}, "budget: got 0; allowed: an integer number of env steps > 0"),
-    ({"budget": 1500.5}, "budget: got 1500.5; allowed: an integer number of env steps > 0"),
+    ({"seeds": [0, 0]}, "seeds: got [0, 0]; allowed: a non-empty list of distinct seeds"),
+    ({"budget": 0}, "budget: got 0; allowed: an integer >= 1"),
+    ({"budget": 1500.5}, "budget: got 1500.5; allowed: an integer >= 1"),
     (
         {"space": {"framestak": ["gap"]}},
         "space.framestak: unknown parameter (did you mean 'framestack'?)",
@@ -205,7 +207,7 @@ BAD = [
     ({"space": {"lr": {"uniform": [1e-4, 1e-3], "q": -1}}}, "space.lr.q: got -1; allowed"),
     (
         {"space": {"gamma": {"uniform": [0.9, 1.1]}}, "search": {"algorithm": "random"}},
-        "space.gamma: got 1.1; allowed: 0 < gamma <= 1",
+        "space.gamma: got 1.1; allowed: a number in (0, 1]",
     ),
     (
         {"space": {"lr": {"loguniform": [1e-5, 1e-3]}}},
@@ -216,7 +218,12 @@ BAD = [
         "space.framestack: optuna samples every parameter; write {choice: [...]}",
     ),
     ({"search": {"algorithm": "bayes"}}, "search.algorithm: got 'bayes'; allowed: grid, random"),
-    ({"search": {"synch": "yes"}}, "search.synch: got 'yes'; allowed: true or false"),
+    ({"search": {"synch": "yes"}}, "search.synch: got 'yes'; allowed: true, false"),
+    (
+        {"search": {"reduction_factor": 1}},
+        "search.reduction_factor: got 1; allowed: an integer >= 2",
+    ),
+    ({"search": {"storage": None}}, "search.storage: renamed: write search.optuna_storage"),
     ({"search": {"num_sample": 3}}, "search.num_sample: unknown key (did you mean 'num_samples'?)"),
     (
         {
@@ -240,7 +247,7 @@ BAD = [
         },
         "space.framestack_k.when.framestak: unknown parameter",
     ),
-    ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: 0 < gamma <= 1"),
+    ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: a number in (0, 1]"),
     ({"params": {"seed": 3}}, "params.seed: set this with the top-level 'seeds' key"),
     (
         {"params": {"minibatch_size": 20000}},
@@ -251,6 +258,7 @@ BAD = [
         "params.distribution_mode: got 'extreme'; allowed for coinrun",
     ),
     ({"extends": "nope"}, "extends: got 'nope'; allowed: aicrowd_starter"),
+    ({"extends": 3}, "extends: got 3; allowed: a baseline's name or a YAML path, or null"),
     ({"metric": "reward"}, "metric: got 'reward'; allowed: env_steps, train/return"),
     (
         {"params": {"distribution_mode": "exploration"}},
@@ -258,6 +266,11 @@ BAD = [
     ),
     ({"mode": "maximize"}, "mode: got 'maximize'; allowed: max, min"),
     ({"name": "a b"}, "name: got 'a b'; allowed: letters, digits"),
+    ({"max_concurrent": 0}, "max_concurrent: got 0; allowed: an integer >= 1, or null"),
+    ({"storage_path": ""}, "storage_path: got ''; allowed: a directory or s3:// URI"),
+    ({"tags": ["a", 1]}, "tags: got ['a', 1]; allowed: a list of strings"),
+    ({"description": 3}, "description: got 3; allowed: text, or null"),
+    ({"variants": ["a"]}, "variants: got ['a']; allowed: a mapping label -> params"),
     ({"budegt": 1}, "budegt: unknown key (did you mean 'budget'?); allowed: name, extends"),
 ]
 
@@ -423,8 +436,8 @@ def test_every_independent_error_is_reported_at_once(tmp_path):
         (str(f), "search.num_sample"),
         (str(f), "space.framestack"),
         (str(f), "space.lr_schedule"),
-        (str(f), "params.gama"),
         (str(f), "mode"),
+        (str(f), "params.gama"),
     ]
     assert str(e.value).splitlines()[0] == (
         f"{f}: budegt: unknown key (did you mean 'budget'?); allowed: name, extends, games, "
@@ -444,9 +457,9 @@ def test_every_independent_error_is_reported_at_once(tmp_path):
         "params.num_envs_per_env_runner",
     ]
     assert [x.message for x in e.value.errors][1:] == [
-        "got 2; allowed: 0 < gamma <= 1",
+        "got 2; allowed: a number in (0, 1]",
         "got -1; allowed: a number > 0",
-        "got 0; allowed: an integer > 0",
+        "got 0; allowed: an integer >= 1",
     ]
 
 
@@ -460,7 +473,7 @@ def test_the_cli_prints_each_error_on_its_own_line(tmp_path, capsys):
         f"rlsweep: error: {f}: metric: got 'reward'; allowed: env_steps, train/return, "
         "train/return_norm, test/return, test/return_norm, gap/return_norm, time/wall_s, "
         "time/eval_s",
-        f"rlsweep: error: {f}: params.gamma: got 2; allowed: 0 < gamma <= 1",
+        f"rlsweep: error: {f}: params.gamma: got 2; allowed: a number in (0, 1]",
     ]
     f.write_text("name: s\nbudget: 100\n")  # the budget, once gamma is fixed
     assert main(["validate", str(f)]) == 2
@@ -491,3 +504,63 @@ def test_a_baseline_runs_as_a_spec(name, capsys):
     )
     described = SweepSpec(name="d", description="the demo, smaller")
     assert SweepSpec.from_yaml_text(described.to_yaml()) == described
+
+
+# --- one way to change a spec; each key's rule declared with it (issue 26) --------------------
+
+
+def test_with_overrides_sets_what_it_is_given_and_keeps_what_the_file_wrote(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("name: m\ngames: [heist]\nmax_concurrent: 2\n")
+    spec = SweepSpec.from_yaml(f)
+    over = spec.with_overrides(budget=16_384, max_concurrent=None)  # None is a value too
+    assert (over.budget, over.max_concurrent, over.games, over.source) == (
+        16_384,
+        None,
+        ["heist"],
+        str(f),
+    )
+    assert [w.split(":")[1].strip() for w in over.default_warnings()] == ["seeds"]
+    assert spec.with_overrides() is spec
+    with pytest.raises(SpecError, match="budget: got 0; allowed: an integer >= 1"):
+        spec.with_overrides(budget=0)  # validated again
+
+
+def test_dataclasses_replace_builds_a_valid_spec_that_forgets_what_was_written(tmp_path):
+    """dataclasses.replace runs the same validation; the spec it returns counts as built in
+    Python (every key chosen), as `_given` is no init field."""
+    f = tmp_path / "m.yaml"
+    f.write_text("name: m\n")
+    spec = SweepSpec.from_yaml(f)
+    replaced = dataclasses.replace(spec, budget=16_384)
+    assert replaced == spec.with_overrides(budget=16_384)
+    assert replaced.default_warnings() == [] and spec.default_warnings()
+    with pytest.raises(SpecError, match="budget: got 0"):
+        dataclasses.replace(spec, budget=0)
+
+
+def test_what_the_file_wrote_is_no_key_and_not_compared(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("name: m\n")
+    from_file, in_python = SweepSpec.from_yaml(f), SweepSpec(name="m", source=str(f))
+    assert from_file == in_python and "_given" not in repr(from_file)
+    assert "_given" not in SweepSpec.key_names() and "_given" not in from_file.to_dict()
+    with pytest.raises(SpecError, match="_given: unknown key"):
+        SweepSpec.from_dict({"name": "m", "_given": ["name"]})
+
+
+def test_every_spec_key_declares_its_rule_but_the_sections_parsed_on_their_own():
+    unruled = [key for key in SweepSpec.key_names() if rule_of(SweepSpec, key) is None]
+    assert unruled == ["space", "search"]  # space.parse_space, SearchConfig
+    assert all(rule_of(SearchConfig, f.name) for f in dataclasses.fields(SearchConfig))
+
+
+def test_a_search_reports_every_bad_value_at_once():
+    with pytest.raises(SpecError) as e:
+        SweepSpec(name="s", search={"algorithm": "bayes", "num_samples": 0, "mutations": "lr"})
+    assert [str(x) for x in e.value.errors] == [
+        "search.algorithm: got 'bayes'; allowed: grid, random, optuna",
+        "search.num_samples: got 0; allowed: an integer >= 1",
+        "search.mutations: got 'lr'; allowed: a list of parameter names",
+    ]
+    assert SweepSpec(name="s", search={"mutations": ["lr"]}).search.mutations == ("lr",)

@@ -7,6 +7,7 @@ import pytest
 from rlsweep.config import SUB_CONFIGS, TrialConfig
 from rlsweep.errors import ConfigError
 from rlsweep.subconfigs import AugmentConfig, EnvConfig, ModelConfig
+from rlsweep.validators import rule_of
 
 # A bare env plays raw rewards; a trial normalizes them as train-procgen did.
 OVERRIDDEN = {"normalize_reward"}
@@ -30,38 +31,111 @@ def test_a_trial_builds_its_parts_by_field_name():
     assert cfg.augment_config() == AugmentConfig(augment="crop_resize", augment_p=0.5)
 
 
-BAD = {
-    "game": "pong",
-    "distribution_mode": "medium",
-    "num_levels": -1,
-    "start_level": 1.5,
-    "framestack": "gap4",
-    "framestack_k": 1,
-    "reward_shaping": "yes",
-    "normalize_reward": 1,
-    "reward_norm_gamma": 0,
-    "reward_clip": True,
-    "time_limit": "cut",
-    "widths": "wide",
-    "downsample": "avg",
-    "global_pool": None,
-    "dense": 0,
-    "channels_last": "no",
-    "bf16": 0,
-    "augment": "cutout",
-    "augment_p": 2,
-    "augment_pad": 0,
-    "augment_scale_min": 0,
+GAMES = "bigfish, bossfight, caveflyer, chaser, climber, coinrun, dodgeball, fruitbot, heist, "
+GAMES += "jumper, leaper, maze, miner, ninja, plunder, starpilot"
+RESOURCES = "a mapping of Ray resource name -> amount > 0"
+RULES = {  # every field of a trial: a value its rule refuses, and what the rule allows
+    # EnvConfig
+    "game": ("pong", GAMES),
+    "distribution_mode": ("medium", "easy, hard, extreme, memory, exploration"),
+    "num_levels": (-1, "an integer >= 0, or null"),
+    "start_level": (1.5, "an integer >= 0"),
+    "framestack": ("gap4", "none, stack, gap"),
+    "framestack_k": (1, "an integer >= 2"),
+    "reward_shaping": ("yes", "true, false"),
+    "normalize_reward": (1, "true, false"),
+    "reward_norm_gamma": (0, "a number in (0, 1]"),
+    "reward_clip": (True, "a number > 0"),
+    "time_limit": ("cut", "terminate, truncate"),
+    # ModelConfig
+    "widths": ("wide", "a non-empty list of positive integers"),
+    "downsample": ("avg", "maxpool, conv"),
+    "global_pool": (None, "true, false"),
+    "dense": (0, "an integer >= 1"),
+    "channels_last": ("no", "true, false"),
+    "bf16": (0, "true, false"),
+    # AugmentConfig
+    "augment": ("cutout", "none, flip, rotate, crop_resize, translate, pad_crop, all"),
+    "augment_p": (2, "a number in [0, 1]"),
+    "augment_pad": (0, "an integer >= 1"),
+    "augment_scale_min": (0, "a number in (0, 1]"),
+    # BudgetConfig
+    "seed": (True, "an integer >= 0"),
+    "total_env_steps": (1e6, "an integer >= 1"),
+    "eval_interval": (0, "an integer >= 1"),
+    "eval_episodes": (-1, "an integer >= 1"),
+    "checkpoint_every_s": (-1, "a number >= 0"),
+    "checkpoint_interval": (0.5, "an integer >= 0"),
+    # AlgorithmConfig
+    "algorithm": ("sac", "ppo, impala, appo, dqn"),
+    "gamma": (1.5, "a number in (0, 1]"),
+    "lambda_": (-0.1, "a number in [0, 1]"),
+    "lr": ("fast", "a number > 0"),
+    "lr_schedule": (
+        [[10, 1e-4]],
+        "[[env_step, lr], ...] with steps increasing from 0 and every lr > 0, or null",
+    ),
+    "clip_param": (0, "a number > 0"),
+    "vf_clip_param": (-1, "a number > 0"),
+    "vf_clip_mode": ("huber", "loss, ppo2"),
+    "vf_loss_coeff": (-0.5, "a number >= 0"),
+    "entropy_coeff": (float("nan"), "a number >= 0"),
+    "kl_coeff": ("0", "a number >= 0"),
+    "kl_target": (0, "a number > 0"),
+    "grad_clip": (-1, "a number > 0, or null to disable"),
+    "rollout_length": (0, "an integer >= 1"),
+    "num_envs_per_env_runner": (0, "an integer >= 1"),
+    "num_env_runners": (-1, "an integer >= 0"),
+    "train_batch_size": (0, "an integer >= 1, or null"),
+    "minibatch_size": (512.0, "an integer >= 1"),
+    "num_epochs": (0, "an integer >= 1"),
+    "minibatching": ("cyclic", "shuffle, rllib"),
+    "advantage_norm": ("none", "minibatch, batch, rllib"),
+    "adam_eps": (0, "a number > 0"),
+    # ResourcesConfig
+    "num_gpus": (1.5, "0 (CPU), a fraction 0 < x <= 1 of one GPU, or a whole number of GPUs"),
+    "tf32": ("on", "true, false"),
+    "num_cpus": (0, "an integer >= 1"),
+    "learner_resources": ({"g": 0}, RESOURCES),
+    "env_runner_resources": (["g"], RESOURCES),
+    # VTraceConfig
+    "vtrace_clip_rho": (0, "a number > 0"),
+    "vtrace_clip_pg_rho": (None, "a number > 0"),
+    # DQNConfig
+    "replay_capacity": (0, "an integer >= 1"),
+    "replay_alpha": (1.5, "a number in [0, 1]"),
+    "replay_beta": (-0.1, "a number in [0, 1]"),
+    "learning_starts": (-1, "an integer >= 0"),
+    "target_update_freq": (0, "an integer >= 1"),
+    "epsilon_start": (2, "a number in [0, 1]"),
+    "epsilon_end": (-0.1, "a number in [0, 1]"),
+    "epsilon_steps": (0, "an integer >= 1"),
+    "n_step": (0, "an integer >= 1"),
+    "double_q": ("yes", "true, false"),
+    "dueling": (1, "true, false"),
+    "training_intensity": (0, "a number > 0, or null for one update per sampling round"),
+    "checkpoint_replay_buffer": ("no", "true, false"),
 }
 
 
-@pytest.mark.parametrize("key", [f.name for cls in SUB_CONFIGS for f in dataclasses.fields(cls)])
-def test_a_bad_part_value_names_the_trial_key(key):
-    """Every part's validation error names the TrialConfig key (there is no re-keying)."""
+def test_every_field_of_a_trial_declares_a_rule():
+    assert list(RULES) == TrialConfig.field_names()  # the table lists them in field order
+    assert all(rule_of(TrialConfig, key) for key in RULES)
+
+
+@pytest.mark.parametrize("key", list(RULES))
+def test_a_bad_value_names_the_trial_key_and_what_is_allowed(key):
+    """Each field's rule, as the trial and the part that declares it report it (the trial's
+    key path: there is no re-keying)."""
+    bad, allowed = RULES[key]
+    assert rule_of(TrialConfig, key).allowed == allowed
     with pytest.raises(ConfigError) as e:
-        TrialConfig.from_dict({key: BAD[key]}, path="params")
-    assert e.value.path == f"params.{key}"
-    assert e.value.message.startswith(f"got {BAD[key]!r}")
+        TrialConfig.from_dict({key: bad}, path="params")
+    assert [str(x) for x in e.value.errors] == [f"params.{key}: got {bad!r}; allowed: {allowed}"]
+    (part,) = [cls for cls in SUB_CONFIGS if key in {f.name for f in dataclasses.fields(cls)}]
+    with pytest.raises(ConfigError) as e:
+        part(**{key: bad})
+    assert str(e.value) == f"{key}: got {bad!r}; allowed: {allowed}"
 
 
 @pytest.mark.parametrize("module", ["rlsweep", "rlsweep.spec"])

@@ -61,6 +61,22 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
     assert exploited >= 1
 
 
+def test_the_spec_a_pbt_sweep_runs_keeps_what_its_file_wrote(tmp_path):
+    """PBT's trial overrides (a checkpoint and an evaluation at each perturbation) change the
+    spec's params the one way a spec changes, so it still knows which keys its file wrote."""
+    from rlsweep.tune_bridge import _run_spec
+
+    f = tmp_path / "pbt.yaml"
+    f.write_text(
+        "name: p\nspace: {lr: {loguniform: [1.0e-5, 1.0e-3]}}\n"
+        "search: {algorithm: random, scheduler: pbt, mutations: [lr]}\n"
+    )
+    spec = SweepSpec.from_yaml(f)
+    run = _run_spec(spec)
+    assert run.params == {"checkpoint_interval": 5, "eval_interval": 5}
+    assert run.default_warnings() == spec.default_warnings() != []
+
+
 def test_param_space_runs_what_validate_shows(tmp_path):
     """A conditional parameter whose condition fails: the config Tune generates from
     param_space, resolved as the trial resolves it, holds the value `spec.trials()` shows

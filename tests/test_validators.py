@@ -1,8 +1,32 @@
 import math
+from dataclasses import dataclass
 
 import pytest
 
-from rlsweep.validators import is_int, is_number
+from rlsweep.errors import ConfigError
+from rlsweep.validators import (
+    Rule,
+    Validated,
+    build,
+    check_each_field,
+    checked,
+    did_you_mean,
+    failures,
+    flag,
+    fraction,
+    integer,
+    is_int,
+    is_number,
+    mapping,
+    non_negative,
+    one_of,
+    optional,
+    positive,
+    probability,
+    rule_of,
+    text,
+    unknown,
+)
 
 
 @pytest.mark.parametrize(
@@ -19,3 +43,113 @@ def test_is_int_refuses_bools_and_floats(value, minimum, ok):
 )
 def test_is_number_is_finite_and_not_a_bool(value, ok):
     assert is_number(value) is ok
+
+
+# --- the rules declared with each field -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rule", "good", "bad", "allowed"),
+    [
+        (integer(1), [1, 7], [0, 1.0, True, "1", None], "an integer >= 1"),
+        (integer(0), [0, 3], [-1, 0.5], "an integer >= 0"),
+        (positive, [1e-9, 3], [0, -1, math.inf, False, "1"], "a number > 0"),
+        (non_negative, [0, 0.5], [-1e-9, math.nan, True], "a number >= 0"),
+        (probability, [0, 0.5, 1], [-0.1, 1.1, True], "a number in [0, 1]"),
+        (fraction, [1e-9, 1], [0, 1.1, None], "a number in (0, 1]"),
+        (flag, [True, False], [0, 1, "yes", None], "true, false"),
+        (text, ["", "x"], [None, 1, ["x"]], "text"),
+        (mapping, [{}, {"a": 1}], [[], None, "a: 1"], "a mapping"),
+        (one_of(("max", "min")), ["max", "min"], ["Max", None, ["max"], 1], "max, min"),
+        (
+            optional(positive, "to disable"),
+            [None, 2],
+            [0, "none"],
+            "a number > 0, or null to disable",
+        ),
+        (optional(integer(0)), [None, 0], [-1, False], "an integer >= 0, or null"),
+    ],
+)
+def test_each_rule_says_what_it_allows(rule, good, bad, allowed):
+    assert rule.allowed == allowed
+    assert all(rule(v) for v in good)
+    assert not any(rule(v) for v in bad)
+
+
+TUPLES = Rule(lambda v: isinstance(v, list | tuple), "a list", convert=tuple)
+
+
+@dataclass(frozen=True)
+class Part(Validated):
+    low: int = checked(0, rule=integer(0))
+    high: int = checked(1, rule=integer(0))
+    values: tuple[int, ...] = checked((), rule=optional(TUPLES))
+
+    def _across_fields(self) -> list[ConfigError]:
+        return failures(self, [("high", self.low < self.high, f"> low ({self.low})")])
+
+
+@dataclass(frozen=True)
+class Whole(Part):
+    size: int = checked(1, rule=integer(1))
+
+    def _across_fields(self) -> list[ConfigError]:
+        return failures(self, [("size", self.size <= self.high, f"<= high ({self.high})")])
+
+
+def test_every_field_is_checked_and_every_error_raised_at_once():
+    with pytest.raises(ConfigError) as e:
+        Whole(low=-1, high="2", size=0)
+    assert [str(x) for x in e.value.errors] == [
+        "low: got -1; allowed: an integer >= 0",
+        "high: got '2'; allowed: an integer >= 0",
+        "size: got 0; allowed: an integer >= 1",
+    ]
+
+
+def test_rules_across_fields_run_once_the_fields_they_read_are_valid():
+    # Part's rule reads valid fields (low, high), so it runs beside the error of `size`; Whole's
+    # rule would read the bad size, so it waits.
+    with pytest.raises(ConfigError) as e:
+        Whole(low=3, high=2, size=0)
+    assert [x.path for x in e.value.errors] == ["size", "high"]
+    with pytest.raises(ConfigError) as e:
+        Whole(low=1, high=2, size=5)  # each class's rules, the base's first
+    assert [str(x) for x in e.value.errors] == ["size: got 5; allowed: <= high (2)"]
+    with pytest.raises(ConfigError) as e:
+        Whole(low=2, high=2, size=5)
+    assert [x.path for x in e.value.errors] == ["high", "size"]
+
+
+def test_a_value_that_passes_is_converted_and_a_refused_one_is_shown_as_given():
+    assert Part(values=[1, 2]).values == (1, 2)
+    assert Part(values=None).values is None
+    with pytest.raises(ConfigError, match=r"^values: got 3; allowed: a list, or null$"):
+        Part(values=3)
+
+
+def test_check_each_field_returns_the_errors_instead():
+    part = Part()
+    object.__setattr__(part, "low", "x")
+    assert [str(e) for e in check_each_field(part)] == ["low: got 'x'; allowed: an integer >= 0"]
+    assert rule_of(Part, "low").allowed == "an integer >= 0"
+    assert rule_of(Part, "missing") is None
+
+
+def test_build_reports_unknown_keys_and_bad_values_together():
+    assert build(Part, {"high": 3, "values": [3]}) == Part(high=3, values=(3,))
+    with pytest.raises(ConfigError) as e:
+        build(Part, {"lwo": 1, "high": -1})
+    assert [str(x) for x in e.value.errors] == [
+        "lwo: unknown key (did you mean 'low'?); allowed: low, high, values",
+        "high: got -1; allowed: an integer >= 0",
+    ]
+    with pytest.raises(ConfigError, match=r"^got \[1\]; allowed: a mapping$"):
+        build(Part, [1])
+
+
+def test_unknown_suggests_the_closest_known_name_or_none():
+    assert unknown("parameter", "lamda", ["lambda_", "lr"]) == (
+        "unknown parameter (did you mean 'lambda_'?); allowed: lambda_, lr"
+    )
+    assert did_you_mean("zzz", ["lambda_", "lr"]) == ""

@@ -11,7 +11,12 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
+
+AWS_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
+"""An AWS region's name (us-east-1, ap-southeast-2, us-gov-west-1): what every launcher
+checks a region against before AWS does."""
 
 
 def field_default(cls: type, name: str) -> Any:

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from rlsweep.errors import LaunchError
-from rlsweep.launch import field_default
+from rlsweep.launch import AWS_REGION, field_default
 from rlsweep.validators import is_int
 
 HEAD_NODE_TYPE = "head"
@@ -43,7 +43,6 @@ REMOTE_DIST = "~/rlsweep-dist"
 REMOTE_SPECS = "~/rlsweep"
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d{1,2}")
 _INSTANCE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9]+")
 # g4dn, g5, g6, p3, p4d, p5 ...: families with NVIDIA GPUs (get the CUDA torch build).
 _GPU_FAMILY = re.compile(r"[gp]\d")
@@ -178,7 +177,7 @@ class Ec2Cluster:
             raise LaunchError(
                 f"cluster_name: got {self.cluster_name!r}; allowed: letters, digits, '_', '-'"
             )
-        if not isinstance(self.region, str) or not _REGION.fullmatch(self.region):
+        if not isinstance(self.region, str) or not AWS_REGION.fullmatch(self.region):
             raise LaunchError(f"region: got {self.region!r}; allowed: e.g. us-east-1, eu-west-2")
         zones = self.availability_zone.split(",") if self.availability_zone else []
         for zone in map(str.strip, zones):

@@ -28,7 +28,6 @@ members (botocore's own validator) and also the enums, patterns and bounds it do
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import json
 import os
@@ -37,8 +36,8 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from rlsweep.errors import LaunchError
-from rlsweep.launch import field_default
-from rlsweep.validators import is_int
+from rlsweep.launch import AWS_REGION, field_default
+from rlsweep.validators import did_you_mean, is_int
 
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 """Where the job's sweep is stored: SageMaker syncs it with `checkpoint_s3_uri`."""
@@ -53,7 +52,6 @@ _JOB_NAME = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 _ROLE_ARN = re.compile(r"arn:aws[a-z\-]*:iam::\d{12}:role/?[a-zA-Z_0-9+=,.@\-_/]+")
 _S3_URI = re.compile(r"s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9](/.*)?")
 _INSTANCE_TYPE = re.compile(r"ml\.[a-z0-9\-]+\.[a-z0-9]+")
-_REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-\d+")
 _ENV_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 # Names of variables that hold credentials (AWS_SECRET_ACCESS_KEY, AWS_ACCESS_KEY_ID,
 # AWS_SESSION_TOKEN, WANDB_API_KEY, HF_TOKEN, DB_PASSWORD, ...).
@@ -178,7 +176,7 @@ class SageMakerJob:
             _is_s3(self.storage) or (isinstance(self.storage, str) and os.path.isabs(self.storage))
         ):
             fail("storage", "an s3:// URI or an absolute path in the job, or None")
-        if self.region is not None and not _REGION.fullmatch(str(self.region)):
+        if self.region is not None and not AWS_REGION.fullmatch(str(self.region)):
             fail("region", "an AWS region such as us-east-1, or None")
         self._check_environment(fail)
         for key, value in self.tags.items():
@@ -361,10 +359,9 @@ def _walk(value: Any, shape, path: str, out: list[str]) -> None:
         if shape.enum and value not in shape.enum:
             import botocore
 
-            hint = difflib.get_close_matches(value, shape.enum, n=1)
             out.append(
                 f"{path}: {value!r} is not one of botocore {botocore.__version__}'s "
-                f"{len(shape.enum)} values{f' (did you mean {hint[0]!r}?)' if hint else ''}"
+                f"{len(shape.enum)} values{did_you_mean(value, shape.enum)}"
             )
         _bounds(len(value), meta, path, "characters", out)
         if (pattern := _compiled(meta.get("pattern"))) and not pattern.fullmatch(value):

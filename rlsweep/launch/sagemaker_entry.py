@@ -149,7 +149,7 @@ def placed_spec(spec_path: str, cfg: ResourceConfig, learner_group: str):
         params["learner_resources"] = {group_resource(learner_group): PLACEMENT_SHARE}
     if not base.get("env_runner_resources"):
         params["env_runner_resources"] = {ROLLOUT_RESOURCE: PLACEMENT_SHARE}
-    return spec.replace(params=params)
+    return spec.with_overrides(params=params)
 
 
 def free_ports(n: int) -> list[int]:
