@@ -14,9 +14,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from rlsweep.errors import ConfigError
-from rlsweep.placement import check_num_gpus
 from rlsweep.subconfigs import AugmentConfig, EnvConfig, ModelConfig
-from rlsweep.validators import is_int, is_number
+from rlsweep.validators import check_num_gpus, is_int, is_number
 
 ALGORITHMS = ("ppo", "impala", "appo", "dqn")
 """RL algorithms (TrialConfig.algorithm); spec.SEARCH_ALGORITHMS are Tune's search algorithms."""

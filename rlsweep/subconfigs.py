@@ -1,6 +1,7 @@
 """The parts of a trial that the env, the network and the augmentation take, as small frozen
 dataclasses validated at construction: `EnvConfig` (rlsweep.envs), `ModelConfig`
-(rlsweep.models), `AugmentConfig` (rlsweep.augment).
+(rlsweep.models), `AugmentConfig` (rlsweep.augment). Each becomes a plain dict one way
+(`ConfigPart.to_dict`), as RLlib's env and module configs take it.
 
 `TrialConfig` inherits their fields (each is declared and documented here, once), so a trial's
 keys are the parts' keys, `TrialConfig.part(cls)` builds a part by field name, and a validation
@@ -29,8 +30,20 @@ def _fail(key: str, value: Any, allowed: str) -> None:
     raise ConfigError(key, f"got {value!r}; allowed: {allowed}")
 
 
+class ConfigPart:
+    """The base of the parts below: the one way a part becomes a plain dict."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict, tuples as lists (as YAML and JSON give them back)."""
+        return {k: _plain(v) for k, v in asdict(self).items()}
+
+
+def _plain(v: Any) -> Any:
+    return [_plain(x) for x in v] if isinstance(v, tuple) else v
+
+
 @dataclass(frozen=True)
-class EnvConfig:
+class EnvConfig(ConfigPart):
     """What a trial plays."""
 
     game: str = "coinrun"
@@ -122,7 +135,7 @@ class EnvConfig:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(ConfigPart):
     """IMPALA-CNN shape and execution options."""
 
     widths: tuple[int, ...] = (16, 32, 32)
@@ -151,14 +164,9 @@ class ModelConfig:
             if not isinstance(getattr(self, flag), bool):
                 _fail(flag, getattr(self, flag), "true, false")
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["widths"] = list(self.widths)
-        return d
-
 
 @dataclass(frozen=True)
-class AugmentConfig:
+class AugmentConfig(ConfigPart):
     """Which augmentation the learner applies to its minibatches, and how strongly."""
 
     augment: str = "none"

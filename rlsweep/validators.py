@@ -17,3 +17,8 @@ def is_int(v: object, minimum: int | None = None) -> bool:
 def is_number(v: object) -> bool:
     """A finite int or float that is not a bool."""
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_num_gpus(num_gpus: float) -> bool:
+    """Ray's rule for a trial's GPUs: a fraction of one GPU (0 < x <= 1), or a whole number."""
+    return num_gpus == 0 or 0 < num_gpus <= 1 or float(num_gpus).is_integer()
