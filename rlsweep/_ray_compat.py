@@ -1,7 +1,7 @@
 """Every private Ray / RLlib hook rlsweep relies on, in one place.
 
 rlsweep reaches past Ray's public API to make RLlib's PPO learner do the reference update
-(`LearnerHooks`, used by `rlsweep.algos.RlsweepPPOLearner`), to keep credentials out of the
+(`LearnerHooks`, used by `rlsweep.ppo_learner.RlsweepPPOLearner`), to keep credentials out of the
 runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
 `stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to start a
 local Ray without the background work nobody reads (`quiet_local_ray`), to stop Tune's
@@ -55,7 +55,7 @@ _WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
 _RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
 
 HOOKS: tuple[Hook, ...] = (
-    # RlsweepPPOLearner (rlsweep.algos), through LearnerHooks below.
+    # RlsweepPPOLearner (rlsweep.ppo_learner), through LearnerHooks below.
     Hook(
         _LEARNER,
         "_make_batch_if_necessary",

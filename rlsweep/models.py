@@ -62,7 +62,7 @@ class ImpalaCNN(nn.Module):
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         """float32 features; with bf16 the trunk runs under bfloat16 autocast. CPU frames
-        (a GPU trial's rollout: rlsweep.algos.CentralInferenceEnvRunner) move to the model's
+        (a GPU trial's rollout: rlsweep.env_runner.CentralInferenceEnvRunner) move to the model's
         device here, as uint8 and through pinned memory, before they are scaled."""
         device = self.dense.weight.device
         if obs.device != device:

@@ -3,10 +3,11 @@
 Pure functions of a `TrialConfig` (no torch, no Ray), so the driver can validate and plan a sweep
 before Ray starts, and the CPU tests pin every decision:
 
-- `placement(cfg)`: the trial's device, its EnvRunner layout and its Ray resources. The
-  learner is local to the trial's process, on the GPU when `num_gpus > 0`. Sampling keeps
-  RLlib's layout (`num_env_runners` remote CPU EnvRunners, e.g. on a cluster's CPU nodes, or
-  one EnvRunner in the trial's process), except in a GPU trial without remote EnvRunners: that
+- `placement(cfg)`: the trial's device, its EnvRunner layout and its Ray resources (the
+  placement-group bundles Tune reserves for it; `trial_cpus`, their CPUs). The learner is
+  local to the trial's process, on the GPU when `num_gpus > 0`. Sampling keeps RLlib's layout
+  (`num_env_runners` remote CPU EnvRunners, e.g. on a cluster's CPU nodes, or one EnvRunner
+  in the trial's process), except in a GPU trial without remote EnvRunners: that
   one samples SEED-style, its EnvRunner stepping all of the trial's envs in one envpool on the
   trial's CPUs and running one batched forward per step on the learner's GPU (the two share the
   trial's GPU share; nothing crosses a process boundary).
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from rlsweep.errors import ConfigError
 
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from rlsweep.config import TrialConfig
 
 _EPS = 1e-6  # Ray counts resources in units of 1e-4; 1 / 0.1 must give 10 trials, not 9
+_Count = TypeVar("_Count")
+
+ENV_RUNNER_CPUS = 1
+"""CPUs each remote EnvRunner holds (its bundle), and so the threads of its envpool."""
 
 
 @dataclass(frozen=True)
@@ -49,47 +54,41 @@ class Placement:
     envpool_threads: int
     """envpool worker threads of each EnvRunner: the CPUs its process holds."""
     cpus: int
-    """CPUs the trial reserves in all: its own process plus one per remote EnvRunner."""
+    """CPUs the trial reserves in all (`trial_cpus`)."""
     gpus: float
     """GPUs the trial reserves (a fraction packs several trials on one GPU)."""
     bundles: tuple[dict[str, float], ...]
-    """Tune's placement-group bundles as Ray writes them (no zero amounts): the trial's
-    process, then one per remote EnvRunner (custom resources not included; RLlib adds them)."""
+    """The trial's placement-group bundles, as RLlib requests them for its config (no zero
+    amounts): the trial's process (its CPUs, its GPU share, `learner_resources`), then one per
+    remote EnvRunner (ENV_RUNNER_CPUS, `env_runner_resources`). Tune reserves them
+    (`rlsweep.tune_bridge.trial_resources`)."""
 
 
 def placement(cfg: TrialConfig) -> Placement:
     """The trial's placement. Each envpool gets as many threads as its process holds CPUs: the
     trial's `num_cpus` where it samples in its own process (on the CPU, or central inference),
-    1 on a remote EnvRunner (its bundle). envpool's own default, min(envs, the machine's
-    cores), ignores Ray's reservation: on a 64-core node every trial would start 64 threads."""
-    if cfg.num_gpus > 0 and cfg.num_env_runners == 0:
-        return Placement(
-            device="cuda",
-            central_inference=True,
-            num_env_runners=0,
-            num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-            envpool_threads=cfg.num_cpus,
-            cpus=cfg.num_cpus,
-            gpus=cfg.num_gpus,
-            bundles=({"CPU": cfg.num_cpus, "GPU": cfg.num_gpus},),
-        )
-    runners = ({"CPU": 1},) * cfg.num_env_runners
-    main = {"CPU": cfg.num_cpus, **({"GPU": cfg.num_gpus} if cfg.num_gpus > 0 else {})}
+    ENV_RUNNER_CPUS on a remote EnvRunner (its bundle). envpool's own default, min(envs, the
+    machine's cores), ignores Ray's reservation: on a 64-core node every trial would start 64
+    threads."""
+    gpu = {"GPU": cfg.num_gpus} if cfg.num_gpus > 0 else {}
+    main = {"CPU": cfg.num_cpus, **gpu, **cfg.learner_resources}
+    runner = {"CPU": ENV_RUNNER_CPUS, **cfg.env_runner_resources}
     return Placement(
         device="cuda" if cfg.num_gpus > 0 else "cpu",
-        central_inference=False,
+        central_inference=cfg.num_gpus > 0 and cfg.num_env_runners == 0,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-        envpool_threads=1 if cfg.num_env_runners else cfg.num_cpus,
-        cpus=cfg.num_cpus + cfg.num_env_runners,
+        envpool_threads=ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus,
+        cpus=trial_cpus(cfg.num_cpus, cfg.num_env_runners),
         gpus=cfg.num_gpus,
-        bundles=(main, *runners),
+        bundles=(main, *(dict(runner) for _ in range(cfg.num_env_runners))),
     )
 
 
-def check_num_gpus(num_gpus: float) -> bool:
-    """Ray's rule: a fraction of one GPU (0 < x <= 1), or a whole number of GPUs."""
-    return num_gpus == 0 or 0 < num_gpus <= 1 or float(num_gpus).is_integer()
+def trial_cpus(num_cpus: _Count, num_env_runners: _Count) -> _Count:
+    """CPUs a trial reserves in all: its own process's `num_cpus` plus ENV_RUNNER_CPUS per
+    remote EnvRunner. Numbers, or columns of them (a report's trials)."""
+    return num_cpus + num_env_runners * ENV_RUNNER_CPUS
 
 
 # --- GPU memory ------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from rlsweep import results as R
 from rlsweep import stats as S
 from rlsweep import tables as T
 from rlsweep.experiment_dir import run_info, sweep_spec
+from rlsweep.placement import trial_cpus
 from rlsweep.results import Experiment
 
 FILES = (
@@ -345,8 +346,8 @@ def cost_section(
             continue
         spot = bool(info.get("spot"))
         trials = exp.final[exp.final["sweep"] == d.name]
-        # a trial's resources as Ray held them (rlsweep.placement.placement: process + runners)
-        cpus = trials.get("num_cpus", 1) + trials.get("num_env_runners", 0)
+        # a trial's resources as Ray held them
+        cpus = trial_cpus(trials.get("num_cpus", 1), trials.get("num_env_runners", 0))
         gpus = trials.get("num_gpus", 0) * np.ones(len(trials))
         walls = trials[M.WALL_S].fillna(0.0)  # a trial that never reported ran ~0 s
         try:

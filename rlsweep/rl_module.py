@@ -1,9 +1,12 @@
 """The IMPALA-CNN as RLlib new-API-stack `TorchRLModule`s: actor-critic (PPO, IMPALA), actor-critic
-with an old-policy target copy (APPO), and a Q-network (DQN)."""
+with an old-policy target copy (APPO), and a Q-network (DQN); and `row_chunks`, which cuts a batch
+for forward passes outside RLlib's minibatches (GAE's values, the evaluation's actions) so that no
+forward sees more rows than a training step."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -213,3 +216,15 @@ class ImpalaDQNModule(
         with torch.no_grad():
             out[QF_TARGET_NEXT_PREDS] = self._target_q_net(next_obs)
         return out
+
+
+def row_chunks(batch: dict[str, Any], rows: int | None) -> Iterator[dict[str, Any]]:
+    """`batch` as consecutive slices of at most `rows` rows each (views, no copies; a column
+    that is not one row per observation passes whole); the whole batch when `rows` is None."""
+    n = len(batch[Columns.OBS])
+    step = rows or n
+    for start in range(0, n, step):
+        yield {
+            k: v[start : start + step] if getattr(v, "shape", ())[:1] == (n,) else v
+            for k, v in batch.items()
+        }

@@ -635,8 +635,6 @@ def resolve_config(
     return config
 
 
-
-
 def baseline_names() -> list[str]:
     return sorted(p.stem for p in BASELINES_DIR.glob("*.yaml"))
 

@@ -4,6 +4,8 @@ rlsweep.models, `AugmentConfig` for rlsweep.augment); the seed, budget and evalu
 (`BudgetConfig`); the algorithm with PPO's and the shared hyperparameters (`AlgorithmConfig`);
 the trial's resources (`ResourcesConfig`); and the options of one algorithm alone
 (`VTraceConfig`, `DQNConfig`).
+Each part becomes a plain dict one way (`ConfigPart.to_dict`), as RLlib's env and module
+configs take it.
 
 `TrialConfig` inherits their fields (each is declared and documented here, once, with its rule:
 rlsweep.validators), so a trial's keys are the parts' keys, `TrialConfig.part(cls)` builds a part
@@ -19,10 +21,10 @@ from typing import Any
 
 from rlsweep import procgen
 from rlsweep.errors import ConfigError
-from rlsweep.placement import check_num_gpus
 from rlsweep.validators import (
     Rule,
     Validated,
+    check_num_gpus,
     checked,
     failures,
     flag,
@@ -59,8 +61,20 @@ _WIDTHS = Rule(
 )
 
 
+class ConfigPart(Validated):
+    """A part that RLlib's env or module config takes: the one way it becomes a plain dict."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a plain dict, tuples as lists (as YAML and JSON give them back)."""
+        return {k: _plain(v) for k, v in asdict(self).items()}
+
+
+def _plain(v: Any) -> Any:
+    return [_plain(x) for x in v] if isinstance(v, tuple) else v
+
+
 @dataclass(frozen=True)
-class EnvConfig(Validated):
+class EnvConfig(ConfigPart):
     """What a trial plays."""
 
     game: str = checked("coinrun", rule=one_of(procgen.GAMES))
@@ -136,7 +150,7 @@ class EnvConfig(Validated):
 
 
 @dataclass(frozen=True)
-class ModelConfig(Validated):
+class ModelConfig(ConfigPart):
     """IMPALA-CNN shape and execution options."""
 
     widths: tuple[int, ...] = checked((16, 32, 32), rule=_WIDTHS)
@@ -152,14 +166,9 @@ class ModelConfig(Validated):
     bf16: bool = checked(False, rule=flag)
     """bfloat16 autocast for the trunk (~2x faster on CPU; effect on learning unmeasured)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["widths"] = list(self.widths)
-        return d
-
 
 @dataclass(frozen=True)
-class AugmentConfig(Validated):
+class AugmentConfig(ConfigPart):
     """Which augmentation the learner applies to its minibatches, and how strongly."""
 
     augment: str = checked("none", rule=one_of(AUGMENTATIONS))

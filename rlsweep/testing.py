@@ -37,6 +37,20 @@ TINY_PPO: dict[str, Any] = dict(
 )
 """The smallest real-RLlib trial setting the tests build on (TrialConfig fields)."""
 
+TINY_DQN: dict[str, Any] = dict(
+    TINY_PPO,
+    algorithm="dqn",
+    num_epochs=1,
+    widths=[8, 16, 16],
+    dense=64,
+    minibatch_size=64,
+    learning_starts=256,  # learns from the second iteration on
+    replay_capacity=2048,
+    target_update_freq=256,
+    n_step=3,
+)
+"""The same for DQN, on a narrow network and a small replay buffer."""
+
 ITER_S_ENV = "RLSWEEP_FAKE_ITER_S"
 """Seconds each fake iteration sleeps (default 0): lets tests kill a sweep mid-way."""
 

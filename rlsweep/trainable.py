@@ -10,8 +10,8 @@ RLlib's rolling mean of finished training episodes favours short episodes early 
 (`test/fresh` says which rows are new) so that Tune's schedulers always find the metric.
 
 A trial restored from a checkpoint counts on: its iteration, scores, clocks and every RNG come
-back with it (`rlsweep.algos.save_checkpoint`); only its envs start over, and every report of
-the restored process says so (`trial/resumed_at_iteration`).
+back with it (`rlsweep.checkpoint`); only its envs start over, and every report of the restored
+process says so (`trial/resumed_at_iteration`).
 """
 
 from __future__ import annotations
@@ -21,15 +21,19 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 import ray
 import torch
 from ray import tune
+from ray.rllib.algorithms.algorithm import Algorithm
+from ray.rllib.core.columns import Columns
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from rlsweep import algos, interrupt
+from rlsweep import algos, checkpoint, interrupt
 from rlsweep.config import TrialConfig
+from rlsweep.device import gpu_memory_gib_of, learner_device
 from rlsweep.evaluation import (
     evaluate,
     evaluation_envs,
@@ -64,6 +68,7 @@ from rlsweep.metrics import (
     WALL_S,
 )
 from rlsweep.placement import memory_fraction, out_of_memory_message
+from rlsweep.rl_module import row_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +93,7 @@ def gpu_memory_metrics(cfg: TrialConfig, device: torch.device | None) -> dict[st
     allocator's limit there; {} for a CPU trial (`device` None)."""
     if device is None:
         return {}
-    total = algos.gpu_memory_gib_of(device)
+    total = gpu_memory_gib_of(device)
     fraction = memory_fraction(cfg, total)
     return {
         GPU_RESERVED_PEAK_GIB: torch.cuda.max_memory_reserved(device) / 2**30,
@@ -105,7 +110,7 @@ def out_of_memory_report(
     need. A result, not a crash, as for a diverged loss: retried on the same share, the trial
     would run out again."""
     gpu = gpu_memory_metrics(cfg, device)
-    total = algos.gpu_memory_gib_of(device) if device is not None else None
+    total = gpu_memory_gib_of(device) if device is not None else None
     return {
         ENV_STEPS: 0.0,
         TUNE_STEPS: 0.0,
@@ -117,6 +122,29 @@ def out_of_memory_report(
     }
 
 
+def policy_logits(
+    algo: Algorithm, chunk_rows: int | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """obs -> the action-distribution inputs of the algorithm's module in inference mode (the
+    evaluation's policy, `rlsweep.evaluation.sampling_policy`): obs moved to the module's device
+    (a GPU trial's) in chunks of at most `chunk_rows` rows (a trial's minibatch: no forward sees
+    more), logits back on the CPU for sampling."""
+
+    def logits(obs: torch.Tensor) -> torch.Tensor:
+        module = algo.get_module()
+        device = next(module.parameters()).device
+        return torch.cat(
+            [
+                module.forward_inference({Columns.OBS: rows[Columns.OBS].to(device)})[
+                    Columns.ACTION_DIST_INPUTS
+                ].cpu()
+                for rows in row_chunks({Columns.OBS: obs}, chunk_rows)
+            ]
+        )
+
+    return logits
+
+
 def train_trial(config: dict[str, Any]) -> None:
     """Tune function trainable. `config` is a `TrialConfig` as a dict."""
     cfg = TrialConfig.from_dict(config)
@@ -125,14 +153,14 @@ def train_trial(config: dict[str, Any]) -> None:
     torch.set_num_threads(cfg.num_cpus)
     torch.manual_seed(cfg.seed)
     algo = algos.build_algorithm(cfg)
-    device = algos.learner_device(algo.config)
-    policy = sampling_policy(algos.policy_logits(algo, cfg.minibatch_size), seed=cfg.seed)
+    device = learner_device(algo.config)
+    policy = sampling_policy(policy_logits(algo, cfg.minibatch_size), seed=cfg.seed)
     generators = {"evaluation": policy.generator}
     # A restored trial counts on: its iteration, clocks, RNGs (envs restart: see RESUMED_AT).
     saved: dict[str, Any] = {}
     if (restored := tune.get_checkpoint()) is not None:
         with restored.as_directory() as path:
-            found = algos.restore_checkpoint(algo, path, generators)
+            found = checkpoint.restore(algo, path, generators)
         if not found.replay_buffer:
             logger.warning(
                 "%s: restored without its replay buffer (checkpoint_replay_buffer is off): "
@@ -209,7 +237,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 }
                 with tempfile.TemporaryDirectory() as tmp:
                     path = os.path.join(tmp, "algo")
-                    algos.save_checkpoint(algo, cfg, path, trial, generators)
+                    checkpoint.save(algo, cfg, path, trial, generators)
                     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(path))
                 saved_at = time.monotonic()
             else:
@@ -219,7 +247,7 @@ def train_trial(config: dict[str, Any]) -> None:
             if stop:
                 interrupt.wait_to_be_stopped()
     except torch.OutOfMemoryError:
-        # Only this trial's share ran out (rlsweep.algos.configure_torch caps it): it stops
+        # Only this trial's share ran out (rlsweep.device.configure_torch caps it): it stops
         # alone, saying why, and frees its GPU memory below.
         logger.exception("%s: out of GPU memory", cfg.game)
         tune.report(out_of_memory_report(cfg, device, last))

@@ -21,6 +21,7 @@ from ray import tune
 from rlsweep import _ray_compat
 from rlsweep.config import TrialConfig
 from rlsweep.metrics import TRIAL_DONE
+from rlsweep.placement import placement
 from rlsweep.spec import TRIAL_FILE, VARIANT, SweepSpec, resolve_config
 from rlsweep.storage import tune_storage
 
@@ -106,13 +107,16 @@ def wrap_trainable(
         return trainable(resolve(config))
 
     run.__name__ = getattr(trainable, "__name__", "trial")
-    return tune.with_resources(run, lambda config: _trial_resources(resolve(config)))
+    return tune.with_resources(
+        run, lambda config: trial_resources(TrialConfig.from_dict(resolve(config)))
+    )
 
 
-def _trial_resources(config: dict[str, Any]):
-    from rlsweep.algos import trial_resources
-
-    return trial_resources(TrialConfig.from_dict(config))
+def trial_resources(cfg: TrialConfig) -> tune.PlacementGroupFactory:
+    """The placement group Tune reserves for one trial: `rlsweep.placement`'s bundles (the
+    trial's process, then one per remote EnvRunner), packed as RLlib packs them (a test holds
+    this equal to RLlib's own `default_resource_request` for the trial's config)."""
+    return tune.PlacementGroupFactory([dict(b) for b in placement(cfg).bundles], strategy="PACK")
 
 
 def search_alg(spec: SweepSpec, experiment: str | None = None):

@@ -179,3 +179,8 @@ def build(cls: type[T], raw: Any) -> T:
     if errors:
         raise ConfigError.several(errors)
     return built
+
+
+def check_num_gpus(num_gpus: float) -> bool:
+    """Ray's rule for a trial's GPUs: a fraction of one GPU (0 < x <= 1), or a whole number."""
+    return num_gpus == 0 or 0 < num_gpus <= 1 or float(num_gpus).is_integer()

@@ -97,6 +97,16 @@ def run_cli(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProces
     )
 
 
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray of 2 CPUs for the module's tests that build real RLlib algorithms."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def rlsweep_cli():
     """`run_cli` for test modules (conftest is not importable from them)."""

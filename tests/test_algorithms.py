@@ -13,24 +13,15 @@ import torch
 
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
-from rlsweep.testing import TINY_PPO
+from rlsweep.testing import TINY_DQN, TINY_PPO
 
 TINY = dict(TINY_PPO, num_epochs=1, widths=[8, 16, 16], dense=64)
-DQN_TINY = dict(
-    TINY,
-    algorithm="dqn",
-    minibatch_size=64,
-    learning_starts=256,
-    replay_capacity=2048,
-    target_update_freq=256,
-    n_step=3,
-)
 
 
 # --- config mapping (no Ray) ---------------------------------------------------------------
 def test_default_algorithm_is_ppo_and_round_trips():
     assert TrialConfig().algorithm == "ppo"
-    cfg = TrialConfig(**DQN_TINY)
+    cfg = TrialConfig(**TINY_DQN)
     assert TrialConfig.from_dict(cfg.to_dict()) == cfg
 
 
@@ -66,61 +57,14 @@ def test_bad_algorithm_values_name_the_key(overrides, message):
     assert str(e.value).startswith(message)
 
 
-def test_ppo2_value_clipping_by_hand():
-    """PPO2's value loss max((v - R)^2, (v_old + clamp(v - v_old, -c, c) - R)^2), c = 1, all
-    v_old = 0: within the clip, or moved away from the target, it is the plain squared error;
-    moved past the clip towards (or beyond) the target, the clipped error counts, which has no
-    gradient."""
-    from rlsweep.algos import ppo2_value_excess
-
-    values = torch.tensor([1.0, 3.0, 4.0, 8.0, -4.0], requires_grad=True)
-    targets = torch.tensor([2.0, 0.0, 5.0, 5.0, -5.0])
-    excess = ppo2_value_excess(values, torch.zeros(5), targets, clip=1.0)
-    # clipped values 1, 1, 1, 1, -1: squared errors 1, 1, 16, 16, 16; unclipped 1, 9, 1, 9, 1
-    assert excess.tolist() == [0.0, 0.0, 15.0, 7.0, 15.0]
-    ((values - targets) ** 2 + excess).sum().backward()
-    assert values.grad.tolist() == [-2.0, 6.0, 0.0, 0.0, 0.0]
-
-
 def test_ppo_vf_clip_modes_reach_rllib():
-    from rlsweep.algos import PPO2_VF_CLIP, algorithm_config
+    from rlsweep.algos import algorithm_config
+    from rlsweep.ppo_learner import PPO2_VF_CLIP
 
     c = algorithm_config(TrialConfig(vf_clip_param=0.2, vf_clip_mode="ppo2"))
     assert c.vf_clip_param == math.inf and c.learner_config_dict[PPO2_VF_CLIP] == 0.2
     c = algorithm_config(TrialConfig(vf_clip_param=0.2, vf_clip_mode="loss"))
     assert c.vf_clip_param == 0.2 and PPO2_VF_CLIP not in c.learner_config_dict
-
-
-def test_a_trial_on_a_fraction_of_a_gpu_caps_torchs_allocator_there(monkeypatch):
-    """configure_torch's plumbing on the CPU: the two torch.cuda calls are recorded, not made.
-    A trial on 1/8 of an 80 GB H100 caps the allocator of its learner's GPU at its share less
-    the CUDA context; a whole-GPU trial and a CPU trial set no cap."""
-    from types import SimpleNamespace
-
-    from rlsweep.algos import algorithm_config, configure_torch, learner_device
-
-    calls = []
-    monkeypatch.setattr(
-        torch.cuda,
-        "get_device_properties",
-        lambda device: SimpleNamespace(total_memory=int(79.6 * 2**30)),
-    )
-    monkeypatch.setattr(
-        torch.cuda, "set_per_process_memory_fraction", lambda f, device: calls.append((f, device))
-    )
-    precisions = (torch.backends.cuda.matmul, torch.backends.cudnn.conv)
-    saved = [p.fp32_precision for p in precisions]
-    gpu = torch.device("cuda", 0)
-    try:
-        configure_torch(TrialConfig(num_gpus=0.125, num_cpus=2), gpu)
-        assert calls == [(pytest.approx(0.125 - 0.75 / 79.6), gpu)]
-        configure_torch(TrialConfig(num_gpus=1), gpu)
-        configure_torch(TrialConfig(), None)
-        assert len(calls) == 1
-    finally:
-        for p, value in zip(precisions, saved, strict=True):
-            p.fp32_precision = value
-    assert learner_device(algorithm_config(TrialConfig())) is None  # a CPU learner
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "impala", "appo", "dqn"])
@@ -239,15 +183,6 @@ def test_dqn_module_evaluates_epsilon_greedy_and_trains_against_its_target():
 
 
 # --- real training ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
 def _weights(algo) -> dict[str, np.ndarray]:
     return {k: v.detach().clone().numpy() for k, v in algo.get_module().state_dict().items()}
 
@@ -258,7 +193,7 @@ def _weights(algo) -> dict[str, np.ndarray]:
     [
         (dict(TINY, algorithm="impala"), "net.trunk.stages.0.down.0.weight"),
         (dict(TINY, algorithm="appo"), "net.trunk.stages.0.down.0.weight"),
-        (DQN_TINY, "q_net.trunk.stages.0.down.0.weight"),
+        (TINY_DQN, "q_net.trunk.stages.0.down.0.weight"),
     ],
     ids=["impala", "appo", "dqn"],
 )
@@ -346,117 +281,3 @@ def test_read_result_keys_are_metric_constants_no_evaluator_key_overwrites():
     ev = EvalResult(np.ones(2), np.ones(2), np.zeros(2, np.int64), env_steps=2)
     for split in ("train", "test"):
         assert not keys & set(score_metrics(TrialConfig(), split, ev))
-
-
-def test_placement_resources_reach_the_trials_placement_group():
-    """learner_resources / env_runner_resources pin a trial's processes to nodes (a SageMaker
-    learner group, rollout groups) through RLlib's own resource request."""
-    from rlsweep.algos import trial_resources
-
-    cfg = TrialConfig(
-        num_env_runners=2,
-        learner_resources={"group_learner": 0.01},
-        env_runner_resources={"group_rollout": 0.01},
-    )
-    assert trial_resources(cfg).bundles == [
-        {"CPU": 1.0, "group_learner": 0.01},
-        {"CPU": 1.0, "group_rollout": 0.01},
-        {"CPU": 1.0, "group_rollout": 0.01},
-    ]
-    assert trial_resources(TrialConfig()).bundles == [{"CPU": 1.0}]
-    with pytest.raises(ConfigError, match="learner_resources: got {'g': 0}; allowed: a mapping"):
-        TrialConfig(learner_resources={"g": 0})
-
-
-@pytest.mark.rllib
-def test_dqn_checkpoint_keeps_its_replay_buffer(ray_local, tmp_path):
-    """RLlib's new API stack checkpoints no replay buffer; with checkpoint_replay_buffer a
-    restored DQN trial replays exactly what it had, and trains on it at once."""
-    from rlsweep.algos import (
-        REPLAY_FILE,
-        build_algorithm,
-        read_result,
-        restore_checkpoint,
-        save_checkpoint,
-    )
-
-    cfg = TrialConfig(**DQN_TINY, checkpoint_replay_buffer=True)
-    algo = build_algorithm(cfg)
-    try:
-        for _ in range(2):
-            algo.train()
-        buffer = algo.local_replay_buffer
-        saved_steps = buffer.get_num_timesteps()
-        saved_obs = np.asarray(buffer.episodes[0].get_observations())
-        save_checkpoint(algo, cfg, str(tmp_path / "with"))
-        save_checkpoint(algo, TrialConfig(**DQN_TINY), str(tmp_path / "without"))
-    finally:
-        algo.stop()
-    assert saved_steps >= 2 * 256
-    assert (tmp_path / "with" / REPLAY_FILE).exists()
-    assert not (tmp_path / "without" / REPLAY_FILE).exists()
-
-    restored = build_algorithm(cfg)
-    try:
-        assert restored.local_replay_buffer.get_num_timesteps() == 0
-        assert restore_checkpoint(restored, str(tmp_path / "with")).replay_buffer
-        buffer = restored.local_replay_buffer
-        assert buffer.get_num_timesteps() == saved_steps
-        np.testing.assert_array_equal(np.asarray(buffer.episodes[0].get_observations()), saved_obs)
-        assert read_result(restored.train())["train/module_steps_trained"] > 0
-        assert not restore_checkpoint(restored, str(tmp_path / "without")).replay_buffer
-    finally:
-        restored.stop()
-
-
-def _same_state(a, b) -> bool:
-    """RNG states (nested dicts/tuples/lists of tensors, arrays, numbers) equal, value for value."""
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
-    if isinstance(a, tuple | list):
-        return len(a) == len(b) and all(map(_same_state, a, b))
-    if isinstance(a, torch.Tensor | np.ndarray):
-        return np.array_equal(np.asarray(a), np.asarray(b))
-    return a == b
-
-
-@pytest.mark.rllib
-def test_checkpoint_restores_every_rng_of_the_trial(ray_local, tmp_path):
-    """A restored trial draws what the uninterrupted one draws next, from every RNG it owns:
-    the process's and each remote EnvRunner's torch/numpy/random (action sampling), PPO's
-    minibatch permutations, the augmentations' draws and the trainable's own generators (the
-    evaluation's actions)."""
-    from rlsweep.algos import build_algorithm, restore_checkpoint, rng_state, save_checkpoint
-
-    cfg = TrialConfig(**TINY, augment="flip", num_env_runners=1)
-    algo = build_algorithm(cfg)
-    try:
-        algo.train()
-        own = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
-        torch.rand(3, generator=own["evaluation"])
-        torch.rand(3)  # as a local EnvRunner's action sampling draws (here a remote one samples)
-        save_checkpoint(algo, cfg, str(tmp_path / "ckpt"), {"iteration": 1}, own)
-        saved = rng_state(algo, own)
-    finally:
-        algo.stop()
-    assert set(saved["learners"][0]) == {"shuffle", "augment/default_policy"}
-    assert set(saved["env_runners"]) == {1}
-
-    def drawn(state) -> dict:  # the RNGs training and evaluating draw from
-        return {
-            "torch": state["process"]["torch"],
-            **{f"runner/{i}": r["torch"] for i, r in state["env_runners"].items()},
-            **{f"learner/{k}": v for k, v in state["learners"][0].items()},
-            **{f"own/{k}": v for k, v in state["generators"].items()},
-        }
-
-    restored = build_algorithm(cfg)  # its RNGs where a fresh trial's are
-    try:
-        fresh = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
-        before = drawn(rng_state(restored, fresh))
-        assert not any(_same_state(v, drawn(saved)[k]) for k, v in before.items())
-        found = restore_checkpoint(restored, str(tmp_path / "ckpt"), fresh)
-        assert found.trial == {"iteration": 1}
-        assert _same_state(rng_state(restored, fresh), saved)
-    finally:
-        restored.stop()

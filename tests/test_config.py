@@ -104,7 +104,8 @@ def test_grad_clip_may_be_disabled():
 
 def test_rllib_config_mapping():
     """The one place RLlib's builder is touched maps every field we own."""
-    from rlsweep.algos import RlsweepPPOLearner, ppo_config
+    from rlsweep.algos import ppo_config
+    from rlsweep.ppo_learner import RlsweepPPOLearner
 
     cfg = TrialConfig(
         game="maze",

@@ -1,10 +1,11 @@
 """Device placement, GPU memory estimate, packing arithmetic and resource validation: all pure,
-all on the CPU. Two `rllib` tests: the placement equals what RLlib asks Tune for (and the GPU
-trial's central EnvRunner samples on the CPU); each envpool starts the threads it is given."""
+all on the CPU. One `rllib` test: each envpool starts the threads it is given. That Tune reserves
+what RLlib would ask for is tested with Tune's side (tests/test_tune_bridge.py)."""
 
 import gc
 import os
 
+import numpy as np
 import pytest
 
 from rlsweep.config import TrialConfig
@@ -20,6 +21,7 @@ from rlsweep.placement import (
     placement,
     saved_activation_bytes,
     starts_local_ray,
+    trial_cpus,
     trials_at_once,
     trials_per_gpu,
 )
@@ -56,6 +58,29 @@ def test_gpu_learner_with_remote_cpu_runners_keeps_rllibs_layout():
     assert (p.device, p.central_inference, p.num_env_runners) == ("cuda", False, 4)
     assert (p.cpus, p.gpus) == (6, 1)
     assert p.bundles == ({"CPU": 2, "GPU": 1}, *({"CPU": 1},) * 4)
+
+
+def test_custom_resources_pin_the_learner_and_the_env_runners_to_nodes():
+    """learner_resources / env_runner_resources (a SageMaker learner group, rollout groups) go on
+    the trial process's bundle and on each remote EnvRunner's."""
+    cfg = TrialConfig(
+        num_env_runners=2,
+        learner_resources={"group_learner": 0.01},
+        env_runner_resources={"group_rollout": 0.01},
+    )
+    assert placement(cfg).bundles == (
+        {"CPU": 1, "group_learner": 0.01},
+        {"CPU": 1, "group_rollout": 0.01},
+        {"CPU": 1, "group_rollout": 0.01},
+    )
+    assert placement(TrialConfig()).bundles == ({"CPU": 1},)
+    with pytest.raises(ConfigError, match="learner_resources: got {'g': 0}; allowed: a mapping"):
+        TrialConfig(learner_resources={"g": 0})
+
+
+def test_trial_cpus_count_the_process_and_each_remote_env_runner():
+    assert trial_cpus(2, 3) == placement(TrialConfig(num_cpus=2, num_env_runners=3)).cpus == 5
+    assert list(trial_cpus(np.array([1, 4]), np.array([0, 2]))) == [1, 6]  # a report's columns
 
 
 @pytest.mark.parametrize(
@@ -233,37 +258,6 @@ def test_sixteen_default_trials_do_not_fit_an_80_gb_gpu_in_fp32_and_do_in_bf16()
     assert "share of the box's 79.6 GiB GPUs is 5.0 GiB (16 trials per GPU)" in e.value.message
     assert e.value.message.endswith("allowed: num_gpus >= 0.104")  # 9 per GPU
     check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1, bf16=True), h100)  # ~3 GiB each
-
-
-@pytest.mark.rllib
-def test_placement_is_what_rllib_asks_for_and_the_central_runner_samples(tmp_path):
-    from rlsweep.algos import CentralInferenceEnvRunner, algorithm_config, trial_resources
-
-    for cfg in [
-        TrialConfig(num_cpus=2, num_env_runners=3),
-        TrialConfig(num_cpus=1),
-        TrialConfig(num_gpus=0.25, num_cpus=4),
-        TrialConfig(num_gpus=1, num_cpus=8, algorithm="impala", minibatch_size=256),
-        TrialConfig(num_gpus=0.5, num_env_runners=2),
-    ]:
-        assert trial_resources(cfg).bundles == list(placement(cfg).bundles)
-    gpu = TrialConfig(
-        num_gpus=0.5, num_cpus=1, num_envs_per_env_runner=2, rollout_length=8, minibatch_size=16
-    )
-    c = algorithm_config(gpu)
-    assert c.env_runner_cls is CentralInferenceEnvRunner and c.num_env_runners == 0
-    assert (c.num_gpus_per_learner, c.env_config["envpool_threads"]) == (0.5, 1)
-    remote = algorithm_config(TrialConfig(num_gpus=0.5, num_env_runners=2))
-    assert remote.env_runner_cls is not CentralInferenceEnvRunner
-    assert (remote.num_env_runners, remote.num_gpus_per_learner) == (2, 0.5)
-    # The GPU trial's runner, on the CPU: RLlib's sampling through our make_module.
-    runner = CentralInferenceEnvRunner(config=c.learners(num_gpus_per_learner=0))
-    try:
-        episodes = runner.sample(num_timesteps=16)
-        assert sum(len(e) for e in episodes) >= 16
-        assert next(runner.module.parameters()).device.type == "cpu"
-    finally:
-        runner.stop()
 
 
 @pytest.mark.rllib

@@ -3,10 +3,11 @@
 initial weights, same rollout, same minibatch permutation, weights compared after one iteration.
 
 The rlsweep side is the real thing: RLlib's EnvRunner samples our ProcgenVectorEnv, and
-RlsweepPPOLearner (built from `algos.ppo_config`) updates on those episodes. The reference side
-sees only what the game produced (a log of envpool's raw outputs and the actions sent) and redoes
-everything itself: VecNormalize on the raw rewards, values and log-probabilities from the initial
-network, GAE, per-minibatch advantage normalization, PPO2's clipped losses, Adam(eps=1e-5).
+`rlsweep.ppo_learner.RlsweepPPOLearner` (built from `algos.ppo_config`) updates on those
+episodes. The reference side sees only what the game produced (a log of envpool's raw outputs
+and the actions sent) and redoes everything itself: VecNormalize on the raw rewards, values and
+log-probabilities from the initial network, GAE, per-minibatch advantage normalization, PPO2's
+clipped losses, Adam(eps=1e-5).
 
 `test_each_reverted_item_breaks_equivalence` reverts one item at a time to what RLlib (or the
 old rlsweep) does and checks that the weights then differ: each item is load-bearing here.

@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlsweep.rl_module import ImpalaDQNModule, ImpalaPPOModule
+from rlsweep.rl_module import ImpalaDQNModule, ImpalaPPOModule, row_chunks
 
 
 def _module(augment=None):
@@ -104,3 +104,17 @@ def test_rollouts_switch_to_eval_mode_once_and_training_switches_back():
     assert all(sub.training for sub in m.modules())
     torch.manual_seed(0)
     torch.testing.assert_close(m.forward_exploration(obs, t=0), first)
+
+
+def test_row_chunks_slice_every_row_column_and_pass_the_rest_whole():
+    """At most `rows` rows per chunk, in order, as views of the batch; a column that is not one
+    row per observation (a scalar, a per-batch tensor) passes whole; None: the whole batch."""
+    obs = _obs()
+    batch = {"obs": obs, "vf_preds": torch.arange(5.0), "scale": torch.tensor(2.0), "n": 5}
+    chunks = list(row_chunks(batch, 2))
+    assert [len(c["obs"]) for c in chunks] == [2, 2, 1]
+    torch.testing.assert_close(torch.cat([c["vf_preds"] for c in chunks]), batch["vf_preds"])
+    assert chunks[1]["obs"].data_ptr() == obs[2:].data_ptr()  # a view, not a copy
+    assert all(c["scale"] is batch["scale"] and c["n"] == 5 for c in chunks)
+    (whole,) = row_chunks(batch, None)
+    assert whole["obs"].shape == obs.shape

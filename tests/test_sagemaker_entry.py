@@ -68,9 +68,10 @@ def test_resource_config_and_head():
 
 def test_heterogeneous_jobs_place_learners_and_env_runners_by_group(tmp_path):
     """The learner (trial process) goes to the learner group, EnvRunners to the rollout group,
-    through resources the RLlib config requests; a homogeneous job is left unconstrained."""
-    from rlsweep.algos import trial_resources
+    through the custom resources of the trial's placement-group bundles; a homogeneous job is
+    left unconstrained."""
     from rlsweep.config import TrialConfig
+    from rlsweep.placement import placement
 
     path = tmp_path / "spec.yaml"
     path.write_text("name: hetero\nparams: {num_env_runners: 2, num_envs_per_env_runner: 32}\n")
@@ -78,11 +79,11 @@ def test_heterogeneous_jobs_place_learners_and_env_runners_by_group(tmp_path):
     (trial,) = spec.trials()
     share = entry.PLACEMENT_SHARE
     rollout = entry.ROLLOUT_RESOURCE
-    assert trial_resources(trial).bundles == [
-        {"CPU": 1.0, "group_learner": share},
-        {"CPU": 1.0, rollout: share},
-        {"CPU": 1.0, rollout: share},
-    ]
+    assert placement(trial).bundles == (
+        {"CPU": 1, "group_learner": share},
+        {"CPU": 1, rollout: share},
+        {"CPU": 1, rollout: share},
+    )
     # Several rollout groups (say spot c5 and c6i): EnvRunners may go to any of their nodes.
     several = {
         **HETERO_CONFIG,

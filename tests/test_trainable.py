@@ -64,15 +64,6 @@ class TuneSession:
         return None
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.fixture
 def session(monkeypatch) -> TuneSession:
     s = TuneSession()

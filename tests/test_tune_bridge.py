@@ -1,4 +1,5 @@
-"""PBT through the Tune bridge, with the fake trainable and a Ray instance of its own.
+"""The Tune bridge: a trial's resources, and PBT with the fake trainable and a Ray instance of
+its own.
 
 Asynchronous PBT exploits only among the trials that have reported at that moment, so whether
 it exploits at all depends on timing: instant fake trials often finished before their partners
@@ -12,9 +13,39 @@ from pathlib import Path
 
 import pytest
 
+from rlsweep.config import TrialConfig
 from rlsweep.spec import TRIAL_FILE, SweepSpec
 from rlsweep.sweep import run_sweep
 from rlsweep.testing import ITER_S_ENV, fake_trial
+from rlsweep.tune_bridge import trial_resources
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"num_cpus": 1},
+        {"num_cpus": 2, "num_env_runners": 3},
+        {"num_gpus": 0.25, "num_cpus": 4},
+        {"num_gpus": 0.5, "num_env_runners": 2},
+        {"num_gpus": 1, "num_cpus": 8, "algorithm": "impala", "minibatch_size": 256},
+        {"algorithm": "dqn", "num_env_runners": 1},
+        {
+            "num_env_runners": 2,
+            "learner_resources": {"group_learner": 0.01},
+            "env_runner_resources": {"group_rollout": 0.01},
+        },
+    ],
+    ids=["cpu", "runners", "gpu-fraction", "gpu-and-runners", "impala-gpu", "dqn", "custom"],
+)
+def test_tune_reserves_what_rllib_would_request_for_the_trial(params):
+    """Tune's placement group comes from rlsweep.placement, without building an RLlib config;
+    RLlib's own request for the trial's config (Algorithm.default_resource_request) is the
+    same, bundle for bundle and in its packing."""
+    from rlsweep.algos import algorithm_config
+
+    cfg = TrialConfig(**params)
+    c = algorithm_config(cfg)
+    assert trial_resources(cfg) == c.algo_class.default_resource_request(c)
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from rlsweep.validators import (
     Validated,
     build,
     check_each_field,
+    check_num_gpus,
     checked,
     did_you_mean,
     failures,
@@ -153,3 +154,12 @@ def test_unknown_suggests_the_closest_known_name_or_none():
         "unknown parameter (did you mean 'lambda_'?); allowed: lambda_, lr"
     )
     assert did_you_mean("zzz", ["lambda_", "lr"]) == ""
+
+
+@pytest.mark.parametrize(
+    ("num_gpus", "ok"),
+    [(0, True), (0.125, True), (1, True), (2, True), (3.0, True), (1.5, False), (2.5, False)],
+)
+def test_num_gpus_is_a_fraction_of_one_gpu_or_whole_gpus(num_gpus, ok):
+    """Ray's rule: a trial holds a fraction 0 < x <= 1 of one GPU, or whole GPUs."""
+    assert check_num_gpus(num_gpus) is ok

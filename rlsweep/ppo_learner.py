@@ -1,0 +1,310 @@
+"""The reference PPO update on RLlib: `RlsweepPPOLearner`, RLlib's PPO torch Learner made to
+update as baselines' PPO2 (train-procgen) and CleanRL's ppo_procgen do, where the trial's options
+say so (`learner_options`: its learner_config_dict), plus speed fixes that do not change learning.
+
+`tests/test_ppo_reference.py` holds its update equal to CleanRL's loop, weight for weight, and
+checks that each option it sets is load-bearing there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
+
+from rlsweep._ray_compat import LearnerHooks
+from rlsweep.config import TrialConfig
+from rlsweep.connectors import to_numpy
+from rlsweep.rl_module import ImpalaPPOModule, row_chunks
+
+# learner_config_dict keys: how RlsweepPPOLearner updates (see TrialConfig for each option).
+PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
+"""The clip of PPO2-style value clipping (absent: RLlib's clamp of the squared error)."""
+MINIBATCHING = "rlsweep_minibatching"
+ADVANTAGE_NORM = "rlsweep_advantage_norm"
+ADAM_EPS = "rlsweep_adam_eps"
+SHUFFLE_SEED = "rlsweep_shuffle_seed"
+
+LR_IN_UPDATE = "rlsweep_lr_in_update"
+"""The learner metric: the lr each update trained with (`rlsweep.algos.read_result` reads it)."""
+
+
+def learner_options(cfg: TrialConfig) -> dict[str, Any]:
+    """The trial's learner_config_dict: the options RlsweepPPOLearner reads. With
+    `vf_clip_mode: ppo2` the learner clips the value, and the PPOConfig turns RLlib's clamp off
+    (`rlsweep.algos.ppo_config`)."""
+    return {
+        MINIBATCHING: cfg.minibatching,
+        ADVANTAGE_NORM: cfg.advantage_norm,
+        ADAM_EPS: cfg.adam_eps,
+        SHUFFLE_SEED: cfg.seed,
+        **({PPO2_VF_CLIP: cfg.vf_clip_param} if cfg.vf_clip_mode == "ppo2" else {}),
+    }
+
+
+class ReferenceGAE(ConnectorV2):
+    """GAE(lambda) advantages and value targets, left unstandardized (RLlib's own
+    GeneralAdvantageEstimation standardizes over the whole batch, bootstrap rows included;
+    RlsweepPPOLearner standardizes as `advantage_norm` says). Same convention as RLlib's: each
+    episode chunk carries one artificial bootstrap timestep (AddOneTsToEpisodesAndTruncate).
+
+    The values come in chunks of at most `chunk_rows` rows (the minibatch), so that no forward
+    pass here sees more rows than a training step: the bootstrap rows alone (one per episode
+    chunk) can outnumber a minibatch, and a module that cannot reuse the rollout's values runs
+    the network over every row."""
+
+    def __init__(
+        self,
+        input_observation_space=None,
+        input_action_space=None,
+        *,
+        gamma,
+        lambda_,
+        chunk_rows: int | None = None,
+    ):
+        super().__init__(input_observation_space, input_action_space)
+        self.gamma, self.lambda_, self.chunk_rows = gamma, lambda_, chunk_rows
+
+    def __call__(self, *, rl_module, episodes, batch, **kwargs):
+        for module_id, module_batch in batch.items():
+            module = rl_module[module_id]
+            if not isinstance(module, ValueFunctionAPI):
+                continue
+            values = torch.cat(
+                [module.compute_values(rows) for rows in row_chunks(module_batch, self.chunk_rows)]
+            )
+            v = values.detach().cpu().numpy()
+            targets = compute_value_targets(
+                values=v,
+                rewards=to_numpy(module_batch[Columns.REWARDS]),
+                terminateds=to_numpy(module_batch[Columns.TERMINATEDS]),
+                truncateds=to_numpy(module_batch[Columns.TRUNCATEDS]),
+                gamma=self.gamma,
+                lambda_=self.lambda_,
+            )
+            module_batch[Postprocessing.ADVANTAGES] = torch.as_tensor(
+                targets - v, device=values.device
+            )
+            module_batch[Postprocessing.VALUE_TARGETS] = torch.as_tensor(
+                targets, device=values.device
+            )
+        return batch
+
+
+def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(x - mean) / (std + 1e-8) with the unbiased std (CleanRL's advantage normalization; PPO2
+    takes numpy's biased std, a 2.4e-4 relative difference at 2048 rows), the statistics over
+    the rows in `mask` (the real transitions)."""
+    real = x if mask is None else x[mask]
+    return (x - real.mean()) / (real.std() + 1e-8)
+
+
+def shuffled_minibatches(
+    batch: MultiAgentBatch,
+    *,
+    num_epochs: int,
+    minibatch_size: int,
+    minibatches_per_epoch: int,
+    generator: torch.Generator,
+) -> Iterator[MultiAgentBatch]:
+    """PPO2's / CleanRL's minibatch loop: every epoch a fresh permutation of the batch's real
+    transitions (bootstrap rows dropped), cut into `minibatches_per_epoch` minibatches of
+    exactly `minibatch_size`. The permutation is `torch.randperm(n, generator=generator)`,
+    one per epoch: a reference loop given the same generator draws the same minibatches."""
+    real: dict[str, dict[str, Any]] = {}
+    sizes: dict[str, int] = {}
+    for module_id, b in batch.policy_batches.items():
+        rows = b[Columns.LOSS_MASK].nonzero().squeeze(-1) if Columns.LOSS_MASK in b else None
+        real[module_id] = {k: v if rows is None else v[rows] for k, v in b.items()}
+        sizes[module_id] = n = len(b) if rows is None else len(rows)
+        if n < minibatches_per_epoch * minibatch_size:
+            raise ValueError(
+                f"{n} transitions cannot fill {minibatches_per_epoch} minibatches of "
+                f"{minibatch_size}"
+            )
+    for _ in range(num_epochs):
+        perms = {m: torch.randperm(n, generator=generator) for m, n in sizes.items()}
+        for j in range(minibatches_per_epoch):
+            policy_batches = {}
+            for module_id, data in real.items():
+                idx = perms[module_id][j * minibatch_size : (j + 1) * minibatch_size]
+                policy_batches[module_id] = SampleBatch(
+                    {k: v[idx.to(v.device)] for k, v in data.items()}
+                )
+            yield MultiAgentBatch(policy_batches, env_steps=minibatch_size)
+
+
+class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
+    """RLlib's PPO torch Learner, made to do the reference update (baselines' PPO2 as in
+    train-procgen, CleanRL's ppo_procgen) where the options say so, plus speed fixes that do
+    not change learning. `tests/test_ppo_reference.py` holds it equal to CleanRL's loop.
+
+    The update, option by option (its learner_config_dict: `learner_options`):
+    - GAE advantages stay raw (`ReferenceGAE` replaces RLlib's batch-wide standardization);
+      `advantage_norm` standardizes them per minibatch (PPO2, CleanRL), per batch over real
+      rows (2020's RLlib), or as RLlib's new stack does (whole batch, bootstrap rows in).
+    - `minibatching: shuffle`: a fresh permutation of the real transitions every epoch, exactly
+      num_epochs x train_batch / minibatch minibatches of exactly minibatch_size real rows
+      (`shuffled_minibatches`). RLlib's own iterator shuffles only when it wraps around, so its
+      first epoch walks whole trajectories in order, and its bootstrap rows take minibatch
+      slots. `rllib` keeps RLlib's iterator, with exactly that many minibatches.
+    - `vf_clip_mode: ppo2`: PPO2's value clipping (see `ppo2_value_excess`).
+    - Adam with `adam_eps` (PPO2 and CleanRL use 1e-5; torch's default is 1e-8).
+
+    Speed and memory, same numbers:
+    - GAE runs under `no_grad` and reuses the values the rollout computed (see
+      ImpalaPPOModule.compute_values) instead of a second trunk pass over the whole batch; what
+      still needs the network (the bootstrap rows) runs in minibatch-sized chunks.
+
+    And a fix: a restored fixed learning rate is the config's, not the checkpoint's: restoring
+    loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
+    iteration (ray#62173). Entropy and clip come from the config already.
+
+    RLlib's private Learner methods and state are reached through `LearnerHooks`
+    (rlsweep._ray_compat, which names the Ray version each was checked against). The minibatch
+    permutation generator is saved and restored with a trial's checkpoints
+    (`rlsweep.checkpoint.rng_state`).
+    """
+
+    def build(self) -> None:
+        super().build()
+        opts = self.config.learner_config_dict
+        self._shuffle_rng = torch.Generator().manual_seed(int(opts.get(SHUFFLE_SEED, 0)))
+        connector = self.learner_connector
+        if connector is not None and self.config.add_default_connectors_to_learner_pipeline:
+            connector.remove(GeneralAdvantageEstimation)
+            connector.append(
+                ReferenceGAE(
+                    gamma=self.config.gamma,
+                    lambda_=self.config.lambda_,
+                    chunk_rows=self.config.minibatch_size,
+                )
+            )
+
+    def configure_optimizers_for_module(self, module_id, config=None) -> None:
+        # RLlib's TorchLearner default, with Adam's epsilon from the config.
+        params = self.get_parameters(self.module[module_id])
+        eps = float(config.learner_config_dict.get(ADAM_EPS, 1e-8))
+        self.register_optimizer(
+            module_id=module_id,
+            optimizer=torch.optim.Adam(params, eps=eps),
+            params=params,
+            lr_or_lr_schedule=config.lr,
+        )
+
+    def compute_loss_for_module(self, *, module_id, config, batch, fwd_out):
+        if config.learner_config_dict.get(ADVANTAGE_NORM) == "minibatch":
+            adv = standardize(batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK))
+            batch = {**batch, Postprocessing.ADVANTAGES: adv}
+        total = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        clip = config.learner_config_dict.get(PPO2_VF_CLIP)
+        if clip is None:
+            return total
+        # RLlib's term is the plain squared error here (its clamp is off, see ppo_config):
+        # adding the excess makes it max(unclipped, clipped), PPO2's value loss. The values are
+        # recomputed from the trunk's embeddings: one linear layer, no second trunk pass.
+        if Columns.VF_PREDS not in batch:
+            raise RuntimeError("vf_clip_mode ppo2 needs the rollout's value estimates (vf_preds)")
+        values = (
+            self.module[module_id]
+            .unwrapped()
+            .compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+        )
+        targets = batch[Postprocessing.VALUE_TARGETS]
+        unclipped = (values - targets) ** 2
+        excess = ppo2_value_excess(values, batch[Columns.VF_PREDS], targets, clip)
+        if Columns.LOSS_MASK in batch:
+            mask = batch[Columns.LOSS_MASK]
+            excess, unclipped = excess[mask], unclipped[mask]
+        self.metrics.log_value(
+            (module_id, VF_LOSS_KEY), (unclipped + excess).mean().detach(), window=1
+        )
+        return total + config.vf_loss_coeff * excess.mean()
+
+    def set_state(self, state) -> None:
+        super().set_state(state)
+        for optimizer, schedule in self.lr_schedules.items():
+            if not schedule.use_schedule:
+                self.set_optimizer_lr(optimizer, float(schedule.get_current_value()))
+
+    def make_batch(self, training_data):
+        modules = [m for m in self.module.values() if isinstance(m, ImpalaPPOModule)]
+        for m in modules:
+            m.use_rollout_values = True
+        try:
+            with torch.no_grad():
+                batch = super().make_batch(training_data)
+        finally:
+            for m in modules:
+                m.use_rollout_values = False
+        norm = self.config.learner_config_dict.get(ADVANTAGE_NORM)
+        for b in batch.policy_batches.values():
+            if Postprocessing.ADVANTAGES not in b:
+                continue
+            adv = b[Postprocessing.ADVANTAGES]
+            if norm == "rllib":  # RLlib's GeneralAdvantageEstimation, verbatim in effect
+                b[Postprocessing.ADVANTAGES] = (adv - adv.mean()) / adv.std(
+                    unbiased=False
+                ).clamp_min(1e-4)
+            elif norm == "batch":
+                b[Postprocessing.ADVANTAGES] = standardize(adv, b.get(Columns.LOSS_MASK))
+        return batch
+
+    def minibatch_iterator(
+        self, *, training_data, num_epochs: int = 1, minibatch_size: int | None = None, **kwargs
+    ):
+        if (
+            self.config.learner_config_dict.get(MINIBATCHING) != "shuffle"
+            or training_data.data_iterators
+            or not minibatch_size
+        ):
+            return super().minibatch_iterator(
+                training_data=training_data,
+                num_epochs=num_epochs,
+                minibatch_size=minibatch_size,
+                **kwargs,
+            )
+        return shuffled_minibatches(
+            self.make_batch(training_data),
+            num_epochs=num_epochs,
+            minibatch_size=minibatch_size,
+            minibatches_per_epoch=self.config.train_batch_size_per_learner // minibatch_size,
+            generator=self._shuffle_rng,
+        )
+
+    def update(self, *args, num_total_minibatches: int = 0, **kwargs):
+        # The lr this update trains with (RLlib logs the lr after the update's schedule step).
+        for module_id in self.module.keys():  # noqa: SIM118 (a MultiRLModule has no __iter__)
+            for _, optimizer in self.get_optimizers_for_module(module_id)[:1]:
+                lr = self.optimizer_lr(optimizer)
+                self.metrics.log_value((module_id, LR_IN_UPDATE), float(lr), window=1)
+        minibatch = kwargs.get("minibatch_size")
+        if not num_total_minibatches and minibatch:
+            # RLlib's iterator (minibatching: rllib) otherwise runs an extra, mostly repeated
+            # minibatch per epoch for the artificial bootstrap timesteps.
+            per_epoch = max(1, self.config.train_batch_size_per_learner // minibatch)
+            num_total_minibatches = kwargs.get("num_epochs", 1) * per_epoch
+        return super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
+
+
+def ppo2_value_excess(
+    values: torch.Tensor, old_values: torch.Tensor, targets: torch.Tensor, clip: float
+) -> torch.Tensor:
+    """max(unclipped, clipped) - unclipped, per sample, of PPO2's value loss, where unclipped =
+    (v - target)^2 and clipped = (v_old + clamp(v - v_old, -clip, clip) - target)^2: what PPO2
+    adds to a plain squared error. Positive only where the value moved more than `clip` towards
+    (or past) its target: there the clipped error counts, and it has no gradient."""
+    clipped_values = old_values + (values - old_values).clamp(-clip, clip)
+    return torch.relu((clipped_values - targets) ** 2 - (values - targets) ** 2)

@@ -1,0 +1,98 @@
+"""rlsweep.checkpoint: what a trial's checkpoint keeps beside RLlib's own state (the replay
+buffer, every RNG, the trainable's state), on real RLlib algorithms training on real Procgen with
+tiny batches (marked `rllib`)."""
+
+import numpy as np
+import pytest
+import torch
+
+from rlsweep import checkpoint
+from rlsweep.algos import build_algorithm, read_result
+from rlsweep.config import TrialConfig
+from rlsweep.testing import TINY_DQN, TINY_PPO
+
+pytestmark = pytest.mark.rllib
+
+TINY = dict(TINY_PPO, num_epochs=1, widths=[8, 16, 16], dense=64)
+
+
+def test_dqn_checkpoint_keeps_its_replay_buffer(ray_local, tmp_path):
+    """RLlib's new API stack checkpoints no replay buffer; with checkpoint_replay_buffer a
+    restored DQN trial replays exactly what it had, and trains on it at once."""
+    cfg = TrialConfig(**TINY_DQN, checkpoint_replay_buffer=True)
+    algo = build_algorithm(cfg)
+    try:
+        for _ in range(2):
+            algo.train()
+        buffer = algo.local_replay_buffer
+        saved_steps = buffer.get_num_timesteps()
+        saved_obs = np.asarray(buffer.episodes[0].get_observations())
+        checkpoint.save(algo, cfg, str(tmp_path / "with"))
+        checkpoint.save(algo, TrialConfig(**TINY_DQN), str(tmp_path / "without"))
+    finally:
+        algo.stop()
+    assert saved_steps >= 2 * 256
+    assert (tmp_path / "with" / checkpoint.REPLAY_FILE).exists()
+    assert not (tmp_path / "without" / checkpoint.REPLAY_FILE).exists()
+
+    restored = build_algorithm(cfg)
+    try:
+        assert restored.local_replay_buffer.get_num_timesteps() == 0
+        assert checkpoint.restore(restored, str(tmp_path / "with")).replay_buffer
+        buffer = restored.local_replay_buffer
+        assert buffer.get_num_timesteps() == saved_steps
+        np.testing.assert_array_equal(np.asarray(buffer.episodes[0].get_observations()), saved_obs)
+        assert read_result(restored.train())["train/module_steps_trained"] > 0
+        assert not checkpoint.restore(restored, str(tmp_path / "without")).replay_buffer
+    finally:
+        restored.stop()
+
+
+def _same_state(a, b) -> bool:
+    """RNG states (nested dicts/tuples/lists of tensors, arrays, numbers) equal, value for value."""
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, tuple | list):
+        return len(a) == len(b) and all(map(_same_state, a, b))
+    if isinstance(a, torch.Tensor | np.ndarray):
+        return np.array_equal(np.asarray(a), np.asarray(b))
+    return a == b
+
+
+def test_checkpoint_restores_every_rng_of_the_trial(ray_local, tmp_path):
+    """A restored trial draws what the uninterrupted one draws next, from every RNG it owns:
+    the process's and each remote EnvRunner's torch/numpy/random (action sampling), PPO's
+    minibatch permutations, the augmentations' draws and the trainable's own generators (the
+    evaluation's actions)."""
+    cfg = TrialConfig(**TINY, augment="flip", num_env_runners=1)
+    algo = build_algorithm(cfg)
+    try:
+        algo.train()
+        own = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
+        torch.rand(3, generator=own["evaluation"])
+        torch.rand(3)  # as a local EnvRunner's action sampling draws (here a remote one samples)
+        checkpoint.save(algo, cfg, str(tmp_path / "ckpt"), {"iteration": 1}, own)
+        saved = checkpoint.rng_state(algo, own)
+    finally:
+        algo.stop()
+    assert set(saved["learners"][0]) == {"shuffle", "augment/default_policy"}
+    assert set(saved["env_runners"]) == {1}
+
+    def drawn(state) -> dict:  # the RNGs training and evaluating draw from
+        return {
+            "torch": state["process"]["torch"],
+            **{f"runner/{i}": r["torch"] for i, r in state["env_runners"].items()},
+            **{f"learner/{k}": v for k, v in state["learners"][0].items()},
+            **{f"own/{k}": v for k, v in state["generators"].items()},
+        }
+
+    restored = build_algorithm(cfg)  # its RNGs where a fresh trial's are
+    try:
+        fresh = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
+        before = drawn(checkpoint.rng_state(restored, fresh))
+        assert not any(_same_state(v, drawn(saved)[k]) for k, v in before.items())
+        found = checkpoint.restore(restored, str(tmp_path / "ckpt"), fresh)
+        assert found.trial == {"iteration": 1}
+        assert _same_state(checkpoint.rng_state(restored, fresh), saved)
+    finally:
+        restored.stop()
