@@ -358,7 +358,7 @@ def breakdown_main(s: Setup) -> None:
 
 def breakdown_stage(s: Setup) -> dict[str, float]:
     """(e) in a process of its own, with the jemalloc a trial's process has."""
-    from rlsweep.sweep import runtime_env
+    from rlsweep.session import runtime_env
 
     env = {**os.environ, **runtime_env()["env_vars"]}
     argv = [sys.executable, str(Path(__file__)), "--breakdown", json.dumps(asdict(s))]
