@@ -29,9 +29,9 @@ def test_default_algorithm_is_ppo_and_round_trips():
     ("overrides", "message"),
     [
         ({"algorithm": "sac"}, "algorithm: got 'sac'; allowed: ppo, impala, appo, dqn"),
-        ({"replay_capacity": 0}, "replay_capacity: got 0; allowed: an integer > 0"),
-        ({"replay_alpha": 1.5}, "replay_alpha: got 1.5; allowed: 0 <= x <= 1"),
-        ({"epsilon_end": -0.1}, "epsilon_end: got -0.1; allowed: 0 <= x <= 1"),
+        ({"replay_capacity": 0}, "replay_capacity: got 0; allowed: an integer >= 1"),
+        ({"replay_alpha": 1.5}, "replay_alpha: got 1.5; allowed: a number in [0, 1]"),
+        ({"epsilon_end": -0.1}, "epsilon_end: got -0.1; allowed: a number in [0, 1]"),
         ({"learning_starts": -1}, "learning_starts: got -1; allowed: an integer >= 0"),
         ({"dueling": 1}, "dueling: got 1; allowed: true, false"),
         ({"training_intensity": 0}, "training_intensity: got 0; allowed: a number > 0, or null"),

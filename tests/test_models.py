@@ -69,7 +69,7 @@ def test_initial_policy_is_near_uniform():
     [
         ({"widths": []}, "widths: got []"),
         ({"widths": [16, -1]}, "widths: got [16, -1]"),
-        ({"dense": 0}, "dense: got 0; allowed: an integer > 0"),
+        ({"dense": 0}, "dense: got 0; allowed: an integer >= 1"),
         ({"bf16": "yes"}, "bf16: got 'yes'; allowed: true, false"),
     ],
 )
