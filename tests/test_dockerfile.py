@@ -1,6 +1,6 @@
 """The Dockerfile (no Docker engine here: it is parsed, not built) against what rlsweep
 declares: its system packages are exactly `rlsweep.qt.SYSTEM_LIBRARIES`' and it installs
-rlsweep with the README's commands and the pinned torch."""
+rlsweep with the commands docs/cluster.md gives and the pinned torch."""
 
 import re
 import shlex
@@ -52,10 +52,10 @@ def installed(cmds: list[list[str]], tool: list[str]) -> list[list[str]]:
     ]
 
 
-def readme_install() -> list[str]:
-    """The pip commands in README's "A container image" section's first sh block."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### A container image", 1)[1]
+def documented_install() -> list[str]:
+    """The pip commands in the first sh block of docs/cluster.md's "A container image"."""
+    text = (ROOT / "docs" / "cluster.md").read_text()
+    section = text.split("## A container image", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     return [line.split("#")[0].strip() for line in block.splitlines() if line.startswith("pip ")]
 
@@ -73,11 +73,11 @@ def test_the_apt_packages_are_the_declared_system_libraries():
     assert len(libraries[0]) == len(set(libraries[0]))
 
 
-def test_rlsweep_is_installed_as_the_readme_says_with_torch_pinned_first():
+def test_rlsweep_is_installed_as_the_docs_say_with_torch_pinned_first():
     pip = [words for words in installed(COMMANDS, ["pip"]) if words != ["pip"]]
     toolkit = [words for words in pip if any(w.startswith("sagemaker-training") for w in words)]
     rlsweep = [f"pip install {' '.join(words)}" for words in pip if words not in toolkit]
-    assert rlsweep == readme_install() == [f"pip install {DEFAULT_TORCH}", "pip install ."]
+    assert rlsweep == documented_install() == [f"pip install {DEFAULT_TORCH}", "pip install ."]
     # `.` is the copied checkout: the last WORKDIR before that RUN is where `COPY .` put it.
     at = next(i for i, (kw, rest) in enumerate(STEPS) if kw == "RUN" and rest == "pip install .")
     (copied,) = [rest.split() for kw, rest in STEPS[:at] if kw == "COPY"]

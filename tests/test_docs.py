@@ -68,8 +68,7 @@ def test_every_relative_link_and_anchor_resolves(page):
             continue
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+        missing_anchor = bool(anchor) and dest.suffix == ".md" and anchor not in _anchors(dest)
+        if not dest.exists() or missing_anchor:
             broken.append(target)
     assert broken == []

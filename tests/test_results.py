@@ -10,6 +10,7 @@ import pytest
 from rlsweep import metrics as M
 from rlsweep import results as R
 from rlsweep.config import TrialConfig
+from rlsweep.experiment_dir import SWEEP_FILE
 from rlsweep.spec import CELL_INDEX, TRIAL_FILE, SweepSpec
 from rlsweep.sweep import run_sweep
 from rlsweep.testing import curve, fake_trial
@@ -107,7 +108,7 @@ def test_optuna_trials_read_as_what_they_ran_without_the_spec(tmp_path):
         storage_path=str(tmp_path),
     )
     result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
-    (Path(result.path) / R.SWEEP_FILE).unlink()
+    (Path(result.path) / SWEEP_FILE).unlink()
     final = R.final_scores(R.load_curves(result.path))
     assert (final["status"] == R.TERMINATED).all(), final
     cells = sorted(zip(final["game"], final["seed"], final["variant"], strict=True))
