@@ -9,20 +9,22 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
 
 (a) model bound: the IMPALA-CNN alone, inputs already on the device: one inference forward over
     the envs (a rollout step) and one training step (forward, backward, Adam) over a minibatch,
-    fp32 and bf16 autocast; bound = env steps/s if PPO did nothing else (1 inference per env
-    step, `epochs` training passes per sample). Its training step's peak GPU memory (allocated
-    and reserved) beside placement's estimate of it, and the CUDA context the process holds
-    outside torch's allocator. A process of its own, so that this one never holds GPU memory
-    while the trials run.
+    in fp32, tf32 and bf16 autocast, cuDNN benchmarking as in a trial; bound = env steps/s if PPO
+    did nothing else (1 inference per env step, `epochs` training passes per sample). Its
+    training step's peak GPU memory (allocated and reserved) beside placement's estimate of it,
+    and the CUDA context the process holds outside torch's allocator. A process of its own, so
+    that this one never holds GPU memory while the trials run.
 (b) plain PPO: benchmarks/plain_ppo.py `--bench` on the device, a process of its own (the
-    CleanRL-style loop, envpool stepping all envs on all cores).
+    CleanRL-style loop, envpool stepping all envs on all cores), in fp32 and in the precision
+    (c) runs (a GPU trial's default, `precision: auto`).
 (c) one rlsweep trial through Tune, as a user runs it (`run_sweep`), holding the whole GPU and
     every CPU; steady env steps/s from its progress (after the first iteration, evaluation time
     excluded).
 (d) K rlsweep trials packed on the GPU (num_gpus 1/K, CPUs / K each): aggregate env steps/s
     (the sum of their steady rates; they run concurrently), the largest K first.
 
-(e) where one trial's time goes: (c)'s trial built in a process of its own (with (c)'s
+(e) where one trial's time goes, for (c)'s trial and variants of it (`--variants`: precision,
+    cuDNN's determinism, channels_last): the trial built in a process of its own (with (c)'s
     jemalloc), its parts timed from outside through RLlib's public objects (the local EnvRunner's
     `sample`, its env's `step` and its module's exploration forward; the LearnerGroup's `update`,
     its Learner's training forward, losses, gradients and optimizer step), each waiting for the
@@ -60,6 +62,8 @@ from typing import Any
 
 import torch
 
+from rlsweep.subconfigs import PRECISIONS
+
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
 
@@ -79,6 +83,14 @@ class Setup:
     """The trial's end-of-run evaluation, per level split (its time is excluded from the rate)."""
     repeats: int = 10
     """(a): timed repetitions of each step, after one warm-up."""
+    variants: tuple[dict[str, Any], ...] = (
+        {},  # the default: precision auto (GPU_PRECISION on a GPU), cuDNN benchmarking
+        {"precision": "fp32", "deterministic": True},  # the previous default (RLlib's cuDNN)
+        {"precision": "fp32"},
+        {"precision": "fp32", "channels_last": False},
+        {"precision": "tf32"},
+    )
+    """(e): (c)'s trial with each of these TrialConfig overrides."""
     cpus: int = os.cpu_count() or 1
     device: str = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -96,6 +108,7 @@ QUICK = dict(
     packed=(2,),
     eval_episodes=1,
     repeats=3,
+    variants=({},),
 )
 
 
@@ -126,7 +139,7 @@ def trial_config(s: Setup, k: int = 1, **overrides: Any):
 
 
 # --- (a) ---------------------------------------------------------------------------------------
-def model_bound(s: Setup, bf16: bool) -> dict[str, float]:
+def model_bound(s: Setup, precision: str) -> dict[str, float]:
     """(a), in this process: ms per inference forward over `envs` frames and per training step
     over a minibatch, the env-steps/s bound they imply, and the training step's peak GPU memory
     (allocated and reserved, the step alone: weights, Adam, the minibatch, activations,
@@ -136,7 +149,11 @@ def model_bound(s: Setup, bf16: bool) -> dict[str, float]:
     if s.device == "cuda":
         torch.cuda.empty_cache()  # the other precision's blocks
         torch.cuda.reset_peak_memory_stats()
-    net = ImpalaActorCritic((3, 64, 64), 15, ModelConfig(bf16=bf16)).to(s.device)
+        tf32 = "tf32" if precision == "tf32" else "ieee"  # as rlsweep.device sets it
+        torch.backends.cuda.matmul.fp32_precision = tf32
+        torch.backends.cudnn.conv.fp32_precision = tf32
+        torch.backends.cudnn.benchmark = True  # a trial's default (deterministic: false)
+    net = ImpalaActorCritic((3, 64, 64), 15, ModelConfig(precision=precision)).to(s.device)
     opt = torch.optim.Adam(net.parameters(), lr=5e-4, eps=1e-5)
     obs = torch.randint(0, 256, (s.minibatch, 3, 64, 64), dtype=torch.uint8, device=s.device)
     act = torch.randint(0, 15, (s.minibatch,), device=s.device)
@@ -186,10 +203,8 @@ def cuda_context_gib(s: Setup) -> float:
 
 
 def model_bound_main(s: Setup) -> None:
-    """`--model-bound`: (a) for fp32 and bf16, one JSON line."""
-    torch.backends.cuda.matmul.fp32_precision = "ieee"  # as a trial with tf32: false
-    torch.backends.cudnn.conv.fp32_precision = "ieee"
-    out = {dtype: model_bound(s, dtype == "bf16") for dtype in ("fp32", "bf16")}
+    """`--model-bound`: (a) in each precision, one JSON line."""
+    out: dict[str, Any] = {p: model_bound(s, p) for p in PRECISIONS}
     out["cuda_context_gib"] = cuda_context_gib(s)
     print(json.dumps(out))
 
@@ -211,9 +226,9 @@ def model_stage(s: Setup) -> dict[str, Any]:
 
 
 # --- (b) ---------------------------------------------------------------------------------------
-def plain_loop(s: Setup) -> dict[str, Any]:
-    """(b): plain_ppo.py --bench in a process of its own; TF32 off as in an rlsweep trial
-    (torch allows it for cuDNN convolutions by default)."""
+def plain_loop(s: Setup, precision: str) -> dict[str, Any]:
+    """(b): plain_ppo.py --bench in a process of its own, in `precision` (its TF32 flags set
+    as an rlsweep trial sets them: torch's defaults allow TF32 in cuDNN's convolutions)."""
     argv = [
         "--bench",
         f"--game={s.game}",
@@ -224,15 +239,9 @@ def plain_loop(s: Setup) -> dict[str, Any]:
         f"--threads={s.cpus}",
         f"--device={s.device}",
         f"--iterations={s.iterations}",
+        f"--precision={precision}",
     ]
-    code = (
-        "import runpy, sys, torch\n"
-        "torch.backends.cuda.matmul.fp32_precision = 'ieee'\n"
-        "torch.backends.cudnn.conv.fp32_precision = 'ieee'\n"
-        f"sys.argv = ['plain_ppo.py', *{argv!r}]\n"
-        f"runpy.run_path({str(HERE / 'plain_ppo.py')!r}, run_name='__main__')\n"
-    )
-    return _run_json([sys.executable, "-c", code], "plain_ppo.py")
+    return _run_json([sys.executable, str(HERE / "plain_ppo.py"), *argv], "plain_ppo.py")
 
 
 # --- (c), (d) ----------------------------------------------------------------------------------
@@ -288,13 +297,14 @@ def packed_trials(s: Setup, k: int, storage: str) -> dict[str, Any]:
 
 
 # --- (e) ---------------------------------------------------------------------------------------
-def breakdown_main(s: Setup) -> None:
-    """`--breakdown`: (e) in this process, one JSON line: seconds per timed iteration by part."""
+def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
+    """`--breakdown`: (e) in this process for (c)'s trial with `overrides` (TrialConfig fields),
+    one JSON line: seconds per timed iteration by part."""
     import ray
 
     from rlsweep import algos
 
-    cfg = trial_config(s)
+    cfg = trial_config(s, **overrides)
     ray.init(
         num_cpus=s.cpus,
         num_gpus=torch.cuda.device_count(),
@@ -344,6 +354,10 @@ def breakdown_main(s: Setup) -> None:
     algo.stop()
     per = {k: v / s.iterations for k, v in spent.items()}
     out = {"iteration_s": total / s.iterations, **per}
+    # What the trial's process ran with, read after its iterations (RLlib seeds in its build).
+    flags = {"cudnn.benchmark": torch.backends.cudnn.benchmark}
+    flags["cudnn.deterministic"] = torch.backends.cudnn.deterministic
+    flags["conv fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
     out["sample: other (connectors, episodes)"] = per.get("sample", 0.0) - sum(
         v for k, v in per.items() if k.startswith("sample: ")
     )
@@ -353,25 +367,33 @@ def breakdown_main(s: Setup) -> None:
     out["other (weights sync, metrics)"] = (
         out["iteration_s"] - per.get("sample", 0.0) - per.get("learn", 0.0)
     )
-    print(json.dumps(out))
+    print(json.dumps({**out, "flags": flags}))
 
 
-def breakdown_stage(s: Setup) -> dict[str, float]:
+def breakdown_stage(s: Setup, overrides: dict[str, Any]) -> dict[str, float]:
     """(e) in a process of its own, with the jemalloc a trial's process has."""
     from rlsweep.session import runtime_env
 
     env = {**os.environ, **runtime_env()["env_vars"]}
-    argv = [sys.executable, str(Path(__file__)), "--breakdown", json.dumps(asdict(s))]
+    setup = json.dumps({**asdict(s), "overrides": overrides})
+    argv = [sys.executable, str(Path(__file__)), "--breakdown", setup]
     out = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=HERE, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"(e) the breakdown failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def breakdown_lines(s: Setup, parts: dict[str, float]) -> list[str]:
+def variant_name(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in overrides.items()) or "the default"
+
+
+def breakdown_lines(s: Setup, overrides: dict[str, Any], parts: dict[str, float]) -> list[str]:
+    parts = dict(parts)
+    flags = parts.pop("flags", {})
     it = parts["iteration_s"]
+    label = f"(e) {variant_name(overrides)}"
     lines = [
-        f"{'(e) one trial, where an iteration goes':<44} {s.batch / it:>12,.0f}  "
+        f"{label:<44} {s.batch / it:>12,.0f}  "
         f"{it:.2f} s per iteration of {s.batch:,} env steps, timed by part (GPU waited for)"
     ]
     names = [n for n in parts if n != "iteration_s"]
@@ -381,6 +403,8 @@ def breakdown_lines(s: Setup, parts: dict[str, float]) -> list[str]:
     for name in names:
         v = parts[name]
         lines.append(f"{'':<44} {'':>12}  {name:<38} {v:7.3f} s  {100 * v / it:5.1f}%")
+    if flags:
+        lines.append(f"{'':<44} {'':>12}  " + ", ".join(f"{k} {v}" for k, v in flags.items()))
     return lines
 
 
@@ -418,9 +442,9 @@ def _gib(x: float) -> str:
 
 def model_lines(s: Setup, model: dict[str, Any]) -> list[str]:
     lines = []
-    for dtype in ("fp32", "bf16"):
+    for dtype in PRECISIONS:
         m = model[dtype]
-        est = estimate(trial_config(s, bf16=dtype == "bf16"))["training_step_gib"]
+        est = estimate(trial_config(s, precision=dtype))["training_step_gib"]
         lines.append(
             f"{'(a) model bound, ' + dtype:<44} {m['env_steps_per_s']:>12,.0f}  "
             f"inference {m['infer_ms']:.2f} ms / {s.envs} frames, train step "
@@ -438,7 +462,8 @@ def model_lines(s: Setup, model: dict[str, Any]) -> list[str]:
 def packed_lines(s: Setup, k: int, v: dict[str, Any]) -> list[str]:
     from rlsweep import metrics as M
 
-    label = "(c) one rlsweep trial" if k == 1 else f"(d) {k} packed trials (aggregate)"
+    precision = trial_config(s, k).model_config().precision
+    label = f"(c) one rlsweep trial, {precision}" if k == 1 else f"(d) K = {k}, aggregate"
     est = estimate(trial_config(s, k))
 
     def peak(key: str) -> float:  # the largest over the trials (NaN on the CPU)
@@ -494,24 +519,39 @@ class Record:
             return None
 
 
+def _child_setup(text: str) -> tuple[Setup, dict[str, Any]]:
+    """A child process's Setup (and (e)'s overrides) from the JSON its parent passed."""
+    setup = json.loads(text)
+    overrides = setup.pop("overrides", {})
+    tuples = {k: tuple(setup[k]) for k in ("packed", "variants")}
+    return Setup(**{**setup, **tuples}), overrides
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny batches, K = 1, 2 (smoke run)")
     p.add_argument("--iterations", type=int, help="timed iterations per run (default 2)")
     p.add_argument("--packed", help="comma-separated K values of (d), in order (default 8,4,2)")
+    p.add_argument(
+        "--variants",
+        help='(e)\'s TrialConfig overrides, a JSON list, e.g. \'[{}, {"precision": "tf32"}]\'',
+    )
     p.add_argument("--model-bound", metavar="SETUP", help=argparse.SUPPRESS)  # (a)'s process
     p.add_argument("--breakdown", metavar="SETUP", help=argparse.SUPPRESS)  # (e)'s process
     args = p.parse_args(argv)
-    for child, run in ((args.model_bound, model_bound_main), (args.breakdown, breakdown_main)):
-        if child:
-            setup = json.loads(child)
-            run(Setup(**{**setup, "packed": tuple(setup["packed"])}))
-            return {}
+    if args.model_bound:
+        model_bound_main(_child_setup(args.model_bound)[0])
+        return {}
+    if args.breakdown:
+        breakdown_main(*_child_setup(args.breakdown))
+        return {}
     over: dict[str, Any] = dict(QUICK) if args.quick else {}
     if args.iterations:
         over["iterations"] = args.iterations
     if args.packed:
         over["packed"] = tuple(int(k) for k in args.packed.split(",") if int(k) != 1)
+    if args.variants:
+        over["variants"] = tuple(json.loads(args.variants))
     s = Setup(**over)
     name = torch.cuda.get_device_name(0) if s.device == "cuda" else "no GPU (CPU path)"
     header = (
@@ -525,13 +565,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model = rec.stage("(a)", lambda: model_stage(s))
     if model is not None:
-        rec.data["model"] = {d: model[d] for d in ("fp32", "bf16")}
+        rec.data["model"] = {d: model[d] for d in PRECISIONS}
         rec.data["cuda_context_gib"] = model["cuda_context_gib"]
         rec.say(*model_lines(s, model))
-    plain = rec.stage("(b)", lambda: plain_loop(s))
-    if plain is not None:
-        rec.data["plain"] = plain
-        rec.say(f"{'(b) plain PPO loop (plain_ppo.py)':<44} {plain['env_steps_per_s']:>12,.0f}")
+    # (c) runs the default precision: the plain loop runs it too, and fp32 beside it.
+    trial_precision = trial_config(s).model_config().precision
+    plain: dict[str, dict[str, Any]] = {}
+    for precision in dict.fromkeys(("fp32", trial_precision)):
+        run = rec.stage(f"(b) {precision}", lambda p=precision: plain_loop(s, p))
+        if run is not None:
+            plain[precision] = run
+            rec.data.setdefault("plain", {})[precision] = run
+            label = f"(b) plain PPO loop (plain_ppo.py), {precision}"
+            rec.say(f"{label:<44} {run['env_steps_per_s']:>12,.0f}")
     if s.device == "cuda":
         for k in sorted({*s.packed, 16}, reverse=True):
             rec.data.setdefault("packing_check", {})[str(k)] = check = packing_check(s, k)
@@ -551,15 +597,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rec.say(*packed_lines(s, k, v))
             if k == 1:
                 rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
-                parts = rec.stage("(e)", lambda: breakdown_stage(s))
-                if parts is not None:
-                    rec.data["breakdown"] = parts
-                    rec.say(*breakdown_lines(s, parts))
+                for overrides in s.variants:
+                    name = variant_name(overrides)
+                    parts = rec.stage(f"(e) {name}", lambda o=overrides: breakdown_stage(s, o))
+                    if parts is not None:
+                        rec.data.setdefault("breakdown", {})[name] = parts
+                        rec.say(*breakdown_lines(s, overrides, parts))
 
     ratios = []
     one = packed.get(1, {}).get("aggregate_env_steps_per_s")
-    if one and plain:
-        ratios.append(f"ratio (c)/(b): {one / plain['env_steps_per_s']:.2f}")
+    if one and trial_precision in plain:
+        peer = plain[trial_precision]["env_steps_per_s"]
+        ratios.append(f"ratio (c)/(b), both {trial_precision}: {one / peer:.2f}")
     for k, v in packed.items():
         if k != 1 and one:
             ratios.append(f"ratio (d)/(c), K={k}: {v['aggregate_env_steps_per_s'] / one:.2f}")

@@ -73,6 +73,9 @@ class PPOArgs:
     seed: int = 0
     """Seeds torch, the envs and the minibatch permutations."""
     device: str = "cpu"
+    precision: str = "fp32"
+    """The network's arithmetic, as rlsweep.models.ModelConfig.precision: on a GPU, fp32 keeps
+    matmuls and convolutions in full float32 (TF32 off) and tf32 lets them use TF32."""
     """Where the network trains and infers."""
 
     @property
@@ -264,7 +267,12 @@ class PlainPPO:
         self.env = make_envpool(a)
         obs_shape = tuple(self.env.observation_space.shape)
         num_actions = int(self.env.action_space.n)
-        self.net = ImpalaActorCritic(obs_shape, num_actions, ModelConfig()).to(a.device)
+        if a.device.startswith("cuda"):
+            tf32 = "tf32" if a.precision == "tf32" else "ieee"
+            torch.backends.cuda.matmul.fp32_precision = tf32
+            torch.backends.cudnn.conv.fp32_precision = tf32
+        model = ModelConfig(precision=a.precision)
+        self.net = ImpalaActorCritic(obs_shape, num_actions, model).to(a.device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=a.lr, eps=a.adam_eps)
         self.normalizer = VecNormalize(a.num_envs, a.reward_norm_gamma, a.reward_clip)
         self.generator = torch.Generator().manual_seed(a.seed)
@@ -338,6 +346,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--update-epochs", type=int, default=PPOArgs.update_epochs)
     p.add_argument("--threads", type=int, default=PPOArgs.num_threads)
     p.add_argument("--device", default=PPOArgs.device)
+    p.add_argument("--precision", default=PPOArgs.precision, choices=("fp32", "tf32", "bf16"))
     p.add_argument("--warmup", type=int, default=1, help="untimed iterations first")
     p.add_argument("--iterations", type=int, default=4, help="timed iterations")
     a = p.parse_args(argv)
@@ -353,6 +362,7 @@ def main(argv: list[str] | None = None) -> None:
             update_epochs=a.update_epochs,
             num_threads=a.threads,
             device=a.device,
+            precision=a.precision,
         )
     )
     iterations = []

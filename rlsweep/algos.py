@@ -243,8 +243,11 @@ def algorithm_config(cfg: TrialConfig) -> AlgorithmConfig:
 
 def build_algorithm(cfg: TrialConfig) -> Algorithm:
     config = algorithm_config(cfg)
-    configure_torch(cfg, learner_device(config))
-    return config.build_algo()
+    device = learner_device(config)
+    configure_torch(cfg, device)  # the memory cap before anything is allocated
+    algo = config.build_algo()
+    configure_torch(cfg, device)  # again: RLlib's seeding set cuDNN deterministic in the build
+    return algo
 
 
 def _get(d: dict[str, Any], *path: str, default: float = math.nan) -> Any:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from rlsweep.errors import ConfigError
 from rlsweep.subconfigs import ALGORITHMS as ALGORITHMS  # declared with its field; public here
 from rlsweep.subconfigs import (
+    PRECISIONS,
     SAMPLING_ROUND,
     AlgorithmConfig,
     AugmentConfig,
@@ -24,8 +25,9 @@ from rlsweep.subconfigs import (
     ModelConfig,
     ResourcesConfig,
     VTraceConfig,
+    resolved_precision,
 )
-from rlsweep.validators import build, checked, failures, flag
+from rlsweep.validators import build, checked, failures, flag, one_of
 
 SUB_CONFIGS = (
     EnvConfig,
@@ -38,6 +40,12 @@ SUB_CONFIGS = (
     DQNConfig,
 )
 """The parts TrialConfig inherits and `part` builds by field name (rlsweep.subconfigs)."""
+RENAMED = {
+    "bf16": "renamed: write precision: bf16 (bf16: false is precision: fp32)",
+    "tf32": "renamed: write precision: tf32 (tf32: false is precision: fp32)",
+}
+"""Trial keys of earlier versions -> what to write now: an error that says so, never a silent
+translation (a spec means one thing)."""
 Part = TypeVar(
     "Part",
     EnvConfig,
@@ -71,6 +79,10 @@ class TrialConfig(
 
     normalize_reward: bool = checked(True, rule=flag)
     """On in a trial, as in train-procgen (a bare EnvConfig plays raw rewards)."""
+    precision: str = checked("auto", rule=one_of(("auto", *PRECISIONS)))
+    """ModelConfig.precision, or `auto` (the default): fp32 on a CPU, as published;
+    subconfigs.GPU_PRECISION on a GPU, the fastest that learned as fp32 did (docs/gpu.md,
+    Precision). The network gets it resolved (`model_config`)."""
 
     @classmethod
     def field_names(cls) -> list[str]:
@@ -79,9 +91,9 @@ class TrialConfig(
     @classmethod
     def from_dict(cls, d: dict[str, Any], path: str = "") -> TrialConfig:
         """Build from a plain dict (`path`: its key path in a spec): unknown keys, with a
-        did-you-mean, and bad values, all at once."""
+        did-you-mean (or what a RENAMED key is now), and bad values, all at once."""
         try:
-            return build(cls, d)
+            return build(cls, d, renamed=RENAMED)
         except ConfigError as e:
             raise e.under(path) from None
 
@@ -94,8 +106,12 @@ class TrialConfig(
 
     def part(self, cls: type[Part]) -> Part:
         """The sub-config `cls` (one of SUB_CONFIGS) built from this trial's fields of the same
-        names; it validates them, so its errors name the trial's keys."""
-        return cls(**{f.name: getattr(self, f.name) for f in fields(cls)})
+        names (the precision resolved: `resolved_precision`); it validates them, so its errors
+        name the trial's keys."""
+        values = {f.name: getattr(self, f.name) for f in fields(cls)}
+        if "precision" in values:
+            values["precision"] = resolved_precision(self.precision, gpu=self.num_gpus > 0)
+        return cls(**values)
 
     def env_config(self) -> EnvConfig:
         return self.part(EnvConfig)

@@ -1,9 +1,10 @@
 """A trial process's torch settings and its learner's GPU.
 
-`configure_torch` sets what torch keeps per process (TF32, and on a fraction of a GPU the cap on
-its allocator), before the trial builds anything; `learner_device` is RLlib's choice of the GPU
-the trial's local learner (and a GPU trial's central inference) runs on. Where a trial runs and
-what it holds is decided in `rlsweep.placement`; this module applies it to torch.
+`configure_torch` sets what torch keeps per process (TF32, cuDNN's algorithm choice, and on a
+fraction of a GPU the cap on its allocator), before the trial builds anything and again after;
+`learner_device` is RLlib's choice of the GPU the trial's local learner (and a GPU trial's
+central inference) runs on. Where a trial runs and what it holds is decided in
+`rlsweep.placement`; this module applies it to torch.
 """
 
 from __future__ import annotations
@@ -17,20 +18,24 @@ from rlsweep.placement import memory_fraction, placement
 
 
 def configure_torch(cfg: TrialConfig, device: torch.device | None = None) -> None:
-    """Process-wide torch settings of a trial: TF32 on or off for float32 matmuls and
-    convolutions on the GPU (torch's own defaults differ between the two), and on a fraction of
-    a GPU (`device`, the learner's), a cap on what torch's allocator may reserve there
-    (`rlsweep.placement.memory_fraction`): the trial then runs out of memory alone, at its
-    share, instead of taking memory the other trials on that GPU were promised."""
+    """Process-wide torch settings of a trial. On a GPU: TF32 on or off for float32 matmuls and
+    convolutions (its `precision`; torch's own defaults differ between the two), cuDNN's
+    algorithm choice (`deterministic`), and on a fraction of a GPU (`device`, the learner's) a
+    cap on what torch's allocator may reserve there (`rlsweep.placement.memory_fraction`): the
+    trial then runs out of memory alone, at its share, instead of taking memory the other trials
+    on that GPU were promised. RLlib's seeding sets cuDNN deterministic while it builds the
+    algorithm, so a trial calls this again once it is built (`rlsweep.algos.build_algorithm`)."""
     # RLlib's seeding (`debugging(seed=...)`) turns on torch.use_deterministic_algorithms on a
     # CPU-only torch, which also fills every new tensor with NaN (a debugging aid for reads of
     # uninitialized memory): ~12% of a CPU trial's time in aten::fill_. Results are unchanged.
     torch.utils.deterministic.fill_uninitialized_memory = False
     if placement(cfg).device != "cuda":
         return
-    precision = "tf32" if cfg.tf32 else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = precision
-    torch.backends.cudnn.conv.fp32_precision = precision
+    tf32 = "tf32" if cfg.model_config().precision == "tf32" else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = tf32
+    torch.backends.cudnn.conv.fp32_precision = tf32
+    torch.backends.cudnn.deterministic = cfg.deterministic
+    torch.backends.cudnn.benchmark = not cfg.deterministic
     if device is None:
         return
     fraction = memory_fraction(cfg, gpu_memory_gib_of(device))

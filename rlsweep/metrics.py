@@ -46,6 +46,9 @@ NICE = "perf/nice"
 """The trial process's niceness (0 = the default priority; Ray's own default for workers is 15)."""
 TORCH_THREADS = "perf/torch_threads"
 """torch's intra-op threads in the trial's process."""
+PRECISION = "perf/precision"
+"""The arithmetic the trial's network ran: fp32, tf32 or bf16 (its `precision`, `auto` resolved by
+device: rlsweep.subconfigs.resolved_precision)."""
 CPU_S = "perf/cpu_s"
 """CPU seconds the trial's process has used, all threads, plus those of the processes it was
 restored from (summed as time/wall_s; benchmarks/throughput.py reads it)."""

@@ -56,7 +56,7 @@ class ImpalaCNN(nn.Module):
         flat = in_ch if cfg.global_pool else in_ch * h * w
         self.dense = nn.Linear(flat, cfg.dense)
         self.channels_last = cfg.channels_last
-        self.bf16 = cfg.bf16
+        self.bf16 = cfg.precision == "bf16"
         if cfg.channels_last:
             self.to(memory_format=torch.channels_last)
 

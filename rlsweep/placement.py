@@ -92,6 +92,13 @@ def trial_cpus(num_cpus: _Count, num_env_runners: _Count) -> _Count:
 
 
 # --- GPU memory ------------------------------------------------------------------------------
+
+
+def _bf16(cfg: TrialConfig) -> bool:
+    """Whether the trial's trunk computes in bfloat16 (its precision resolved)."""
+    return cfg.model_config().precision == "bf16"
+
+
 # The estimate's constants; README "GPU memory" says where each comes from.
 CUDA_CONTEXT_GIB = 0.75
 """GPU memory a process holds outside torch's allocator: its CUDA context and the cuDNN and
@@ -138,7 +145,7 @@ def saved_activation_bytes(cfg: TrialConfig) -> int:
     the dense layer's input where it is a copy (pooled, or flattened from channels_last) and its
     output (and a float32 copy of that under bf16)."""
     c, h, w = obs_shape(cfg)
-    act = 2 if cfg.bf16 else 4  # the trunk's compute dtype
+    act = 2 if _bf16(cfg) else 4  # the trunk's compute dtype
     total = c * h * w * act
     for i, width in enumerate(cfg.widths):
         down_h, down_w = (h + 1) // 2, (w + 1) // 2
@@ -155,7 +162,7 @@ def saved_activation_bytes(cfg: TrialConfig) -> int:
     elif cfg.channels_last:
         total += out * act  # flatten() of a channels_last tensor copies it
     total += cfg.dense * act
-    return total + (cfg.dense * 4 if cfg.bf16 else 0)
+    return total + (cfg.dense * 4 if _bf16(cfg) else 0)
 
 
 def largest_conv_output_bytes(cfg: TrialConfig) -> int:
@@ -223,7 +230,7 @@ def gpu_memory(cfg: TrialConfig) -> GpuMemory:
     held = {"ppo": 2 if cfg.minibatching == "shuffle" else 1, "dqn": 0}
     batches = held.get(cfg.algorithm, 1 + IMPALA_LEARNER_QUEUE)
     samples = cfg.minibatch_size * (2 if cfg.algorithm == "dqn" and cfg.double_q else 1)
-    workspace = 0 if cfg.bf16 else CUDNN_FP32_WORKSPACE * largest_conv_output_bytes(cfg)
+    workspace = 0 if _bf16(cfg) else CUDNN_FP32_WORKSPACE * largest_conv_output_bytes(cfg)
     gib = 2**30
     return GpuMemory(
         context=CUDA_CONTEXT_GIB,
@@ -268,7 +275,7 @@ def out_of_memory_message(
     return (
         f"out of GPU memory on its share ({share}); estimated need ~{gpu_memory_gib(cfg):.1f} "
         f"GiB (rlsweep.placement.gpu_memory_gib){peak}. Give it a larger num_gpus (fewer trials "
-        "per GPU), a smaller minibatch_size, or bf16: true"
+        "per GPU), a smaller minibatch_size, or precision: bf16"
     )
 
 

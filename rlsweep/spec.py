@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from rlsweep import procgen
-from rlsweep.config import TrialConfig
+from rlsweep.config import RENAMED, TrialConfig
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.space import apply_conditions, parse_space
@@ -596,7 +596,9 @@ def _not_a_parameter(key: Any) -> str:
     """Why params, space or variants may not set `key` ('' if they may)."""
     if key in _AXES:
         return f"set this with the top-level '{_AXES[key]}' key"
-    return "" if key in _PARAMETERS else unknown("parameter", str(key), _PARAMETERS)
+    if key in _PARAMETERS:
+        return ""
+    return RENAMED.get(key) or unknown("parameter", str(key), _PARAMETERS)
 
 
 CELL_INDEX = "__trial_index__"
@@ -669,9 +671,9 @@ def _baseline_params(path: str, mtime_ns: int) -> dict[str, Any]:
         if key not in ("params", "description")
     ]
     errors += [
-        SpecError(str(path), f"params.{key}", unknown("parameter", key, _PARAMETERS))
+        SpecError(str(path), f"params.{key}", _not_a_parameter(key))
         for key in data["params"]
-        if key not in _PARAMETERS
+        if _not_a_parameter(key)
     ]
     if errors:
         raise SpecError.several(errors)

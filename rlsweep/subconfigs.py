@@ -52,6 +52,19 @@ ALGORITHMS = ("ppo", "impala", "appo", "dqn")
 """RL algorithms (TrialConfig.algorithm); spec.SEARCH_ALGORITHMS are Tune's search algorithms."""
 SAMPLING_ROUND = "rollout_length x num_envs_per_env_runner x max(1, num_env_runners)"
 """One sampling round of a trial, in env steps: what a train batch is a multiple of."""
+PRECISIONS = ("fp32", "tf32", "bf16")
+"""The network's arithmetic (ModelConfig.precision); a trial may also say `auto`."""
+GPU_PRECISION = "bf16"
+"""What a GPU trial's `precision: auto` runs: the fastest precision whose learning matched fp32
+(docs/gpu.md, Precision). A CPU trial's `auto` is fp32, the published setup's."""
+
+
+def resolved_precision(precision: str, gpu: bool) -> str:
+    """A trial's `precision` as its network runs it: `auto` is GPU_PRECISION on a GPU and fp32
+    on a CPU; the others as they are."""
+    if precision != "auto":
+        return precision
+    return GPU_PRECISION if gpu else "fp32"
 
 
 _WIDTHS = Rule(
@@ -163,8 +176,12 @@ class ModelConfig(ConfigPart):
     """Width of the dense layer."""
     channels_last: bool = checked(True, rule=flag)
     """NHWC memory format for the convolutions (~1.7x faster training on CPU)."""
-    bf16: bool = checked(False, rule=flag)
-    """bfloat16 autocast for the trunk (~2x faster on CPU; effect on learning unmeasured)."""
+    precision: str = checked("fp32", rule=one_of(PRECISIONS))
+    """The network's arithmetic: 'fp32' (float32 throughout); 'tf32' (float32 tensors, with a
+    GPU's TF32 tensor cores in matmuls and convolutions: inputs rounded to a 10-bit mantissa,
+    sums in float32; on a CPU the same as fp32); 'bf16' (bfloat16 autocast of the trunk, on a
+    CPU too; heads, losses and optimizer in float32). A trial's default is `auto`
+    (TrialConfig.precision)."""
 
 
 @dataclass(frozen=True)
@@ -351,9 +368,12 @@ class ResourcesConfig(Validated):
     trial's process on its num_cpus threads; see rlsweep.placement), while remote EnvRunners
     (a cluster's CPU nodes) infer on their own CPUs. A fraction (0.25) packs several trials per
     GPU; above 1, a whole number."""
-    tf32: bool = checked(False, rule=flag)
-    """With a GPU: TF32 tensor cores for float32 matmuls and convolutions (Ampere and newer;
-    ~10-bit mantissa, unlike float32's 23). False keeps them in full float32."""
+    deterministic: bool = checked(False, rule=flag)
+    """With a GPU: cuDNN's deterministic convolution algorithms, chosen without benchmarking
+    (what RLlib's seeding sets; slower). False lets cuDNN time the candidates for each shape and
+    keep the fastest (`cudnn.benchmark`), which can differ from run to run: then two GPU runs of
+    one seed agree in distribution, not bit for bit. No effect on a CPU, where runs of one seed
+    repeat exactly."""
     num_cpus: int = checked(1, rule=integer(1))
     """CPUs of the trial's own process (learner, and sampling when num_env_runners=0); torch
     uses this many threads."""

@@ -56,6 +56,7 @@ from rlsweep.metrics import (
     MODULE_STEPS_TRAINED,
     NICE,
     NODE_ID,
+    PRECISION,
     RESUMED_AT,
     TEST_FRESH,
     TEST_RETURN_NORM,
@@ -183,6 +184,7 @@ def train_trial(config: dict[str, Any]) -> None:
         JEMALLOC: jemalloc_loaded(),
         NICE: os.nice(0),
         TORCH_THREADS: torch.get_num_threads(),
+        PRECISION: cfg.model_config().precision,
         NODE_ID: ray.get_runtime_context().get_node_id(),
         RESUMED_AT: resumed_at,
     }

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -163,15 +163,20 @@ def unknown(what: str, key: str, known: Sequence[str]) -> str:
     return f"unknown {what}{did_you_mean(key, known)}; allowed: {', '.join(known)}"
 
 
-def build(cls: type[T], raw: Any) -> T:
+def build(cls: type[T], raw: Any, renamed: Mapping[str, str] | None = None) -> T:
     """The dataclass `cls` from a mapping of its fields (a spec section): every unknown key
-    and every bad value at once."""
+    and every bad value at once; a key in `renamed` gets its message (what to write now)."""
     if isinstance(raw, cls):
         return raw
     if not isinstance(raw, dict):
         raise refused("", raw, "a mapping")
     known = [f.name for f in fields(cls) if f.init]
-    errors = [ConfigError(str(k), unknown("key", str(k), known)) for k in raw if k not in known]
+    renamed = renamed or {}
+    errors = [
+        ConfigError(str(k), renamed.get(k) or unknown("key", str(k), known))
+        for k in raw
+        if k not in known
+    ]
     try:
         built = cls(**{k: v for k, v in raw.items() if k in known})
     except ConfigError as e:

@@ -82,7 +82,9 @@ def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, m
     h100 = placement.Machine(cpus=16, gpus=1, gpu_memory_gib=79.6)
     monkeypatch.setattr(placement, "local_machine", lambda cpus=None, look_up_gpus=True: h100)
     base = f"games: [coinrun]\nseeds: {list(range(16))}\nbudget: 16384\n"
-    fp32 = _spec(tmp_path, base + "name: k16\nparams: {num_gpus: 0.0625, num_cpus: 1}\n")
+    fp32 = _spec(
+        tmp_path, base + "name: k16\nparams: {num_gpus: 0.0625, num_cpus: 1, precision: fp32}\n"
+    )
     storage = tmp_path / "results"
     for args in (
         ["validate", fp32],
@@ -96,7 +98,9 @@ def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, m
         assert err.strip().endswith("allowed: num_gpus >= 0.104")
     assert not ray.is_initialized() and not storage.exists()
     bf16 = _spec(
-        tmp_path, base + "name: b\nparams: {num_gpus: 0.0625, num_cpus: 1, bf16: true}\n", "b.yaml"
+        tmp_path,
+        base + "name: b\nparams: {num_gpus: 0.0625, num_cpus: 1, precision: bf16}\n",
+        "b.yaml",
     )
     assert main(["validate", bf16]) == 0
     assert main(["plan", bf16, "--num-cpus", "16", "--gpus", "1", "--gpu-memory", "79.6"]) == 0

@@ -17,7 +17,8 @@ def _obs(b=4, c=3):
         ModelConfig(downsample="conv"),
         ModelConfig(global_pool=True),
         ModelConfig(channels_last=False),
-        ModelConfig(bf16=True),
+        ModelConfig(precision="bf16"),
+        ModelConfig(precision="tf32"),
     ],
 )
 def test_actor_critic_shapes(cfg):
@@ -70,7 +71,7 @@ def test_initial_policy_is_near_uniform():
         ({"widths": []}, "widths: got []"),
         ({"widths": [16, -1]}, "widths: got [16, -1]"),
         ({"dense": 0}, "dense: got 0; allowed: an integer >= 1"),
-        ({"bf16": "yes"}, "bf16: got 'yes'; allowed: true, false"),
+        ({"precision": "fp16"}, "precision: got 'fp16'; allowed: fp32, tf32, bf16"),
     ],
 )
 def test_model_config_errors(kwargs, message):

@@ -37,7 +37,9 @@ def test_cpu_trial_keeps_rllibs_layout():
 
 
 def test_gpu_trial_samples_centrally_on_its_cpus():
-    p = placement(TrialConfig(num_gpus=0.25, num_cpus=4, num_envs_per_env_runner=128))
+    p = placement(
+        TrialConfig(num_gpus=0.25, num_cpus=4, num_envs_per_env_runner=128, precision="fp32")
+    )
     assert (p.device, p.central_inference) == ("cuda", True)
     # one envpool of all the trial's envs, stepped by the trial's CPUs, in the trial's process
     assert (p.num_env_runners, p.num_envs_per_env_runner, p.envpool_threads) == (0, 128, 4)
@@ -54,7 +56,7 @@ def test_a_trial_sampling_in_its_own_process_steps_envpool_with_its_cpus():
 
 def test_gpu_learner_with_remote_cpu_runners_keeps_rllibs_layout():
     # a cluster's GPU node trains, its CPU nodes sample (ec2's GPU head, SageMaker's groups)
-    p = placement(TrialConfig(num_gpus=1, num_cpus=2, num_env_runners=4))
+    p = placement(TrialConfig(num_gpus=1, num_cpus=2, num_env_runners=4, precision="fp32"))
     assert (p.device, p.central_inference, p.num_env_runners) == ("cuda", False, 4)
     assert (p.cpus, p.gpus) == (6, 1)
     assert p.bundles == ({"CPU": 2, "GPU": 1}, *({"CPU": 1},) * 4)
@@ -88,15 +90,15 @@ def test_trial_cpus_count_the_process_and_each_remote_env_runner():
     [
         ({"num_gpus": 1.5}, "num_gpus", "a fraction 0 < x <= 1 of one GPU, or a whole number"),
         ({"num_gpus": -1}, "num_gpus", "got -1"),
-        ({"tf32": "yes"}, "tf32", "true, false"),
+        ({"deterministic": "yes"}, "deterministic", "true, false"),
     ],
 )
 def test_gpu_fields_are_validated(params, key, message):
     with pytest.raises(ConfigError) as e:
         TrialConfig(**params)
     assert e.value.path == key and message in e.value.message
-    TrialConfig(num_gpus=2)  # whole GPUs are fine, and so is any fraction of one
-    TrialConfig(num_gpus=0.125, tf32=True)
+    TrialConfig(num_gpus=2, precision="fp32")  # whole GPUs are fine, and so is any fraction of one
+    TrialConfig(num_gpus=0.125, precision="tf32", deterministic=True)
 
 
 def test_parameter_count_matches_the_model():
@@ -115,7 +117,9 @@ H100_GIB = 79.6
 
 
 def test_gpu_memory_estimate_by_hand():
-    cfg = TrialConfig(num_gpus=0.125, num_cpus=2)  # 64 x 256 batch, minibatch 2048, fp32
+    cfg = TrialConfig(
+        num_gpus=0.125, num_cpus=2, precision="fp32"
+    )  # 64 x 256 batch, minibatch 2048, fp32
     m = gpu_memory(cfg)
     assert m.learner == 4 * 4 * num_params(cfg) / 2**30  # weights, grads, Adam's two moments
     assert m.copies == 4 * num_params(cfg) / 2**30  # the rollout's module, on the same GPU
@@ -127,8 +131,8 @@ def test_gpu_memory_estimate_by_hand():
     assert m.total == 0.75 + 1.25 * parts  # the CUDA context; the allocator's reserve
     assert gpu_memory_gib(cfg) == m.total == pytest.approx(8.26, abs=0.01)
     # bf16 halves most activations and needs no fp32 workspace; a smaller minibatch shrinks both
-    assert gpu_memory(TrialConfig(bf16=True)).workspace == 0
-    assert gpu_memory_gib(TrialConfig(bf16=True)) < gpu_memory_gib(cfg) / 2
+    assert gpu_memory(TrialConfig(precision="bf16")).workspace == 0
+    assert gpu_memory_gib(TrialConfig(precision="bf16")) < gpu_memory_gib(cfg) / 2
     assert gpu_memory_gib(TrialConfig(minibatch_size=512)) < gpu_memory_gib(cfg) / 2
     # APPO keeps the old policy too and queues batches; DQN holds no batch, 2 x minibatch rows
     assert gpu_memory(TrialConfig(algorithm="appo")).batch == 4 * (16448 * 12388) / 2**30
@@ -141,7 +145,7 @@ def test_the_training_step_estimate_is_near_the_h100s_measured_peak():
     training step was 5.66 GiB in fp32 (the workspace constant comes from it) and 1.57 GiB in
     bf16 (nothing was fitted to it)."""
     assert gpu_memory(TrialConfig()).training_step == pytest.approx(5.66, rel=0.01)
-    assert gpu_memory(TrialConfig(bf16=True)).training_step == pytest.approx(1.57, rel=0.25)
+    assert gpu_memory(TrialConfig(precision="bf16")).training_step == pytest.approx(1.57, rel=0.25)
 
 
 def _saved_by_autograd(cfg: TrialConfig, n: int) -> int:
@@ -172,13 +176,13 @@ def _saved_by_autograd(cfg: TrialConfig, n: int) -> int:
     "params",
     [
         {},
-        {"bf16": True},
+        {"precision": "bf16"},
         {"widths": (32, 64, 64)},
         {"global_pool": True},
         {"downsample": "conv"},
         {"channels_last": False},
         {"framestack": "gap"},
-        {"bf16": True, "downsample": "conv", "global_pool": True},
+        {"precision": "bf16", "downsample": "conv", "global_pool": True},
     ],
     ids=str,
 )
@@ -191,21 +195,30 @@ def test_saved_activation_bytes_are_what_autograd_saves(params):
 
 
 def test_a_trial_on_a_fraction_caps_its_allocator_at_its_share_less_the_context():
-    assert memory_fraction(TrialConfig(num_gpus=0.125), H100_GIB) == 0.125 - 0.75 / H100_GIB
-    assert memory_fraction(TrialConfig(num_gpus=1), H100_GIB) is None  # the whole GPU
-    assert memory_fraction(TrialConfig(num_gpus=2), H100_GIB) is None
+    assert (
+        memory_fraction(TrialConfig(num_gpus=0.125, precision="fp32"), H100_GIB)
+        == 0.125 - 0.75 / H100_GIB
+    )
+    assert (
+        memory_fraction(TrialConfig(num_gpus=1, precision="fp32"), H100_GIB) is None
+    )  # the whole GPU
+    assert memory_fraction(TrialConfig(num_gpus=2, precision="fp32"), H100_GIB) is None
     assert memory_fraction(TrialConfig(), H100_GIB) is None  # a CPU trial
-    assert memory_fraction(TrialConfig(num_gpus=0.01), 40) == 0  # less than its context
+    assert (
+        memory_fraction(TrialConfig(num_gpus=0.01, precision="fp32"), 40) == 0
+    )  # less than its context
 
 
 def test_the_out_of_memory_message_names_the_share_and_the_estimate():
-    cfg = TrialConfig(num_gpus=0.125, num_cpus=2)
+    cfg = TrialConfig(num_gpus=0.125, num_cpus=2, precision="fp32")
     message = out_of_memory_message(cfg, H100_GIB, 9.1)
     assert message.startswith("out of GPU memory on its share (num_gpus 0.125 of a 79.6 GiB")
     assert "9.9 GiB, 9.2 GiB for torch after the CUDA context" in message
     assert "estimated need ~8.3 GiB" in message and "reserved 9.1 GiB" in message
     assert "larger num_gpus" in message
-    assert "(num_gpus 1 (79.6 GiB))" in out_of_memory_message(TrialConfig(num_gpus=1), H100_GIB, 0)
+    assert "(num_gpus 1 (79.6 GiB))" in out_of_memory_message(
+        TrialConfig(num_gpus=1, precision="fp32"), H100_GIB, 0
+    )
 
 
 def test_packing_arithmetic():
@@ -221,17 +234,19 @@ def test_packing_arithmetic():
 
 def test_check_fits_refuses_what_cannot_run():
     box = Machine(cpus=16, gpus=1, gpu_memory_gib=H100_GIB, where="the box")
-    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), box)  # ~8.3 of a 9.9 GiB share
+    check_fits(
+        TrialConfig(num_gpus=0.125, num_cpus=2, precision="fp32"), box
+    )  # ~8.3 of a 9.9 GiB share
     with pytest.raises(ConfigError, match="num_cpus: a trial needs 32 CPUs .*the box has 16"):
         check_fits(TrialConfig(num_cpus=32), box)
     with pytest.raises(ConfigError, match="num_env_runners: a trial needs 18 CPUs"):
         check_fits(TrialConfig(num_cpus=2, num_env_runners=16), box)
     with pytest.raises(ConfigError, match="num_gpus: got 2; the box has 1 GPUs"):
-        check_fits(TrialConfig(num_gpus=2), box)
+        check_fits(TrialConfig(num_gpus=2, precision="fp32"), box)
     small = Machine(cpus=16, gpus=1, gpu_memory_gib=24, where="the box")
     # a share of 3 GiB: refused, with the fraction that holds the estimate
     with pytest.raises(ConfigError) as e:
-        check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), small)
+        check_fits(TrialConfig(num_gpus=0.125, num_cpus=2, precision="fp32"), small)
     assert e.value.path == "num_gpus"
     assert e.value.message == (
         "got 0.125: a trial's share of the box's 24 GiB GPUs is 3.0 GiB (8 trials per GPU) and "
@@ -240,24 +255,24 @@ def test_check_fits_refuses_what_cannot_run():
     )
     # ... even when the CPUs run only 2 of them at a time: each caps itself at its share
     with pytest.raises(ConfigError, match="allowed: num_gpus >= 0.345"):
-        check_fits(TrialConfig(num_gpus=0.125, num_cpus=8), small)
-    check_fits(TrialConfig(num_gpus=0.345, num_cpus=8), small)
+        check_fits(TrialConfig(num_gpus=0.125, num_cpus=8, precision="fp32"), small)
+    check_fits(TrialConfig(num_gpus=0.345, num_cpus=8, precision="fp32"), small)
     # a trial bigger than the whole GPU: smaller batches, not fewer trials
     with pytest.raises(ConfigError, match="a smaller minibatch_size or train batch"):
-        check_fits(TrialConfig(num_gpus=1, minibatch_size=16384), small)
+        check_fits(TrialConfig(num_gpus=1, minibatch_size=16384, precision="fp32"), small)
     # unknown GPU memory is not checked
-    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), Machine(cpus=16, gpus=1))
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2, precision="fp32"), Machine(cpus=16, gpus=1))
 
 
 def test_sixteen_default_trials_do_not_fit_an_80_gb_gpu_in_fp32_and_do_in_bf16():
     """K trials of the default batch (64 x 256, minibatch 2048) on one H100 with 16 CPUs."""
     h100 = Machine(cpus=16, gpus=1, gpu_memory_gib=H100_GIB, where="the box")
-    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2), h100)  # K = 8
+    check_fits(TrialConfig(num_gpus=0.125, num_cpus=2, precision="fp32"), h100)  # K = 8
     with pytest.raises(ConfigError) as e:  # K = 16
-        check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1), h100)
+        check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1, precision="fp32"), h100)
     assert "share of the box's 79.6 GiB GPUs is 5.0 GiB (16 trials per GPU)" in e.value.message
     assert e.value.message.endswith("allowed: num_gpus >= 0.104")  # 9 per GPU
-    check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1, bf16=True), h100)  # ~3 GiB each
+    check_fits(TrialConfig(num_gpus=0.0625, num_cpus=1, precision="bf16"), h100)  # ~3 GiB each
 
 
 @pytest.mark.rllib

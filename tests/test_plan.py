@@ -33,7 +33,7 @@ GPU_SPEC = {
     "games": ["coinrun", "starpilot", "maze", "bigfish"],
     "seeds": [0, 1, 2, 3],
     "budget": 8_000_000,
-    "params": {"num_gpus": 0.25, "num_cpus": 4},
+    "params": {"num_gpus": 0.25, "num_cpus": 4, "precision": "fp32"},
 }
 
 
@@ -191,7 +191,8 @@ def test_gpu_packing_shows_concurrency_and_eta():
 
 
 def test_plan_refuses_packings_that_cannot_fit():
-    spec = SweepSpec.from_dict({**GPU_SPEC, "params": {"num_gpus": 0.125, "num_cpus": 2}})
+    fp32 = {"precision": "fp32"}
+    spec = SweepSpec.from_dict({**GPU_SPEC, "params": {"num_gpus": 0.125, "num_cpus": 2, **fp32}})
     with pytest.raises(SpecError, match=r"params.num_gpus: got 0.125: a trial's share of the "):
         make_plan(spec, cpus=16, gpus=1, gpu_memory=24)
     with pytest.raises(SpecError, match="the planned machine has 0 GPUs"):
@@ -199,11 +200,12 @@ def test_plan_refuses_packings_that_cannot_fit():
     with pytest.raises(SpecError, match="params.num_cpus: a trial needs 2 CPUs"):
         make_plan(spec, cpus=1, gpus=1)
     make_plan(spec, cpus=16, gpus=1, gpu_memory=80)
-    # 16 default trials on one 80 GB GPU (5 GiB each): refused in fp32, planned in bf16
-    sixteen = {**GPU_SPEC, "params": {"num_gpus": 0.0625, "num_cpus": 1}}
+    # 16 trials of the default batch on one 80 GB GPU (5 GiB each): refused in fp32, planned in
+    # bf16, a GPU trial's default precision
+    sixteen = {**GPU_SPEC, "params": {"num_gpus": 0.0625, "num_cpus": 1, **fp32}}
     with pytest.raises(SpecError, match=r"needs ~8.3 GiB .*allowed: num_gpus >= 0.104"):
         make_plan(SweepSpec.from_dict(sixteen), cpus=16, gpus=1, gpu_memory=79.6)
-    sixteen["params"] = {**sixteen["params"], "bf16": True}
+    sixteen["params"] = {"num_gpus": 0.0625, "num_cpus": 1}
     plan = make_plan(SweepSpec.from_dict(sixteen), cpus=16, gpus=1, gpu_memory=79.6)
     assert plan.concurrent == 16
 
@@ -228,7 +230,7 @@ def test_plan_cli_on_a_gpu_box(tmp_path, capsys):
     assert main(["plan", str(path), "--instance", "g5.4xlarge"]) == 2
     assert "g5.4xlarge's 22.3 GiB GPUs is 5.6 GiB (4 trials per GPU)" in capsys.readouterr().err
     bf16 = tmp_path / "bf16.yaml"
-    bf16.write_text(json.dumps({**GPU_SPEC, "params": {**GPU_SPEC["params"], "bf16": True}}))
+    bf16.write_text(json.dumps({**GPU_SPEC, "params": {**GPU_SPEC["params"], "precision": "bf16"}}))
     assert main(["plan", str(bf16), "--instance", "g5.4xlarge", "--steps-per-s", "110"]) == 0
     out = capsys.readouterr().out
     assert "4 at a time on 16 CPUs, 1 GPU" in out and "1 x g5.4xlarge" in out

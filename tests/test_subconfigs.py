@@ -10,7 +10,7 @@ from rlsweep.subconfigs import AugmentConfig, EnvConfig, ModelConfig
 from rlsweep.validators import rule_of
 
 # A bare env plays raw rewards; a trial normalizes them as train-procgen did.
-OVERRIDDEN = {"normalize_reward"}
+OVERRIDDEN = {"normalize_reward", "precision"}
 
 
 def test_a_trial_declares_no_part_field_again_but_the_overridden_default():
@@ -20,6 +20,7 @@ def test_a_trial_declares_no_part_field_again_but_the_overridden_default():
     assert redeclared == OVERRIDDEN
     assert set(TrialConfig.field_names()) >= part_fields
     assert TrialConfig().normalize_reward and not EnvConfig().normalize_reward
+    assert (TrialConfig().precision, ModelConfig().precision) == ("auto", "fp32")
 
 
 def test_a_trial_builds_its_parts_by_field_name():
@@ -53,7 +54,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "global_pool": (None, "true, false"),
     "dense": (0, "an integer >= 1"),
     "channels_last": ("no", "true, false"),
-    "bf16": (0, "true, false"),
+    "precision": ("fp16", "auto, fp32, tf32, bf16"),
     # AugmentConfig
     "augment": ("cutout", "none, flip, rotate, crop_resize, translate, pad_crop, all"),
     "augment_p": (2, "a number in [0, 1]"),
@@ -94,7 +95,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "adam_eps": (0, "a number > 0"),
     # ResourcesConfig
     "num_gpus": (1.5, "0 (CPU), a fraction 0 < x <= 1 of one GPU, or a whole number of GPUs"),
-    "tf32": ("on", "true, false"),
+    "deterministic": ("on", "true, false"),
     "num_cpus": (0, "an integer >= 1"),
     "learner_resources": ({"g": 0}, RESOURCES),
     "env_runner_resources": (["g"], RESOURCES),
@@ -117,6 +118,8 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "checkpoint_replay_buffer": ("no", "true, false"),
 }
 
+PART_ALLOWED = {"precision": "fp32, tf32, bf16"}  # a part runs one; a trial may say `auto`
+
 
 def test_every_field_of_a_trial_declares_a_rule():
     assert list(RULES) == TrialConfig.field_names()  # the table lists them in field order
@@ -135,6 +138,7 @@ def test_a_bad_value_names_the_trial_key_and_what_is_allowed(key):
     (part,) = [cls for cls in SUB_CONFIGS if key in {f.name for f in dataclasses.fields(cls)}]
     with pytest.raises(ConfigError) as e:
         part(**{key: bad})
+    allowed = PART_ALLOWED.get(key, allowed)
     assert str(e.value) == f"{key}: got {bad!r}; allowed: {allowed}"
 
 
