@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/learning.py                       # 2-core CPU, about an hour
     python benchmarks/learning.py --device cuda --budget 25e6     # the published scale
+    .venv/bin/python benchmarks/learning.py --precision bf16      # rlsweep bf16 against fp32
 
 The same game, seeds and budget run (a) as rlsweep trials through `run_sweep` (RLlib, Tune, the
 cobbe2019 baseline: train-procgen's PPO) and (b) by `benchmarks/plain_ppo.py` (CleanRL's loop,
@@ -9,6 +10,10 @@ outside Ray). Both are scored by the same evaluator (one episode per env, sample
 the training levels and on unseen levels every `--eval-every` iterations and at the end.
 Prints per-seed final train/test scores of both, whether the two algorithms' 95% bootstrap CIs
 of the mean final test score overlap, and writes both learning curves to a PNG.
+
+With `--precision P`, the two arms are rlsweep trials in fp32 and in P instead (the same seeds,
+budget and evaluator): whether P learns as fp32 does, which is how a GPU trial's default
+precision was chosen (`rlsweep.subconfigs.GPU_PRECISION`; bf16 autocast runs on the CPU too).
 
 Default game: starpilot. It moves earliest of the 16 games: its reward is dense from the first
 step (every enemy shot down), so PPO's return rises within the first ~100k env steps, where
@@ -39,8 +44,10 @@ BATCH = 64 * 256  # cobbe2019's iteration
 DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 min on 2 cores
 
 
-def run_rlsweep(game: str, seeds: list[int], budget: int, args) -> dict[int, list[dict]]:
-    """rlsweep trials as a user runs them; returns each seed's evaluated rows."""
+def run_rlsweep(
+    game: str, seeds: list[int], budget: int, args, precision: str = "fp32"
+) -> dict[int, list[dict]]:
+    """rlsweep trials as a user runs them, in `precision`; returns each seed's evaluated rows."""
     from rlsweep.results import load_curves
     from rlsweep.spec import SweepSpec
     from rlsweep.sweep import run_sweep
@@ -50,11 +57,12 @@ def run_rlsweep(game: str, seeds: list[int], budget: int, args) -> dict[int, lis
         "eval_interval": args.eval_every,
         "eval_episodes": args.eval_episodes,
         "num_cpus": args.threads,
+        "precision": precision,
     }
     if args.device == "cuda":
         params["num_gpus"] = 1
     spec = SweepSpec(
-        name=f"learning-{game}",
+        name=f"learning-{game}-{precision}",
         extends="cobbe2019",
         games=[game],
         seeds=seeds,
@@ -137,6 +145,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-every", type=int, default=2, help="iterations between evals")
     parser.add_argument("--eval-episodes", type=int, default=64, help="episodes per split")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks"))
+    parser.add_argument(
+        "--precision",
+        choices=("tf32", "bf16"),
+        help="compare rlsweep in this precision with rlsweep in fp32 (no reference loop)",
+    )
     args = parser.parse_args(argv)
     budget = int(args.budget)
     args.out = args.out.resolve()
@@ -147,11 +160,15 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     t0 = time.monotonic()
-    curves = {"rlsweep (RLlib)": run_rlsweep(args.game, args.seeds, budget, args)}
+    first = "rlsweep, fp32" if args.precision else "rlsweep (RLlib)"
+    curves = {first: run_rlsweep(args.game, args.seeds, budget, args)}
     t1 = time.monotonic()
-    curves["reference (plain_ppo.py)"] = {
-        s: run_plain(args.game, s, budget, args) for s in args.seeds
-    }
+    if args.precision:
+        other = f"rlsweep, {args.precision}"
+        curves[other] = run_rlsweep(args.game, args.seeds, budget, args, args.precision)
+    else:
+        other = "reference (plain_ppo.py)"
+        curves[other] = {s: run_plain(args.game, s, budget, args) for s in args.seeds}
     t2 = time.monotonic()
 
     print(f"\nfinal scores at {budget:,} env steps (raw return; normalized in brackets)")
@@ -173,11 +190,12 @@ def main(argv: list[str] | None = None) -> None:
     (a, b) = cis.values()
     overlap = not (a.high < b.low or b.high < a.low) if a.has_ci and b.has_ci else math.nan
     print(f"95% CIs overlap: {overlap}")
-    rl = [rows[-1] for rows in curves["rlsweep (RLlib)"].values()]
+    rl = [rows[-1] for rows in curves[first].values()]
     share = sum(r[M.EVAL_S] for r in rl) / sum(r[M.WALL_S] for r in rl)
     print(f"rlsweep trials spent {100 * share:.1f}% of their wall time evaluating")
-    print(f"wall time: rlsweep {t1 - t0:.0f} s, reference {t2 - t1:.0f} s")
-    png = args.out / f"learning_{args.game}.png"
+    print(f"wall time: rlsweep {t1 - t0:.0f} s, {other} {t2 - t1:.0f} s")
+    suffix = f"_{args.precision}" if args.precision else ""
+    png = args.out / f"learning_{args.game}{suffix}.png"
     plot(args.game, curves, png)
     print(f"learning curves: {png}")
 
