@@ -209,8 +209,8 @@ def test_report_has_importances_from_finished_trials(random_sweep):
     rows = {line.split(",")[1]: float(line.split(",")[2]) for line in imp[1:]}
     assert set(rows) == {"lr", "entropy_coeff"}
     assert sum(rows.values()) == pytest.approx(1.0)
-    # The fake curves depend on lr, not on entropy_coeff.
-    assert rows["lr"] > rows["entropy_coeff"]
+    # Which parameter matters is test_importance's to show, on 24 trials: here 4 random draws
+    # per game can tie lr to entropy_coeff by chance (once 0.50 against 0.50).
 
 
 def test_report_prices_each_trial(random_sweep):
