@@ -99,18 +99,19 @@ def _bf16(cfg: TrialConfig) -> bool:
     return cfg.model_config().precision == "bf16"
 
 
-# The estimate's constants; README "GPU memory" says where each comes from.
+# The estimate's constants; docs/gpu.md "GPU memory" says where each comes from.
 CUDA_CONTEXT_GIB = 0.75
 """GPU memory a process holds outside torch's allocator: its CUDA context and the cuDNN and
-cuBLAS kernels it loads. Assumed, not yet measured (`benchmarks/gpu.py` (a) measures it)."""
+cuBLAS kernels it loads (measured 0.75 on an H200: `benchmarks/gpu.py` (a))."""
 ALLOCATOR_RESERVE = 1.25
 """GiB torch's caching allocator reserves per GiB allocated at the peak (blocks rounded up,
-freed blocks kept for reuse): fitted to the K = 8 run on an H100 (README, GPU memory)."""
-CUDNN_FP32_WORKSPACE = 6.5
-"""cuDNN's float32 convolution workspaces over a training minibatch, per sample, in multiples of
-the largest convolution output's bytes per sample: what the H100's measured training step holds
-beyond its weights, frames and saved activations (README, GPU memory). bf16 needs none: its
-measured step is about its weights, frames and activations alone."""
+freed blocks kept for reuse): fitted to the K = 8 run on an H100 (docs/gpu.md, GPU memory)."""
+CUDNN_FP32_WORKSPACE = 8.4
+"""cuDNN's float32 (and TF32) convolution workspaces over a training minibatch, per sample, in
+multiples of the largest convolution output's bytes per sample: what the training step holds
+beyond its weights, frames and saved activations with cuDNN choosing its fastest algorithms
+(`deterministic: false`), fitted to the H200's step (docs/gpu.md, GPU memory). bf16 needs
+none: its measured step is about its weights, frames and activations alone."""
 COLUMN_BYTES = 100
 """Bytes per train-batch row besides its frames (PPO's: actions, rewards, log-probs, values,
 advantages, targets, masks: 99)."""

@@ -173,7 +173,7 @@ def test_gpu_packing_shows_concurrency_and_eta():
     assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 440, rel=2e-3)  # whole iterations
     text = plan.summary()
     assert "16 trials x budget = 128,000,000 env steps; 4 at a time on 16 CPUs, 1 GPU" in text
-    assert "(GPU-bound; 4 CPUs, 0.25 GPU, ~8.3 GiB GPU memory per trial)" in text
+    assert "(GPU-bound; 4 CPUs, 0.25 GPU, ~9.5 GiB GPU memory per trial)" in text
     assert "(default 110/CPU/s (GPU trials unmeasured: the CPU's))" in text
     # measured packings: 4 per GPU ran 24k env steps/s in all, 6k each: 4 waves of 1333 s
     gpu_rate = Throughput(TRAINING_ONLY, "x", {1: 9e3, 2: 16e3, 4: 24e3}, "gpu.json")
@@ -203,7 +203,7 @@ def test_plan_refuses_packings_that_cannot_fit():
     # 16 trials of the default batch on one 80 GB GPU (5 GiB each): refused in fp32, planned in
     # bf16, a GPU trial's default precision
     sixteen = {**GPU_SPEC, "params": {"num_gpus": 0.0625, "num_cpus": 1, **fp32}}
-    with pytest.raises(SpecError, match=r"needs ~8.3 GiB .*allowed: num_gpus >= 0.104"):
+    with pytest.raises(SpecError, match=r"needs ~9.5 GiB .*allowed: num_gpus >= 0.119"):
         make_plan(SweepSpec.from_dict(sixteen), cpus=16, gpus=1, gpu_memory=79.6)
     sixteen["params"] = {"num_gpus": 0.0625, "num_cpus": 1}
     plan = make_plan(SweepSpec.from_dict(sixteen), cpus=16, gpus=1, gpu_memory=79.6)

@@ -39,12 +39,12 @@ def test_a_cpu_trial_reports_no_gpu_memory_keys():
 
 
 def test_the_out_of_memory_report_says_why_and_ends_the_trial():
-    cfg = TrialConfig(num_gpus=0.125, num_cpus=2)
+    cfg = TrialConfig(num_gpus=0.125, num_cpus=2, precision="fp32")
     last = {M.ENV_STEPS: 32768.0, M.TUNE_STEPS: 32768.0, M.TEST_FRESH: True, M.TRIAL_DONE: False}
     row = trainable.out_of_memory_report(cfg, None, last)
     assert row[M.ENV_STEPS] == 32768.0 and row[M.TRIAL_DONE] and not row[M.TEST_FRESH]
     assert row[M.TRIAL_ERROR].startswith("out of GPU memory on its share (num_gpus 0.125)")
-    assert "estimated need ~8.3 GiB" in row[M.TRIAL_ERROR]
+    assert "estimated need ~9.5 GiB" in row[M.TRIAL_ERROR]
     assert trainable.out_of_memory_report(cfg, None, {})[M.ENV_STEPS] == 0.0  # before any
 
 
