@@ -112,7 +112,8 @@ def check_cuda(gpu: bool) -> Check:
 
 
 def check_gpu_memory() -> Check:
-    """Free memory on each GPU against one default trial's estimate."""
+    """Free memory on each GPU against the estimate of one default GPU trial (its precision
+    `auto`: a GPU's)."""
     import torch
 
     from rlsweep.config import TrialConfig
@@ -120,14 +121,14 @@ def check_gpu_memory() -> Check:
 
     if not torch.cuda.is_available():
         return Check("gpu-mem", INFO, "no CUDA GPU: nothing to measure")
-    each = gpu_memory_gib(TrialConfig())
+    each = gpu_memory_gib(TrialConfig(num_gpus=1))
     parts, short = [], []
     for i in range(torch.cuda.device_count()):
         free, total = (b / 2**30 for b in torch.cuda.mem_get_info(i))
         parts.append(f"GPU {i} {free:.1f} of {total:.1f} GiB free ({int(free // each)} trials)")
         if free < each:
             short.append(i)
-    detail = f"{'; '.join(parts)}; a default trial ~{each:.1f} GiB (placement.gpu_memory_gib)"
+    detail = f"{'; '.join(parts)}; a default GPU trial ~{each:.1f} GiB (placement.gpu_memory_gib)"
     if short:
         return Check(
             "gpu-mem", FAIL, detail, f"GPU {short} is held by other processes (nvidia-smi)"
