@@ -14,10 +14,11 @@ continue.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import socket
+import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,7 +28,6 @@ from rlsweep._version import __version__
 from rlsweep.interrupt import resume_command
 from rlsweep.spec import SpecError, SweepSpec
 from rlsweep.storage import filesystem, is_uri
-from rlsweep.tracking import WandbSettings, git_commit
 
 SWEEP_FILE = "sweep.yaml"
 """The spec as run (`SweepSpec.to_yaml`)."""
@@ -119,15 +119,31 @@ class Instance:
     """Billed at the spot price."""
 
 
+def git_commit() -> str | None:
+    """Short commit of the rlsweep checkout that runs (None outside a git checkout)."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
 def record_run(
     spec: SweepSpec,
     experiment: str,
     *,
     address: str | None,
     instance: Instance | None,
-    wandb: WandbSettings | None,
+    wandb: Mapping[str, Any] | None,
 ) -> None:
-    """Write SWEEP_FILE and RUN_FILE (no credentials: nothing here comes from the env)."""
+    """Write SWEEP_FILE and RUN_FILE (no credentials: nothing here comes from the env). `wandb`:
+    the sweep's W&B settings as a mapping (`tracking.WandbSettings.to_dict`), or None."""
     write_text(experiment, SWEEP_FILE, spec.to_yaml())
     run = {
         "rlsweep_version": __version__,
@@ -138,7 +154,7 @@ def record_run(
         "instance_type": instance.type if instance else None,
         "spot": instance.spot if instance else None,
         # W&B settings (project, mode, ...; never a key), so a resume logs the same way.
-        "wandb": dataclasses.asdict(wandb) if wandb else None,
+        "wandb": dict(wandb) if wandb else None,
     }
     write_text(experiment, RUN_FILE, json.dumps(run, indent=2) + "\n")
 

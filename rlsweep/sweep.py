@@ -108,7 +108,8 @@ def run_sweep(
         quiet_console(experiment, verbose),
         _driver(spec, experiment, address, num_cpus, jemalloc, dashboard, verbose) as interrupts,
     ):
-        record_run(spec, experiment, address=address, instance=instance, wandb=wandb_settings)
+        wandb_record = wandb_settings.to_dict() if wandb_settings else None
+        record_run(spec, experiment, address=address, instance=instance, wandb=wandb_record)
         callbacks = [tracking.callback(spec, wandb_settings, experiment)] if wandb_settings else []
         tuner = build_tuner(
             spec,

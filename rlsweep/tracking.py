@@ -10,15 +10,16 @@ writes (configs, results, tags, reports) contains one.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import netrc
 import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlsweep._ray_compat import keyless_wandb_callback_class
 from rlsweep.environ import set_env
+from rlsweep.experiment_dir import git_commit
 from rlsweep.spec import SweepSpec
 from rlsweep.storage import is_uri
 
@@ -44,6 +45,10 @@ class WandbSettings:
         if self.mode not in WANDB_MODES:
             raise ValueError(f"wandb mode: got {self.mode!r}; allowed: {', '.join(WANDB_MODES)}")
 
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a run records them (`experiment_dir.record_run`): no credentials."""
+        return dataclasses.asdict(self)
+
     def resolved_mode(self) -> str:
         if self.mode != "auto":
             return self.mode
@@ -58,21 +63,6 @@ def has_credentials() -> bool:
         return netrc.netrc().authenticators(WANDB_HOST) is not None
     except (OSError, netrc.NetrcParseError):
         return False
-
-
-def git_commit() -> str | None:
-    """Short commit of the rlsweep checkout that runs (None outside a git checkout)."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
 
 
 def tags(spec: SweepSpec) -> list[str]:

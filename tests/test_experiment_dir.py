@@ -15,6 +15,7 @@ from rlsweep.experiment_dir import (
     SweepExistsError,
     append_text,
     experiment_path,
+    git_commit,
     holds_sweep,
     read_text,
     record_run,
@@ -23,7 +24,7 @@ from rlsweep.experiment_dir import (
     sweep_spec,
 )
 from rlsweep.spec import SweepSpec
-from rlsweep.tracking import WandbSettings, git_commit
+from rlsweep.tracking import WandbSettings
 
 
 def test_a_sweep_lives_at_storage_slash_name(tmp_path, monkeypatch):
@@ -65,7 +66,11 @@ def test_the_run_record_reads_back(tmp_path):
     assert sweep_spec(experiment) is None and run_info(experiment) == {}
     wandb = WandbSettings(project="p", mode="offline")
     record_run(
-        spec, experiment, address="auto", instance=Instance("c6i.large", spot=True), wandb=wandb
+        spec,
+        experiment,
+        address="auto",
+        instance=Instance("c6i.large", spot=True),
+        wandb=wandb.to_dict(),
     )
     assert sweep_spec(experiment).to_dict() == spec.to_dict()
     assert holds_sweep(experiment)

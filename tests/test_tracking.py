@@ -10,13 +10,13 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep._ray_compat import ray_session_dir
-from rlsweep.experiment_dir import Instance
+from rlsweep.experiment_dir import Instance, git_commit
 from rlsweep.report import build_report
 from rlsweep.spec import SweepSpec
 from rlsweep.sweep import run_sweep
 from rlsweep.tables import usd_text
 from rlsweep.testing import fake_trial
-from rlsweep.tracking import WandbSettings, git_commit
+from rlsweep.tracking import WandbSettings
 
 FAKE_KEY = "wandbFAKEkey" + "0123456789abcdef" * 2 + "ZZ"  # distinctive, to grep for
 
