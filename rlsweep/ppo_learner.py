@@ -120,27 +120,32 @@ def shuffled_minibatches(
     """PPO2's / CleanRL's minibatch loop: every epoch a fresh permutation of the batch's real
     transitions (bootstrap rows dropped), cut into `minibatches_per_epoch` minibatches of
     exactly `minibatch_size`. The permutation is `torch.randperm(n, generator=generator)`,
-    one per epoch: a reference loop given the same generator draws the same minibatches."""
+    one per epoch: a reference loop given the same generator draws the same minibatches.
+
+    The minibatches hold real rows alone and so no loss mask: the losses take plain means, where
+    a mask's boolean indexing would wait for the GPU in every loss term of every minibatch. Each
+    epoch's permutation goes to the batch's device once."""
     real: dict[str, dict[str, Any]] = {}
     sizes: dict[str, int] = {}
     for module_id, b in batch.policy_batches.items():
         rows = b[Columns.LOSS_MASK].nonzero().squeeze(-1) if Columns.LOSS_MASK in b else None
-        real[module_id] = {k: v if rows is None else v[rows] for k, v in b.items()}
+        real[module_id] = {
+            k: v if rows is None else v[rows] for k, v in b.items() if k != Columns.LOSS_MASK
+        }
         sizes[module_id] = n = len(b) if rows is None else len(rows)
         if n < minibatches_per_epoch * minibatch_size:
             raise ValueError(
                 f"{n} transitions cannot fill {minibatches_per_epoch} minibatches of "
                 f"{minibatch_size}"
             )
+    devices = {m: next(iter(data.values())).device for m, data in real.items()}
     for _ in range(num_epochs):
-        perms = {m: torch.randperm(n, generator=generator) for m, n in sizes.items()}
+        perms = {m: torch.randperm(n, generator=generator).to(devices[m]) for m, n in sizes.items()}
         for j in range(minibatches_per_epoch):
             policy_batches = {}
             for module_id, data in real.items():
                 idx = perms[module_id][j * minibatch_size : (j + 1) * minibatch_size]
-                policy_batches[module_id] = SampleBatch(
-                    {k: v[idx.to(v.device)] for k, v in data.items()}
-                )
+                policy_batches[module_id] = SampleBatch({k: v[idx] for k, v in data.items()})
             yield MultiAgentBatch(policy_batches, env_steps=minibatch_size)
 
 

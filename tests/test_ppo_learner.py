@@ -60,6 +60,8 @@ def test_shuffled_minibatches_are_cleanrls_loop_over_the_real_rows():
         expected += [real[perm[j * 3 : (j + 1) * 3]].tolist() for j in range(2)]
     assert [b.policy_batches["default_policy"][Columns.OBS].tolist() for b in got] == expected
     assert all(b.env_steps() == 3 for b in got)
+    # Real rows alone: no mask left for the losses to index by (a wait for the GPU per term).
+    assert all(Columns.LOSS_MASK not in b.policy_batches["default_policy"] for b in got)
     with pytest.raises(ValueError, match="8 transitions cannot fill 3 minibatches of 3"):
         next(
             shuffled_minibatches(
