@@ -27,7 +27,7 @@ from rlsweep.subconfigs import (
     VTraceConfig,
     resolved_precision,
 )
-from rlsweep.validators import build, checked, failures, flag, one_of
+from rlsweep.validators import Validated, build, checked, failures, flag, one_of
 
 SUB_CONFIGS = (
     EnvConfig,
@@ -46,17 +46,8 @@ RENAMED = {
 }
 """Trial keys of earlier versions -> what to write now: an error that says so, never a silent
 translation (a spec means one thing)."""
-Part = TypeVar(
-    "Part",
-    EnvConfig,
-    ModelConfig,
-    AugmentConfig,
-    BudgetConfig,
-    AlgorithmConfig,
-    ResourcesConfig,
-    VTraceConfig,
-    DQNConfig,
-)
+Part = TypeVar("Part", bound=Validated)
+"""One of SUB_CONFIGS."""
 
 
 @dataclass(frozen=True)
