@@ -254,6 +254,12 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         finally:
             for m in modules:
                 m.use_rollout_values = False
+        self.standardize_advantages(batch)
+        return batch
+
+    def standardize_advantages(self, batch: MultiAgentBatch) -> None:
+        """`advantage_norm` batch or rllib: the whole batch's advantages, standardized in
+        place (minibatch: in the loss; none: left raw)."""
         norm = self.config.learner_config_dict.get(ADVANTAGE_NORM)
         for b in batch.policy_batches.values():
             if Postprocessing.ADVANTAGES not in b:
@@ -265,7 +271,6 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
                 ).clamp_min(1e-4)
             elif norm == "batch":
                 b[Postprocessing.ADVANTAGES] = standardize(adv, b.get(Columns.LOSS_MASK))
-        return batch
 
     def minibatch_iterator(
         self, *, training_data, num_epochs: int = 1, minibatch_size: int | None = None, **kwargs
