@@ -11,21 +11,33 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
-from ray.rllib.connectors.learner import GeneralAdvantageEstimation
+from ray.rllib.connectors.learner import (
+    AddColumnsFromEpisodesToTrainBatch,
+    AddObservationsFromEpisodesToBatch,
+    AddOneTsToEpisodesAndTruncate,
+    AddStatesFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    BatchIndividualItems,
+    GeneralAdvantageEstimation,
+    NumpyToTensor,
+)
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
+from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from rlsweep._ray_compat import LearnerHooks
 from rlsweep.config import TrialConfig
 from rlsweep.connectors import to_numpy
-from rlsweep.rl_module import ImpalaPPOModule, row_chunks
+from rlsweep.rl_module import row_chunks
 
 # learner_config_dict keys: how RlsweepPPOLearner updates (see TrialConfig for each option).
 PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
@@ -52,6 +64,76 @@ def learner_options(cfg: TrialConfig) -> dict[str, Any]:
     }
 
 
+RLLIB_EPISODE_PIECES = (
+    AddOneTsToEpisodesAndTruncate,
+    AddObservationsFromEpisodesToBatch,
+    AddColumnsFromEpisodesToTrainBatch,
+    AddTimeDimToBatchAndZeroPad,
+    AddStatesFromEpisodesToBatch,
+    BatchIndividualItems,
+    NumpyToTensor,
+)
+"""The pieces RLlib's PPO learner pipeline opens with (Ray 2.60: PPOLearner.build prepends the
+first to AlgorithmConfig.build_learner_connector's defaults), which `EpisodesToTrainBatch`
+replaces."""
+
+
+class EpisodesToTrainBatch(ConnectorV2):
+    """The batch `RLLIB_EPISODE_PIECES` build for one single-agent, non-recurrent module, built
+    in one piece: every column, value, dtype and row in the same order. Each episode chunk
+    gives its rows and one artificial bootstrap row (LOSS_MASK False) that repeats its last
+    action and model outputs, with the observation after the chunk and reward 0; the chunk's
+    last real row is truncated unless the episode terminated there.
+
+    Why: RLlib appends the bootstrap timestep to each episode, which rewrites the episode's
+    arrays (a copy of every observation), then concatenates the episodes' arrays (a second
+    copy). Here each column is one concatenation of views of the episodes' arrays, and the
+    episodes are left as they are. The tensors go to the learner's device once, as RLlib's
+    NumpyToTensor sends them (`convert_to_torch_tensor`)."""
+
+    def __init__(
+        self,
+        input_observation_space=None,
+        input_action_space=None,
+        *,
+        device: torch.device | str | None = None,
+    ):
+        super().__init__(input_observation_space, input_action_space)
+        self.device = device
+
+    def __call__(self, *, rl_module, episodes, batch, **kwargs):
+        columns: dict[str, list[np.ndarray]] = {
+            c: []
+            for c in (
+                Columns.LOSS_MASK,
+                Columns.TERMINATEDS,
+                Columns.TRUNCATEDS,
+                Columns.OBS,
+                Columns.ACTIONS,
+                Columns.REWARDS,
+            )
+        }
+        for episode in episodes:
+            n = len(episode)
+            real = slice(0, n)
+            columns[Columns.LOSS_MASK].append(np.arange(n + 1) < n)
+            terminated, truncated = np.zeros(n + 1, dtype=bool), np.zeros(n + 1, dtype=bool)
+            terminated[n - 1] = episode.is_terminated
+            truncated[n - 1] = episode.is_truncated or not episode.is_terminated
+            columns[Columns.TERMINATEDS].append(terminated)
+            columns[Columns.TRUNCATEDS].append(truncated)
+            columns[Columns.OBS].append(episode.get_observations(slice(0, n + 1)))
+            actions = episode.get_actions(real)
+            columns[Columns.ACTIONS] += [actions, actions[-1:]]
+            rewards = episode.get_rewards(real)
+            columns[Columns.REWARDS] += [rewards, np.zeros(1, dtype=rewards.dtype)]
+            for key in episode.extra_model_outputs:
+                out = episode.get_extra_model_outputs(key=key, indices=real)
+                columns.setdefault(key, []).extend([out, out[-1:]])
+        arrays = {k: np.concatenate(v) for k, v in columns.items()}
+        return {DEFAULT_MODULE_ID: convert_to_torch_tensor(arrays, device=self.device)}
+
+
 class ReferenceGAE(ConnectorV2):
     """GAE(lambda) advantages and value targets, left unstandardized (RLlib's own
     GeneralAdvantageEstimation standardizes over the whole batch, bootstrap rows included;
@@ -60,8 +142,14 @@ class ReferenceGAE(ConnectorV2):
 
     The values come in chunks of at most `chunk_rows` rows (the minibatch), so that no forward
     pass here sees more rows than a training step: the bootstrap rows alone (one per episode
-    chunk) can outnumber a minibatch, and a module that cannot reuse the rollout's values runs
-    the network over every row."""
+    chunk) can outnumber a minibatch.
+
+    With `rollout_values` (synchronous PPO: it samples with the weights it is about to update),
+    the rollout's values (VF_PREDS) are exact for the real rows, and only the bootstrap rows
+    (LOSS_MASK False) need the network: found with one index op, and each chunk's taken in one
+    forward of those rows alone. Per chunk, not in one forward of every bootstrap row: a
+    convolution's result depends in its last bits on the rows beside it, and these are the
+    forwards that give each row the value it has always had."""
 
     def __init__(
         self,
@@ -71,18 +159,18 @@ class ReferenceGAE(ConnectorV2):
         gamma,
         lambda_,
         chunk_rows: int | None = None,
+        rollout_values: bool = False,
     ):
         super().__init__(input_observation_space, input_action_space)
         self.gamma, self.lambda_, self.chunk_rows = gamma, lambda_, chunk_rows
+        self.rollout_values = rollout_values
 
     def __call__(self, *, rl_module, episodes, batch, **kwargs):
         for module_id, module_batch in batch.items():
             module = rl_module[module_id]
             if not isinstance(module, ValueFunctionAPI):
                 continue
-            values = torch.cat(
-                [module.compute_values(rows) for rows in row_chunks(module_batch, self.chunk_rows)]
-            )
+            values = self.values(module, module_batch)
             v = values.detach().cpu().numpy()
             targets = compute_value_targets(
                 values=v,
@@ -99,6 +187,23 @@ class ReferenceGAE(ConnectorV2):
                 targets, device=values.device
             )
         return batch
+
+    def values(self, module: ValueFunctionAPI, batch: dict[str, Any]) -> torch.Tensor:
+        """Every row's value estimate."""
+        rollout, mask = batch.get(Columns.VF_PREDS), batch.get(Columns.LOSS_MASK)
+        if not self.rollout_values or rollout is None or mask is None:
+            return torch.cat(
+                [module.compute_values(rows) for rows in row_chunks(batch, self.chunk_rows)]
+            )
+        values = rollout.clone()
+        fresh = (~mask).nonzero().squeeze(-1)  # the one wait for the device
+        step = self.chunk_rows or len(values)
+        _, per_chunk = torch.unique_consecutive(fresh.cpu() // step, return_counts=True)
+        obs = batch[Columns.OBS]
+        for rows in fresh.split(per_chunk.tolist()):
+            fresh_values = module.compute_values({Columns.OBS: obs.index_select(0, rows)})
+            values.index_copy_(0, rows, fresh_values.to(values.dtype))
+        return values
 
 
 def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -167,9 +272,11 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
     - Adam with `adam_eps` (PPO2 and CleanRL use 1e-5; torch's default is 1e-8).
 
     Speed and memory, same numbers:
-    - GAE runs under `no_grad` and reuses the values the rollout computed (see
-      ImpalaPPOModule.compute_values) instead of a second trunk pass over the whole batch; what
-      still needs the network (the bootstrap rows) runs in minibatch-sized chunks.
+    - GAE runs under `no_grad` and reuses the values the rollout computed (`ReferenceGAE`)
+      instead of a second trunk pass over the whole batch; what still needs the network (the
+      bootstrap rows) runs in minibatch-sized chunks.
+    - The batch is built from the episodes in one piece (`EpisodesToTrainBatch`, in place of
+      RLlib's default learner connectors): the observations are copied once, not twice.
 
     And a fix: a restored fixed learning rate is the config's, not the checkpoint's: restoring
     loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
@@ -186,15 +293,27 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         opts = self.config.learner_config_dict
         self._shuffle_rng = torch.Generator().manual_seed(int(opts.get(SHUFFLE_SEED, 0)))
         connector = self.learner_connector
-        if connector is not None and self.config.add_default_connectors_to_learner_pipeline:
-            connector.remove(GeneralAdvantageEstimation)
-            connector.append(
-                ReferenceGAE(
-                    gamma=self.config.gamma,
-                    lambda_=self.config.lambda_,
-                    chunk_rows=self.config.minibatch_size,
-                )
+        if connector is None or not self.config.add_default_connectors_to_learner_pipeline:
+            return
+        connector.remove(GeneralAdvantageEstimation)
+        connector.append(
+            ReferenceGAE(
+                gamma=self.config.gamma,
+                lambda_=self.config.lambda_,
+                chunk_rows=self.config.minibatch_size,
+                rollout_values=True,
             )
+        )
+        pieces = tuple(type(c) for c in connector.connectors[: len(RLLIB_EPISODE_PIECES)])
+        single = set(self.module.keys()) == {DEFAULT_MODULE_ID}
+        if (
+            pieces == RLLIB_EPISODE_PIECES
+            and single
+            and not self.module[DEFAULT_MODULE_ID].is_stateful()
+        ):
+            for piece in RLLIB_EPISODE_PIECES:
+                connector.remove(piece)
+            connector.prepend(EpisodesToTrainBatch(device=self.device))
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         # RLlib's TorchLearner default, with Adam's epsilon from the config.
@@ -245,15 +364,14 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
                 self.set_optimizer_lr(optimizer, float(schedule.get_current_value()))
 
     def make_batch(self, training_data):
-        modules = [m for m in self.module.values() if isinstance(m, ImpalaPPOModule)]
-        for m in modules:
-            m.use_rollout_values = True
-        try:
-            with torch.no_grad():
-                batch = super().make_batch(training_data)
-        finally:
-            for m in modules:
-                m.use_rollout_values = False
+        with torch.no_grad():
+            batch = super().make_batch(training_data)
+        if training_data.episodes is not None and isinstance(
+            self.learner_connector.connectors[0], EpisodesToTrainBatch
+        ):
+            # RLlib counts the batch's env steps after its pipeline lengthened every episode
+            # by its bootstrap row; EpisodesToTrainBatch leaves the episodes as they are.
+            batch.count += len(training_data.episodes)
         self.standardize_advantages(batch)
         return batch
 

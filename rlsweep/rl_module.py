@@ -59,9 +59,6 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         self.augmentation = AugmentConfig(**self.model_config.get("augment", {}))
         self._augment_rng = torch.Generator().manual_seed(self.model_config.get("augment_seed", 0))
 
-    use_rollout_values = False
-    """Set by RlsweepPPOLearner around its GAE pass: values for GAE then come from the rollout."""
-
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self.net.pi(self.net.features(batch[Columns.OBS]))}
 
@@ -85,28 +82,11 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         return {Columns.ACTION_DIST_INPUTS: self.net.pi(feats), Columns.EMBEDDINGS: feats}
 
     def compute_values(self, batch: dict[str, Any], embeddings: Any = None) -> torch.Tensor:
-        if embeddings is None and self._can_reuse_rollout_values(batch):
-            # Synchronous PPO samples with the weights it is about to update, so the rollout's
-            # values are exact; only the artificial bootstrap rows (LOSS_MASK False: the obs
-            # after each episode chunk) need the network.
-            values = batch[Columns.VF_PREDS].clone()
-            fresh = ~batch[Columns.LOSS_MASK]
-            if fresh.any():
-                values[fresh] = self.net.vf(self.net.features(batch[Columns.OBS][fresh])).squeeze(
-                    -1
-                )
-            return values
+        # PPO's GAE takes the rollout's values where they are exact and asks for the rest only
+        # (rlsweep.ppo_learner.ReferenceGAE).
         if embeddings is None:
             embeddings = self.net.features(batch[Columns.OBS])
         return self.net.vf(embeddings).squeeze(-1)
-
-    def _can_reuse_rollout_values(self, batch: dict[str, Any]) -> bool:
-        return (
-            self.use_rollout_values
-            and not torch.is_grad_enabled()
-            and Columns.VF_PREDS in batch
-            and Columns.LOSS_MASK in batch
-        )
 
 
 class ImpalaAPPOModule(ImpalaPPOModule, InferenceOnlyAPI, TargetNetworkAPI):

@@ -44,28 +44,6 @@ def test_augmentation_applies_to_training_minibatches_never_to_rollouts():
     )
 
 
-def test_gae_reuses_rollout_values_and_recomputes_only_bootstrap_rows():
-    m = _module()
-    obs = _obs()
-    rollout = m.forward_exploration({"obs": obs})
-    true_values = m.net.vf(m.net.features(obs)).squeeze(-1).detach()
-    torch.testing.assert_close(rollout["vf_preds"], true_values)
-    stale = rollout["vf_preds"].clone()
-    stale[[1, 4]] = 123.0  # what the artificial bootstrap rows carry: a copied, stale value
-    batch = {"obs": obs, "vf_preds": stale, "loss_mask": torch.tensor([1, 0, 1, 1, 0]).bool()}
-    m.use_rollout_values = True
-    with torch.no_grad():
-        torch.testing.assert_close(m.compute_values(batch), true_values)
-        batch["vf_preds"] = torch.zeros(5)
-        reused = m.compute_values(batch)
-    assert reused[[0, 2, 3]].eq(0).all()  # rollout values were taken as they are
-    # Outside the GAE pass (gradients on, or the flag off) values are always recomputed.
-    assert m.compute_values(batch).requires_grad
-    m.use_rollout_values = False
-    with torch.no_grad():
-        torch.testing.assert_close(m.compute_values(batch), true_values)
-
-
 def test_rollout_passes_build_no_autograd_graph():
     # RLlib's own _forward_exploration/_forward_inference run under no_grad; overriding them
     # must keep that, or every rollout step records a graph it never uses (slower sampling).
