@@ -292,6 +292,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         super().build()
         opts = self.config.learner_config_dict
         self._shuffle_rng = torch.Generator().manual_seed(int(opts.get(SHUFFLE_SEED, 0)))
+        self._episodes_left_whole = False
         connector = self.learner_connector
         if connector is None or not self.config.add_default_connectors_to_learner_pipeline:
             return
@@ -314,6 +315,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
             for piece in RLLIB_EPISODE_PIECES:
                 connector.remove(piece)
             connector.prepend(EpisodesToTrainBatch(device=self.device))
+            self._episodes_left_whole = True
 
     def configure_optimizers_for_module(self, module_id, config=None) -> None:
         # RLlib's TorchLearner default, with Adam's epsilon from the config.
@@ -366,9 +368,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
     def make_batch(self, training_data):
         with torch.no_grad():
             batch = super().make_batch(training_data)
-        if training_data.episodes is not None and isinstance(
-            self.learner_connector.connectors[0], EpisodesToTrainBatch
-        ):
+        if training_data.episodes is not None and self._episodes_left_whole:
             # RLlib counts the batch's env steps after its pipeline lengthened every episode
             # by its bootstrap row; EpisodesToTrainBatch leaves the episodes as they are.
             batch.count += len(training_data.episodes)
