@@ -27,7 +27,7 @@ from rlsweep import metrics as M
 from rlsweep.config import TrialConfig
 from rlsweep.connectors import batch_observations, sample_actions
 from rlsweep.device import configure_torch, learner_device
-from rlsweep.env_runner import CentralInferenceEnvRunner
+from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
 from rlsweep.placement import ENV_RUNNER_CPUS, placement
 from rlsweep.ppo_learner import LR_IN_UPDATE, RlsweepPPOLearner, learner_options
@@ -105,7 +105,7 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
     runner layout come from `rlsweep.placement.placement`."""
     p = placement(cfg)
     env_config = {**cfg.env_config().to_dict(), "envpool_threads": p.envpool_threads}
-    runner_class = {"env_runner_cls": CentralInferenceEnvRunner} if p.central_inference else {}
+    runner_class = CentralInferenceEnvRunner if p.central_inference else BatchedEnvRunner
     return (
         # Procgen's actions are Discrete: RLlib's action unsquashing/clipping would only
         # deep-copy every env's action each step.
@@ -124,7 +124,7 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
             add_default_connectors_to_env_to_module_pipeline=False,
             module_to_env_connector=sample_actions,
             add_default_connectors_to_module_to_env_pipeline=False,
-            **runner_class,
+            env_runner_cls=runner_class,
         )
         # The learner is local (num_learners=0): it lives in the main process's bundle, and
         # with a GPU holds the trial's GPU share, which the central EnvRunner shares.
