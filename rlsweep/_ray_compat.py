@@ -2,7 +2,8 @@
 
 rlsweep reaches past Ray's public API to make RLlib's PPO learner do the reference update
 (`LearnerHooks`, used by `rlsweep.ppo_learner.RlsweepPPOLearner`), to sample a step of all envs in
-one batched operation (`EnvRunnerHooks`, used by `rlsweep.env_runner.BatchedEnvRunner`), to keep
+one batched operation (`EnvRunnerHooks`, used by `rlsweep.env_runner.BatchedEnvRunner`) and a
+train batch as PPO does (`sample_train_batch`, `rlsweep.overlap`), to keep
 credentials out of the runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
 `stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to start a
 local Ray without the background work nobody reads (`quiet_local_ray`), to stop Tune's
@@ -45,8 +46,8 @@ class Hook:
     """What rlsweep does with it, and where."""
     kind: str = "class"
     """class: defined on the owner class or module | instance: set on every instance by the
-    owner's __init__ | file: shipped in the ray wheel | log: text of a log record the owner
-    module (whose name is its logger's) emits."""
+    owner's __init__ | parameter: a keyword the owner function takes | file: shipped in the ray
+    wheel | log: text of a log record the owner module (whose name is its logger's) emits."""
     checked: str = CHECKED
 
 
@@ -127,6 +128,19 @@ HOOKS: tuple[Hook, ...] = (
         "_metrics_num_env_steps_sampled",
         "EnvRunnerHooks.count_sampled: Ray's step counter",
         kind="instance",
+    ),
+    # sample_train_batch (rlsweep.overlap): PPO's own sampling call.
+    Hook(
+        "ray.rllib.execution.rollout_ops.synchronous_parallel_sample",
+        "_uses_new_env_runners",
+        "sample_train_batch: episodes from the new API stack's EnvRunners",
+        kind="parameter",
+    ),
+    Hook(
+        "ray.rllib.execution.rollout_ops.synchronous_parallel_sample",
+        "_return_metrics",
+        "sample_train_batch: the EnvRunners' metrics with the episodes",
+        kind="parameter",
     ),
     # keyless_wandb_callback_class (rlsweep.tracking).
     Hook(_WANDB, "_start_logging_actor", "overridden: logging actors without WANDB_API_KEY"),
@@ -341,6 +355,20 @@ class EnvRunnerHooks:
         step counter."""
         self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=num_steps)
         self._increase_sampled_metrics(num_steps, num_episodes_done)
+
+
+def sample_train_batch(algo: Any) -> tuple[list[Any], list[Any]]:
+    """One train batch of episodes from `algo`'s EnvRunners and their metrics, sampled as
+    PPO.training_step samples it (Ray 2.60): `total_train_batch_size` env steps."""
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+    return synchronous_parallel_sample(
+        worker_set=algo.env_runner_group,
+        max_env_steps=algo.config.total_train_batch_size,
+        sample_timeout_s=algo.config.sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
 
 
 # --- Ray Tune ------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 DQN, chosen by `cfg.algorithm`) on the new API stack; `read_result(result)` maps RLlib's
 (renamed-between-releases, per-algorithm) result keys to ours. Building a config also registers
 the Procgen env with Tune (`make_procgen_env`). What the builders plug in lives in modules named
-for it: the PPO learner (`rlsweep.ppo_learner`), the modules (`rlsweep.rl_module`), a GPU
-trial's EnvRunner (`rlsweep.env_runner`) and the process's torch settings (`rlsweep.device`).
+for it: the PPO learner (`rlsweep.ppo_learner`), PPO with `overlap` (`rlsweep.overlap`), the
+modules (`rlsweep.rl_module`), the EnvRunners (`rlsweep.env_runner`) and the process's torch
+settings (`rlsweep.device`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from rlsweep.connectors import batch_observations, sample_actions
 from rlsweep.device import configure_torch, learner_device
 from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
+from rlsweep.overlap import OverlappedPPO
 from rlsweep.placement import ENV_RUNNER_CPUS, placement
 from rlsweep.ppo_learner import LR_IN_UPDATE, RlsweepPPOLearner, learner_options
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
@@ -68,7 +70,7 @@ def _log_raw_episode(*, env, env_index: int, metrics_logger, **_: Any) -> None:
 def ppo_config(cfg: TrialConfig) -> PPOConfig:
     """The RLlib PPOConfig for one trial."""
     return (
-        _common(PPOConfig(), cfg)
+        _common(PPOConfig(algo_class=OverlappedPPO if cfg.overlap else None), cfg)
         .learners(learner_class=RlsweepPPOLearner, learner_config_dict=learner_options(cfg))
         .training(
             gamma=cfg.gamma,

@@ -34,6 +34,9 @@ MINIBATCHING = "rlsweep_minibatching"
 ADVANTAGE_NORM = "rlsweep_advantage_norm"
 ADAM_EPS = "rlsweep_adam_eps"
 SHUFFLE_SEED = "rlsweep_shuffle_seed"
+ROLLOUT_VALUES = "rlsweep_rollout_values"
+"""Whether GAE may reuse the rollout's values: only when the batch was sampled with the weights
+being updated (synchronous PPO; not with `overlap`)."""
 
 LR_IN_UPDATE = "rlsweep_lr_in_update"
 """The learner metric: the lr each update trained with (`rlsweep.algos.read_result` reads it)."""
@@ -48,6 +51,7 @@ def learner_options(cfg: TrialConfig) -> dict[str, Any]:
         ADVANTAGE_NORM: cfg.advantage_norm,
         ADAM_EPS: cfg.adam_eps,
         SHUFFLE_SEED: cfg.seed,
+        ROLLOUT_VALUES: not cfg.overlap,
         **({PPO2_VF_CLIP: cfg.vf_clip_param} if cfg.vf_clip_mode == "ppo2" else {}),
     }
 
@@ -169,7 +173,9 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
     Speed and memory, same numbers:
     - GAE runs under `no_grad` and reuses the values the rollout computed (see
       ImpalaPPOModule.compute_values) instead of a second trunk pass over the whole batch; what
-      still needs the network (the bootstrap rows) runs in minibatch-sized chunks.
+      still needs the network (the bootstrap rows) runs in minibatch-sized chunks. Not with
+      `overlap` (a batch sampled with older weights): GAE then runs the network over every
+      row, in the same chunks.
 
     And a fix: a restored fixed learning rate is the config's, not the checkpoint's: restoring
     loads the optimizer state, lr included, so a PBT-perturbed lr would silently revert for an
@@ -245,7 +251,8 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
                 self.set_optimizer_lr(optimizer, float(schedule.get_current_value()))
 
     def make_batch(self, training_data):
-        modules = [m for m in self.module.values() if isinstance(m, ImpalaPPOModule)]
+        reuse = self.config.learner_config_dict.get(ROLLOUT_VALUES, True)
+        modules = [m for m in self.module.values() if isinstance(m, ImpalaPPOModule) and reuse]
         for m in modules:
             m.use_rollout_values = True
         try:
