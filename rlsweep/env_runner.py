@@ -20,6 +20,7 @@ from ray.rllib.utils.metrics import RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
 from rlsweep._ray_compat import EnvRunnerHooks
 from rlsweep.connectors import BatchObservations, SampleActions, rollout_columns
 from rlsweep.device import learner_device
+from rlsweep.models import bf16_weights_for_rollouts
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     It runs when RLlib's loop would do nothing more: sampling timesteps, with rlsweep's two
     connectors (`rlsweep.connectors`) as the whole pipelines and no `on_episode_step`
     callback; otherwise (random actions, whole episodes, other connectors) RLlib's loop runs.
+
+    With `precision: bf16` its module's trunk stores bf16 weights
+    (`rlsweep.models.bf16_weights_for_rollouts`): the same numbers, without autocast's casts.
     """
 
     def sample_steps(
@@ -84,6 +88,11 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
                 force_reset=force_reset,
             )
         return self._sample_batched(num_timesteps, explore=explore, force_reset=force_reset)
+
+    def make_module(self) -> None:
+        super().make_module()
+        if self.module is not None:
+            bf16_weights_for_rollouts(self.module)
 
     def batched_loop_applies(self) -> bool:
         """Whether the batched loop samples what RLlib's would (see the class docstring)."""

@@ -14,6 +14,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from rlsweep.algos import algorithm_config
 from rlsweep.config import TrialConfig
 from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
+from rlsweep.models import ImpalaCNN
 from rlsweep.testing import TINY_PPO
 
 # Leaper and 16 envs: random-policy episodes end and restart within the 8 x 16 x 16 sampled
@@ -122,14 +123,17 @@ def _counts(metrics: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.rllib
 @pytest.mark.parametrize(
     ("overrides", "explore"),
-    [(SMALL, True), (SMALL, False), (DQN_SMALL, True)],
-    ids=["ppo-explore", "ppo-greedy", "dqn-epsilon-greedy"],
+    [(SMALL, True), (SMALL, False), (DQN_SMALL, True), (dict(SMALL, precision="bf16"), True)],
+    ids=["ppo-explore", "ppo-greedy", "dqn-epsilon-greedy", "ppo-bf16-weights"],
 )
 def test_the_batched_loop_samples_what_rllibs_loop_samples(overrides, explore):
     cfg = TrialConfig(**overrides)
     ours, rllibs = _runner(BatchedEnvRunner, cfg), _runner(SingleAgentEnvRunner, cfg)
     try:
         assert ours.batched_loop_applies()
+        trunks = [m for m in ours.module.modules() if isinstance(m, ImpalaCNN)]
+        bf16 = {p.dtype for m in trunks for p in m.parameters()} == {torch.bfloat16}
+        assert bf16 == (cfg.precision == "bf16")  # the same numbers as RLlib's autocast below
         a, b = _samples(ours, explore), _samples(rllibs, explore)
         assert len(a[0]) == len(b[0])
         if explore:  # (the greedy policy may stand still for all 128 steps)
