@@ -20,6 +20,8 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
 (c) one rlsweep trial through Tune, as a user runs it (`run_sweep`), holding the whole GPU and
     every CPU; steady env steps/s from its progress (after the first iteration, evaluation time
     excluded).
+    Then the same trial with `overlap: true` (sampling the next batch beside the update: one
+    update of policy lag, `rlsweep.overlap`).
 (d) K rlsweep trials packed on the GPU (num_gpus 1/K, CPUs / K each): aggregate env steps/s
     (the sum of their steady rates; they run concurrently), the largest K first.
 
@@ -79,6 +81,8 @@ class Setup:
     """Timed iterations per run (after one warm-up)."""
     packed: tuple[int, ...] = (8, 4, 2)
     """K of (d), run in this order; K = 1 is (c)."""
+    overlap: bool = True
+    """(c) again with `overlap: true`."""
     eval_episodes: int = 1
     """The trial's end-of-run evaluation, per level split (its time is excluded from the rate)."""
     repeats: int = 10
@@ -99,6 +103,9 @@ class Setup:
         return self.envs * self.rollout
 
 
+OVERLAP = {"overlap": True}
+"""(c)'s second run: sampling beside the update."""
+
 QUICK = dict(
     envs=8,
     rollout=16,
@@ -106,6 +113,7 @@ QUICK = dict(
     epochs=1,
     iterations=1,
     packed=(2,),
+    overlap=False,
     eval_episodes=1,
     repeats=3,
     variants=({},),
@@ -245,18 +253,20 @@ def plain_loop(s: Setup, precision: str) -> dict[str, Any]:
 
 
 # --- (c), (d) ----------------------------------------------------------------------------------
-def packed_trials(s: Setup, k: int, storage: str) -> dict[str, Any]:
+def packed_trials(
+    s: Setup, k: int, storage: str, overrides: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """(c) for k = 1, (d) otherwise: k trials through Tune sharing the GPU (and the CPUs), with
-    each trial's steady rate, peak GPU memory and status."""
+    each trial's steady rate, peak GPU memory and status; `overrides`: TrialConfig fields."""
     from rlsweep import metrics as M
     from rlsweep.results import load_curves
     from rlsweep.spec import SweepSpec
     from rlsweep.sweep import run_sweep
 
-    params = trial_params(s, k)
+    params = {**trial_params(s, k), **(overrides or {})}
     spec = SweepSpec.from_dict(
         {
-            "name": f"gpu-bench-k{k}",
+            "name": f"gpu-bench-k{k}" + "".join(f"-{key}" for key in overrides or {}),
             "games": [s.game],
             "seeds": list(range(k)),
             "budget": (1 + s.iterations) * s.batch,
@@ -582,7 +592,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k in sorted({*s.packed, 16}, reverse=True):
             rec.data.setdefault("packing_check", {})[str(k)] = check = packing_check(s, k)
             rec.say(f"validate, K={k} on this GPU: {check}")
-    packed: dict[int, dict[str, Any]] = {}
+    packed: dict[int | str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="rlsweep-gpu-bench-") as storage:
         for k in (1, *s.packed):
             v = rec.stage(f"K={k}", lambda k=k: packed_trials(s, k, storage))
@@ -597,6 +607,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             rec.say(*packed_lines(s, k, v))
             if k == 1:
                 rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
+                over = s.overlap and rec.stage(
+                    "(c) overlap", lambda: packed_trials(s, 1, storage, OVERLAP)
+                )
+                if over:
+                    packed["overlap"] = over
+                    rec.data["overlap_env_steps_per_s"] = over["aggregate_env_steps_per_s"]
+                    label = "(c) one trial, overlap: true"
+                    rec.say(f"{label:<44} {over['aggregate_env_steps_per_s']:>12,.0f}")
                 for overrides in s.variants:
                     name = variant_name(overrides)
                     parts = rec.stage(f"(e) {name}", lambda o=overrides: breakdown_stage(s, o))
@@ -609,6 +627,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if one and trial_precision in plain:
         peer = plain[trial_precision]["env_steps_per_s"]
         ratios.append(f"ratio (c)/(b), both {trial_precision}: {one / peer:.2f}")
+    if one and "overlap" in packed:
+        over = packed.pop("overlap")["aggregate_env_steps_per_s"]
+        ratios.append(f"ratio (c) overlap / (c): {over / one:.2f}")
     for k, v in packed.items():
         if k != 1 and one:
             ratios.append(f"ratio (d)/(c), K={k}: {v['aggregate_env_steps_per_s'] / one:.2f}")

@@ -1,4 +1,4 @@
-"""One command for a GPU node (`make gpu-check`): install, `rlsweep doctor`, `benchmarks/gpu.py`.
+"""One command for a GPU node (`make gpu-check`): install, `rlsweep doctor`, the benchmarks.
 
     python3 benchmarks/gpu_check.py run [--wheelhouse DIR | --no-install] [--syslibs DIR]
                                         [--quick] [-- GPU.PY ARGS]
@@ -17,7 +17,9 @@ results/benchmarks/, gpu.py's), so a run stopped by a time limit still leaves wh
    with an index) and put on LD_LIBRARY_PATH for the later stages: a node without a package
    index cannot apt-get them.
 3. `rlsweep doctor --gpu` (without `--gpu` when `--quick`): doctor.log, doctor.json.
-4. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
+4. `benchmarks/sampler.py` (RLlib's sampling loop against rlsweep's batched one, by part;
+   `--quick` likewise): sampler.log, sampler.json.
+5. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
    into $OUT itself: gpu.log.
 
 gpu-check.json sums up the stages (exit code, seconds) and what was unpacked. A stage that
@@ -227,8 +229,9 @@ def run(args: argparse.Namespace) -> int:
     r.write_summary(unpacked=packages, ld_library_path=[str(d) for d in dirs])
     doctor = [python, "-m", "rlsweep.cli", "doctor", "--json", str(out / "doctor.json")]
     r.stage("doctor", doctor if args.quick else [*doctor, "--gpu"])
-    gpu = [python, str(REPO / "benchmarks" / "gpu.py"), *(["--quick"] if args.quick else [])]
-    r.stage("gpu", [*gpu, *args.gpu_args])
+    quick = ["--quick"] if args.quick else []
+    r.stage("sampler", [python, str(REPO / "benchmarks" / "sampler.py"), *quick])
+    r.stage("gpu", [python, str(REPO / "benchmarks" / "gpu.py"), *quick, *args.gpu_args])
     failed = [s["stage"] for s in r.stages if s["rc"]]
     r.log(f"done: {'failed: ' + ', '.join(failed) if failed else 'every stage passed'}")
     return 1 if failed else 0

@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/learning.py                       # 2-core CPU, about an hour
     python benchmarks/learning.py --device cuda --budget 25e6     # the published scale
     .venv/bin/python benchmarks/learning.py --precision bf16      # rlsweep bf16 against fp32
+    .venv/bin/python benchmarks/learning.py --overlap             # overlap: true against false
 
 The same game, seeds and budget run (a) as rlsweep trials through `run_sweep` (RLlib, Tune, the
 cobbe2019 baseline: train-procgen's PPO) and (b) by `benchmarks/plain_ppo.py` (CleanRL's loop,
@@ -14,6 +15,8 @@ of the mean final test score overlap, and writes both learning curves to a PNG.
 With `--precision P`, the two arms are rlsweep trials in fp32 and in P instead (the same seeds,
 budget and evaluator): whether P learns as fp32 does, which is how a GPU trial's default
 precision was chosen (`rlsweep.subconfigs.GPU_PRECISION`; bf16 autocast runs on the CPU too).
+With `--overlap`, they are rlsweep trials without and with `overlap: true` (`rlsweep.overlap`:
+one update of policy lag): what the lag costs in learning.
 
 Default game: starpilot. It moves earliest of the 16 games: its reward is dense from the first
 step (every enemy shot down), so PPO's return rises within the first ~100k env steps, where
@@ -45,9 +48,10 @@ DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 mi
 
 
 def run_rlsweep(
-    game: str, seeds: list[int], budget: int, args, precision: str = "fp32"
+    game: str, seeds: list[int], budget: int, args, precision: str = "fp32", overlap: bool = False
 ) -> dict[int, list[dict]]:
-    """rlsweep trials as a user runs them, in `precision`; returns each seed's evaluated rows."""
+    """rlsweep trials as a user runs them, in `precision`, with or without `overlap`; returns
+    each seed's evaluated rows."""
     from rlsweep.results import load_curves
     from rlsweep.spec import SweepSpec
     from rlsweep.sweep import run_sweep
@@ -58,11 +62,12 @@ def run_rlsweep(
         "eval_episodes": args.eval_episodes,
         "num_cpus": args.threads,
         "precision": precision,
+        "overlap": overlap,
     }
     if args.device == "cuda":
         params["num_gpus"] = 1
     spec = SweepSpec(
-        name=f"learning-{game}-{precision}",
+        name=f"learning-{game}-{precision}" + ("-overlap" if overlap else ""),
         extends="cobbe2019",
         games=[game],
         seeds=seeds,
@@ -150,7 +155,14 @@ def main(argv: list[str] | None = None) -> None:
         choices=("tf32", "bf16"),
         help="compare rlsweep in this precision with rlsweep in fp32 (no reference loop)",
     )
+    parser.add_argument(
+        "--overlap",
+        action="store_true",
+        help="compare rlsweep with overlap: true with rlsweep without it (no reference loop)",
+    )
     args = parser.parse_args(argv)
+    if args.precision and args.overlap:
+        parser.error("--precision and --overlap: one comparison at a time")
     budget = int(args.budget)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -160,12 +172,21 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     t0 = time.monotonic()
-    first = "rlsweep, fp32" if args.precision else "rlsweep (RLlib)"
+    first = (
+        "rlsweep, fp32"
+        if args.precision
+        else "rlsweep, synchronous"
+        if args.overlap
+        else "rlsweep (RLlib)"
+    )
     curves = {first: run_rlsweep(args.game, args.seeds, budget, args)}
     t1 = time.monotonic()
     if args.precision:
         other = f"rlsweep, {args.precision}"
         curves[other] = run_rlsweep(args.game, args.seeds, budget, args, args.precision)
+    elif args.overlap:
+        other = "rlsweep, overlap"
+        curves[other] = run_rlsweep(args.game, args.seeds, budget, args, overlap=True)
     else:
         other = "reference (plain_ppo.py)"
         curves[other] = {s: run_plain(args.game, s, budget, args) for s in args.seeds}
@@ -194,7 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     share = sum(r[M.EVAL_S] for r in rl) / sum(r[M.WALL_S] for r in rl)
     print(f"rlsweep trials spent {100 * share:.1f}% of their wall time evaluating")
     print(f"wall time: rlsweep {t1 - t0:.0f} s, {other} {t2 - t1:.0f} s")
-    suffix = f"_{args.precision}" if args.precision else ""
+    suffix = f"_{args.precision}" if args.precision else "_overlap" if args.overlap else ""
     png = args.out / f"learning_{args.game}{suffix}.png"
     plot(args.game, curves, png)
     print(f"learning curves: {png}")

@@ -1,8 +1,10 @@
 """Every private Ray / RLlib hook rlsweep relies on, in one place.
 
 rlsweep reaches past Ray's public API to make RLlib's PPO learner do the reference update
-(`LearnerHooks`, used by `rlsweep.ppo_learner.RlsweepPPOLearner`), to keep credentials out of the
-runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
+(`LearnerHooks`, used by `rlsweep.ppo_learner.RlsweepPPOLearner`), to sample a step of all envs in
+one batched operation (`EnvRunnerHooks`, used by `rlsweep.env_runner.BatchedEnvRunner`) and a
+train batch as PPO does (`sample_train_batch`, `rlsweep.overlap`), to keep
+credentials out of the runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
 `stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to start a
 local Ray without the background work nobody reads (`quiet_local_ray`), to stop Tune's
 loop the way Ctrl-C does (`end_tune_loop`), to share the sweep's stop flag through the GCS
@@ -44,8 +46,8 @@ class Hook:
     """What rlsweep does with it, and where."""
     kind: str = "class"
     """class: defined on the owner class or module | instance: set on every instance by the
-    owner's __init__ | file: shipped in the ray wheel | log: text of a log record the owner
-    module (whose name is its logger's) emits."""
+    owner's __init__ | parameter: a keyword the owner function takes | file: shipped in the ray
+    wheel | log: text of a log record the owner module (whose name is its logger's) emits."""
     checked: str = CHECKED
 
 
@@ -53,6 +55,8 @@ _LEARNER = "ray.rllib.core.learner.learner.Learner"
 _TORCH_LEARNER = "ray.rllib.core.learner.torch.torch_learner.TorchLearner"
 _WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
 _RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
+_ENV_RUNNER = "ray.rllib.env.env_runner.EnvRunner"
+_SA_ENV_RUNNER = "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner"
 
 HOOKS: tuple[Hook, ...] = (
     # RlsweepPPOLearner (rlsweep.ppo_learner), through LearnerHooks below.
@@ -87,6 +91,57 @@ HOOKS: tuple[Hook, ...] = (
     Hook(_RL_MODULE, "_forward_exploration", "rl_module: rollout pass (with values)"),
     Hook(_RL_MODULE, "_forward_train", "rl_module: training pass (augmentation)"),
     Hook(_RL_MODULE, "_forward_inference", "rl_module: DQN's epsilon-greedy evaluation"),
+    # BatchedEnvRunner (rlsweep.env_runner), through EnvRunnerHooks below.
+    Hook(_SA_ENV_RUNNER, "_sample", "overridden as EnvRunnerHooks.sample_steps: batched loop"),
+    Hook(_ENV_RUNNER, "_reset_envs_and_episodes", "EnvRunnerHooks.reset_envs_and_episodes"),
+    Hook(_ENV_RUNNER, "_try_env_step", "EnvRunnerHooks.try_env_step: RLlib's env-failure rules"),
+    Hook(_ENV_RUNNER, "_log_env_steps", "EnvRunnerHooks.count_sampled: Ray's step counter"),
+    Hook(_SA_ENV_RUNNER, "_increase_sampled_metrics", "EnvRunnerHooks.count_sampled"),
+    Hook(_SA_ENV_RUNNER, "_make_on_episode_callback", "EnvRunnerHooks.episode_callback"),
+    Hook(_SA_ENV_RUNNER, "_new_episode", "EnvRunnerHooks.new_episode (on_episode_created)"),
+    Hook(_SA_ENV_RUNNER, "_ongoing_episodes", "EnvRunnerHooks.ongoing_episodes", kind="instance"),
+    Hook(
+        _SA_ENV_RUNNER,
+        "_done_episodes_for_metrics",
+        "EnvRunnerHooks.done_episodes_for_metrics: get_metrics' finished episodes",
+        kind="instance",
+    ),
+    Hook(
+        _SA_ENV_RUNNER,
+        "_ongoing_episodes_for_metrics",
+        "EnvRunnerHooks.ongoing_chunks_for_metrics: get_metrics' earlier chunks",
+        kind="instance",
+    ),
+    Hook(_SA_ENV_RUNNER, "_needs_initial_reset", "EnvRunnerHooks.needs_reset", kind="instance"),
+    Hook(
+        _SA_ENV_RUNNER,
+        "_cached_to_module",
+        "EnvRunnerHooks.cached_to_module: the next step's module input",
+        kind="instance",
+    ),
+    Hook(_SA_ENV_RUNNER, "_weights_seq_no", "EnvRunnerHooks.weights_seq_no", kind="instance"),
+    Hook(_SA_ENV_RUNNER, "_callbacks", "EnvRunnerHooks.callback_objects", kind="instance"),
+    Hook(_SA_ENV_RUNNER, "_env_to_module", "EnvRunnerHooks.env_to_module", kind="instance"),
+    Hook(_SA_ENV_RUNNER, "_module_to_env", "EnvRunnerHooks.module_to_env", kind="instance"),
+    Hook(
+        _SA_ENV_RUNNER,
+        "_metrics_num_env_steps_sampled",
+        "EnvRunnerHooks.count_sampled: Ray's step counter",
+        kind="instance",
+    ),
+    # sample_train_batch (rlsweep.overlap): PPO's own sampling call.
+    Hook(
+        "ray.rllib.execution.rollout_ops.synchronous_parallel_sample",
+        "_uses_new_env_runners",
+        "sample_train_batch: episodes from the new API stack's EnvRunners",
+        kind="parameter",
+    ),
+    Hook(
+        "ray.rllib.execution.rollout_ops.synchronous_parallel_sample",
+        "_return_metrics",
+        "sample_train_batch: the EnvRunners' metrics with the episodes",
+        kind="parameter",
+    ),
     # keyless_wandb_callback_class (rlsweep.tracking).
     Hook(_WANDB, "_start_logging_actor", "overridden: logging actors without WANDB_API_KEY"),
     Hook(_WANDB, "_remote_logger_class", "set before Ray's own code would", kind="instance"),
@@ -191,6 +246,18 @@ def resolve(owner: str) -> Any:
         return getattr(importlib.import_module(module), name)
 
 
+def _renamed(private: str, doc: str) -> property:
+    """A read-write property over a private attribute of RLlib's."""
+
+    def get(self: Any) -> Any:
+        return getattr(self, private)
+
+    def set(self: Any, value: Any) -> None:
+        setattr(self, private, value)
+
+    return property(get, set, doc=doc)
+
+
 # --- RLlib Learner -------------------------------------------------------------------------------
 class LearnerHooks:
     """Mixin for an RLlib Learner subclass, listed before the RLlib class in its bases: the
@@ -232,6 +299,76 @@ class LearnerHooks:
 
     def set_optimizer_lr(self, optimizer: Any, lr: float) -> None:
         self._set_optimizer_lr(optimizer, lr=lr)
+
+
+# --- RLlib EnvRunner -----------------------------------------------------------------------------
+class EnvRunnerHooks:
+    """Mixin for a SingleAgentEnvRunner subclass, listed before it in the bases: RLlib's sampling
+    loop (`_sample`, which `sample` calls inside its timers and `on_sample_end`) under a public
+    name to override, and the private state and helpers such a loop needs, under public names.
+    A loop written against these keeps RLlib's episodes, metrics and callbacks as they are."""
+
+    def sample_steps(self, **kwargs: Any) -> list[Any]:
+        """RLlib's loop: `num_timesteps` or `num_episodes`, `explore`, `random_actions`,
+        `force_reset` -> the done episodes, then the ongoing chunks."""
+        return super()._sample(**kwargs)
+
+    def _sample(self, **kwargs: Any) -> list[Any]:
+        return self.sample_steps(**kwargs)
+
+    ongoing_episodes = _renamed("_ongoing_episodes", "One SingleAgentEpisode per env.")
+    done_episodes_for_metrics = _renamed(
+        "_done_episodes_for_metrics", "Episodes finished since get_metrics last ran."
+    )
+    ongoing_chunks_for_metrics = _renamed(
+        "_ongoing_episodes_for_metrics", "episode id -> its chunks returned so far."
+    )
+    needs_reset = _renamed("_needs_initial_reset", "Whether the next sample resets the envs.")
+    cached_to_module = _renamed(
+        "_cached_to_module", "The env-to-module output for the envs' latest observations."
+    )
+    weights_seq_no = _renamed("_weights_seq_no", "The weights' version, stored with each step.")
+    callback_objects = _renamed("_callbacks", "The RLlibCallback objects of the config.")
+    env_to_module = _renamed("_env_to_module", "The env-to-module connector pipeline.")
+    module_to_env = _renamed("_module_to_env", "The module-to-env connector pipeline.")
+
+    def reset_envs_and_episodes(self, explore: bool) -> None:
+        """New episodes, the envs reset (seeded on the first reset), `on_episode_created` and
+        `on_episode_start` made, the env-to-module output cached."""
+        self._reset_envs_and_episodes(explore)
+
+    def try_env_step(self, actions: Any) -> Any:
+        """The vector env's step results, or `ENV_STEP_FAILURE` (envs then restarted or
+        the error raised, as the config says)."""
+        return self._try_env_step(actions)
+
+    def episode_callback(self, which: str, env_index: int) -> None:
+        """`which` (on_episode_start/step/end) for env `env_index`'s ongoing episode."""
+        self._make_on_episode_callback(which, env_index, self._ongoing_episodes)
+
+    def new_episode(self, env_index: int) -> None:
+        """A fresh episode for env `env_index`, `on_episode_created` made."""
+        self._new_episode(env_index, self._ongoing_episodes)
+
+    def count_sampled(self, num_steps: int, num_episodes_done: int) -> None:
+        """A sample's env steps and finished episodes into the runner's metrics and Ray's
+        step counter."""
+        self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=num_steps)
+        self._increase_sampled_metrics(num_steps, num_episodes_done)
+
+
+def sample_train_batch(algo: Any) -> tuple[list[Any], list[Any]]:
+    """One train batch of episodes from `algo`'s EnvRunners and their metrics, sampled as
+    PPO.training_step samples it (Ray 2.60): `total_train_batch_size` env steps."""
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+    return synchronous_parallel_sample(
+        worker_set=algo.env_runner_group,
+        max_env_steps=algo.config.total_train_batch_size,
+        sample_timeout_s=algo.config.sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
 
 
 # --- Ray Tune ------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 DQN, chosen by `cfg.algorithm`) on the new API stack; `read_result(result)` maps RLlib's
 (renamed-between-releases, per-algorithm) result keys to ours. Building a config also registers
 the Procgen env with Tune (`make_procgen_env`). What the builders plug in lives in modules named
-for it: the PPO learner (`rlsweep.ppo_learner`), the modules (`rlsweep.rl_module`), a GPU
-trial's EnvRunner (`rlsweep.env_runner`) and the process's torch settings (`rlsweep.device`).
+for it: the PPO learner (`rlsweep.ppo_learner`), PPO with `overlap` (`rlsweep.overlap`), the
+modules (`rlsweep.rl_module`), the EnvRunners (`rlsweep.env_runner`) and the process's torch
+settings (`rlsweep.device`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from rlsweep import metrics as M
 from rlsweep.config import TrialConfig
 from rlsweep.connectors import batch_observations, sample_actions
 from rlsweep.device import configure_torch, learner_device
-from rlsweep.env_runner import CentralInferenceEnvRunner
+from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
 from rlsweep.envs import EnvConfig, ProcgenVectorEnv
+from rlsweep.overlap import OverlappedPPO
 from rlsweep.placement import ENV_RUNNER_CPUS, placement
 from rlsweep.ppo_learner import LR_IN_UPDATE, RlsweepPPOLearner, learner_options
 from rlsweep.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
@@ -68,7 +70,7 @@ def _log_raw_episode(*, env, env_index: int, metrics_logger, **_: Any) -> None:
 def ppo_config(cfg: TrialConfig) -> PPOConfig:
     """The RLlib PPOConfig for one trial."""
     return (
-        _common(PPOConfig(), cfg)
+        _common(PPOConfig(algo_class=OverlappedPPO if cfg.overlap else None), cfg)
         .learners(learner_class=RlsweepPPOLearner, learner_config_dict=learner_options(cfg))
         .training(
             gamma=cfg.gamma,
@@ -105,7 +107,7 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
     runner layout come from `rlsweep.placement.placement`."""
     p = placement(cfg)
     env_config = {**cfg.env_config().to_dict(), "envpool_threads": p.envpool_threads}
-    runner_class = {"env_runner_cls": CentralInferenceEnvRunner} if p.central_inference else {}
+    runner_class = CentralInferenceEnvRunner if p.central_inference else BatchedEnvRunner
     return (
         # Procgen's actions are Discrete: RLlib's action unsquashing/clipping would only
         # deep-copy every env's action each step.
@@ -124,7 +126,7 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
             add_default_connectors_to_env_to_module_pipeline=False,
             module_to_env_connector=sample_actions,
             add_default_connectors_to_module_to_env_pipeline=False,
-            **runner_class,
+            env_runner_cls=runner_class,
         )
         # The learner is local (num_learners=0): it lives in the main process's bundle, and
         # with a GPU holds the trial's GPU share, which the central EnvRunner shares.

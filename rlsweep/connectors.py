@@ -40,27 +40,52 @@ class BatchObservations(ConnectorV2):
 
 
 class SampleActions(ConnectorV2):
-    """Module-to-env: actions sampled from the module's action distribution (its inference
-    distribution, made deterministic, when not exploring) with their log-probabilities, unless
-    the module already chose them (DQN's epsilon-greedy), then every column as a numpy array
-    over envs: `ACTIONS` is what the vector env steps with, and row i of each other column is
-    env i's extra model output (RLlib's GetActions + TensorToNumpy, without the per-env lists)."""
+    """Module-to-env: `rollout_columns` as a connector (RLlib's GetActions + TensorToNumpy,
+    without the per-env lists)."""
 
     def __call__(self, *, rl_module, batch, episodes, explore=None, **kwargs) -> dict[str, Any]:
-        if Columns.ACTIONS not in batch:
-            dist_class = (
-                rl_module.get_exploration_action_dist_cls()
-                if explore
-                else rl_module.get_inference_action_dist_cls()
-            )
-            dist = dist_class.from_logits(batch[Columns.ACTION_DIST_INPUTS])
-            if not explore:
-                dist = dist.to_deterministic()
-            actions = dist.sample()
-            batch[Columns.ACTIONS] = actions
-            if Columns.ACTION_LOGP not in batch:
-                batch[Columns.ACTION_LOGP] = dist.logp(actions)
-        return {k: to_numpy(v) for k, v in batch.items()}
+        return rollout_columns(rl_module, batch, explore=bool(explore))
+
+
+def rollout_columns(rl_module, batch: dict[str, Any], *, explore: bool) -> dict[str, np.ndarray]:
+    """A rollout step's module output -> numpy columns over envs: `ACTIONS`, sampled from the
+    module's action distribution (its inference distribution, made deterministic, when not
+    exploring) unless the module already chose them (DQN's epsilon-greedy), with their
+    `ACTION_LOGP`, and every other column the module returned (row i: env i's)."""
+    if Columns.ACTIONS not in batch:
+        dist_class = (
+            rl_module.get_exploration_action_dist_cls()
+            if explore
+            else rl_module.get_inference_action_dist_cls()
+        )
+        dist = dist_class.from_logits(batch[Columns.ACTION_DIST_INPUTS])
+        if not explore:
+            dist = dist.to_deterministic()
+        actions = dist.sample()
+        batch[Columns.ACTIONS] = actions
+        if Columns.ACTION_LOGP not in batch:
+            batch[Columns.ACTION_LOGP] = dist.logp(actions)
+    return columns_to_numpy(batch)
+
+
+def columns_to_numpy(batch: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Each column as a numpy array. Columns on a GPU come to the host in one copy per dtype
+    (each copy waits for the GPU: one wait per step instead of one per column)."""
+    on_device = {
+        k: v for k, v in batch.items() if isinstance(v, torch.Tensor) and v.device.type != "cpu"
+    }
+    out = {k: to_numpy(v) for k, v in batch.items() if k not in on_device}
+    by_dtype: dict[torch.dtype, list[str]] = {}
+    for k, v in on_device.items():
+        by_dtype.setdefault(v.dtype, []).append(k)
+    for keys in by_dtype.values():
+        flat = [on_device[k].detach().reshape(-1) for k in keys]
+        host = torch.cat(flat).cpu().numpy()
+        start = 0
+        for k, f in zip(keys, flat, strict=True):
+            out[k] = host[start : start + f.numel()].reshape(on_device[k].shape)
+            start += f.numel()
+    return {k: out[k] for k in batch}
 
 
 def to_numpy(x: Any) -> np.ndarray:

@@ -46,6 +46,9 @@ MINIBATCHING = "rlsweep_minibatching"
 ADVANTAGE_NORM = "rlsweep_advantage_norm"
 ADAM_EPS = "rlsweep_adam_eps"
 SHUFFLE_SEED = "rlsweep_shuffle_seed"
+ROLLOUT_VALUES = "rlsweep_rollout_values"
+"""Whether GAE may reuse the rollout's values: only when the batch was sampled with the weights
+being updated (synchronous PPO; not with `overlap`)."""
 
 LR_IN_UPDATE = "rlsweep_lr_in_update"
 """The learner metric: the lr each update trained with (`rlsweep.algos.read_result` reads it)."""
@@ -60,6 +63,7 @@ def learner_options(cfg: TrialConfig) -> dict[str, Any]:
         ADVANTAGE_NORM: cfg.advantage_norm,
         ADAM_EPS: cfg.adam_eps,
         SHUFFLE_SEED: cfg.seed,
+        ROLLOUT_VALUES: not cfg.overlap,
         **({PPO2_VF_CLIP: cfg.vf_clip_param} if cfg.vf_clip_mode == "ppo2" else {}),
     }
 
@@ -274,7 +278,8 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
     Speed and memory, same numbers:
     - GAE runs under `no_grad` and reuses the values the rollout computed (`ReferenceGAE`)
       instead of a second trunk pass over the whole batch; what still needs the network (the
-      bootstrap rows) runs in minibatch-sized chunks.
+      bootstrap rows) runs in minibatch-sized chunks. Not with `overlap` (a batch sampled
+      with older weights): GAE then runs the network over every row, in the same chunks.
     - The batch is built from the episodes in one piece (`EpisodesToTrainBatch`, in place of
       RLlib's default learner connectors): the observations are copied once, not twice.
 
@@ -302,7 +307,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
                 gamma=self.config.gamma,
                 lambda_=self.config.lambda_,
                 chunk_rows=self.config.minibatch_size,
-                rollout_values=True,
+                rollout_values=bool(opts.get(ROLLOUT_VALUES, True)),
             )
         )
         pieces = tuple(type(c) for c in connector.connectors[: len(RLLIB_EPISODE_PIECES)])

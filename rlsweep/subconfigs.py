@@ -300,6 +300,12 @@ class AlgorithmConfig(Validated):
     new API stack). ppo only."""
     adam_eps: float = checked(1e-5, rule=positive)
     """Adam's epsilon (PPO2 and CleanRL: 1e-5; torch's default, RLlib's: 1e-8). ppo only."""
+    overlap: bool = checked(False, rule=flag)
+    """Sample the next train batch while learning on this one (`rlsweep.overlap`): the EnvRunners
+    and the learner work at the same time, but each update learns from a batch sampled with the
+    weights before the previous update (one update of policy lag: PPO's ratio and GAE's values
+    then stand against an older policy than the reference's). false: the reference's
+    synchronous PPO. ppo only."""
 
     @property
     def effective_train_batch_size(self) -> int:
@@ -334,6 +340,11 @@ class AlgorithmConfig(Validated):
                 not shuffled or batch % self.minibatch_size == 0,
                 f"a divisor of the train batch ({batch} env steps): minibatching shuffle cuts "
                 "it into equal minibatches",
+            ),
+            (
+                "overlap",
+                not self.overlap or self.algorithm == "ppo",
+                "false unless algorithm is ppo",
             ),
             # RLlib's IMPALA splits the batch into whole rollout fragments.
             (

@@ -148,6 +148,7 @@ def test_rllib_config_mapping():
         "rlsweep_advantage_norm": "minibatch",
         "rlsweep_adam_eps": 1e-5,
         "rlsweep_shuffle_seed": 7,
+        "rlsweep_rollout_values": True,
     }
     assert not ppo_config(TrialConfig()).use_kl_loss  # kl_coeff 0 turns the KL term off
 

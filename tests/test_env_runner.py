@@ -1,12 +1,33 @@
-"""rlsweep.env_runner: a GPU trial without remote EnvRunners samples with CentralInferenceEnvRunner
-in its own process (the other layouts keep RLlib's), and that runner is RLlib's sampling with the
-module on the learner's device: here, on the CPU (`rllib`: real RLlib on real Procgen)."""
+"""rlsweep.env_runner: every trial samples with BatchedEnvRunner (a GPU trial without remote
+EnvRunners with its CentralInferenceEnvRunner, in its own process), and the batched loop samples
+what RLlib's own loop samples: the same episodes, chunk for chunk and value for value, the same
+metrics and callbacks (`rllib`: real RLlib on real Procgen, no Ray cluster)."""
 
+from typing import Any
+
+import numpy as np
 import pytest
+import torch
+from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rlsweep.algos import algorithm_config
 from rlsweep.config import TrialConfig
-from rlsweep.env_runner import CentralInferenceEnvRunner
+from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
+from rlsweep.models import ImpalaCNN
+from rlsweep.testing import TINY_PPO
+
+# Leaper and 16 envs: random-policy episodes end and restart within the 8 x 16 x 16 sampled
+# steps, some in the same step (their callbacks then come in env order).
+SMALL = dict(TINY_PPO, minibatch_size=32, widths=[4, 8, 8], dense=32)
+DQN_SMALL = dict(
+    SMALL,
+    algorithm="dqn",
+    learning_starts=64,
+    replay_capacity=512,
+    target_update_freq=64,
+    epsilon_start=0.5,
+)
 
 
 @pytest.mark.rllib
@@ -18,13 +39,131 @@ def test_a_gpu_trial_samples_in_its_process_through_rllibs_env_runner():
     assert c.env_runner_cls is CentralInferenceEnvRunner and c.num_env_runners == 0
     assert (c.num_gpus_per_learner, c.env_config["envpool_threads"]) == (0.5, 1)
     remote = algorithm_config(TrialConfig(num_gpus=0.5, num_env_runners=2))
-    assert remote.env_runner_cls is not CentralInferenceEnvRunner
+    assert remote.env_runner_cls is BatchedEnvRunner
     assert (remote.num_env_runners, remote.num_gpus_per_learner) == (2, 0.5)
-    # The GPU trial's runner, on the CPU: RLlib's sampling through our make_module.
+    assert algorithm_config(TrialConfig()).env_runner_cls is BatchedEnvRunner
+    # The GPU trial's runner, on the CPU: the batched loop, the module on the learner's device.
     runner = CentralInferenceEnvRunner(config=c.learners(num_gpus_per_learner=0))
     try:
+        assert runner.batched_loop_applies()
         episodes = runner.sample(num_timesteps=16)
         assert sum(len(e) for e in episodes) >= 16
         assert next(runner.module.parameters()).device.type == "cpu"
+    finally:
+        runner.stop()
+
+
+class _Ends(RLlibCallback):
+    """Records the episode callbacks in the order they come, with what each saw."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, int, int, int]] = []
+
+    def on_episode_start(self, *, episode, env_index, **kwargs) -> None:
+        self.calls.append(("start", env_index, episode.t, len(episode)))
+
+    def on_episode_end(self, *, episode, env_index, **kwargs) -> None:
+        self.calls.append(("end", env_index, episode.t, len(episode)))
+
+
+class _Steps(_Ends):
+    def on_episode_step(self, *, episode, env_index, **kwargs) -> None:
+        self.calls.append(("step", env_index, episode.t, len(episode)))
+
+
+def _runner(cls: type, cfg: TrialConfig, callbacks: type = _Ends) -> SingleAgentEnvRunner:
+    config = algorithm_config(cfg).copy(copy_frozen=False).callbacks(callbacks)
+    torch.manual_seed(0)  # module initialization
+    return cls(config=config)
+
+
+def _state(episode: Any) -> dict[str, Any]:
+    """All an episode holds (lookback buffers, flags, times' presence), ids aside."""
+    state = episode.get_state()
+    state.pop("id_")
+    for k in ("_start_time", "_last_step_time"):
+        state[k] = state[k] is not None
+    return state
+
+
+def _assert_equal(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), where
+        for k in a:
+            _assert_equal(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list | tuple) and not (a and isinstance(a[0], np.generic)):
+        assert isinstance(b, list | tuple) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_equal(x, y, f"{where}[{i}]")
+    else:
+        assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
+        np.testing.assert_array_equal(a, b, err_msg=where)
+
+
+def _samples(runner: SingleAgentEnvRunner, explore: bool) -> tuple[list, list, dict]:
+    torch.manual_seed(1)  # action sampling
+    episodes, ids = [], []
+    for _ in range(8):
+        for e in runner.sample(explore=explore):
+            episodes.append(_state(e))
+            ids.append(e.id_)
+    # Chunks of one episode share its id: the same pattern of ids in both runs.
+    first_seen = {i: n for n, i in reversed(list(enumerate(ids)))}
+    metrics = runner.get_metrics()
+    return episodes, [first_seen[i] for i in ids], metrics
+
+
+def _counts(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The sampled-steps, episode and return metrics (timers aside)."""
+    keep = ("num_", "episode_return", "episode_len", "agent_episode", "module_episode")
+    return {k: v for k, v in metrics.items() if k.startswith(keep) and "throughput" not in k}
+
+
+@pytest.mark.rllib
+@pytest.mark.parametrize(
+    ("overrides", "explore"),
+    [(SMALL, True), (SMALL, False), (DQN_SMALL, True), (dict(SMALL, precision="bf16"), True)],
+    ids=["ppo-explore", "ppo-greedy", "dqn-epsilon-greedy", "ppo-bf16-weights"],
+)
+def test_the_batched_loop_samples_what_rllibs_loop_samples(overrides, explore):
+    cfg = TrialConfig(**overrides)
+    ours, rllibs = _runner(BatchedEnvRunner, cfg), _runner(SingleAgentEnvRunner, cfg)
+    try:
+        assert ours.batched_loop_applies()
+        trunks = [m for m in ours.module.modules() if isinstance(m, ImpalaCNN)]
+        bf16 = {p.dtype for m in trunks for p in m.parameters()} == {torch.bfloat16}
+        assert bf16 == (cfg.precision == "bf16")  # the same numbers as RLlib's autocast below
+        a, b = _samples(ours, explore), _samples(rllibs, explore)
+        assert len(a[0]) == len(b[0])
+        if explore:  # (the greedy policy may stand still for all 128 steps)
+            assert any(s["is_terminated"] for s in a[0])  # chunks that end and restart
+        _assert_equal(a[0], b[0], "episodes")
+        assert a[1] == b[1]
+        assert _counts(a[2]) == _counts(b[2]) and _counts(a[2])
+        (calls,) = [c.calls for c in ours.callback_objects]
+        assert calls == rllibs._callbacks[0].calls  # (RLlib keeps them private)
+        assert {c[0] for c in calls} == {"start", "end"} if explore else {"start"}
+    finally:
+        ours.stop()
+        rllibs.stop()
+
+
+@pytest.mark.rllib
+def test_rllibs_loop_runs_where_the_batched_one_would_differ():
+    cfg = TrialConfig(**SMALL)
+    runner = _runner(BatchedEnvRunner, cfg, callbacks=_Steps)  # a per-step callback
+    try:
+        assert not runner.batched_loop_applies()
+        runner.sample(num_timesteps=8)
+        assert "step" in {c[0] for c in runner.callback_objects[0].calls}
+    finally:
+        runner.stop()
+    runner = _runner(BatchedEnvRunner, cfg)
+    try:
+        episodes = runner.sample(num_episodes=1)  # whole episodes: RLlib's loop
+        assert episodes[0].is_done
+        random = runner.sample(num_timesteps=8, random_actions=True)
+        assert "action_logp" not in random[0].extra_model_outputs
     finally:
         runner.stop()

@@ -114,8 +114,8 @@ def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
 @pytest.mark.rllib  # gpu.py --quick trains a real (tiny) rlsweep trial through Tune
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_gpu_check_runs_its_cpu_path(tmp_path):
-    """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor then gpu.py --quick (K = 1 only, to keep
-    it short), each stage's output printed and logged, everything under $OUT."""
+    """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor, sampler.py --quick, then gpu.py --quick
+    (K = 1 only, to keep it short), each stage's output printed and logged, under $OUT."""
     out = tmp_path / "out"
     proc = subprocess.run(
         ["make", "-s", "gpu-check", "QUICK=1", "NO_INSTALL=1", f"GPU_PYTHON={sys.executable}"]
@@ -129,10 +129,15 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     console = proc.stdout
     summary = json.loads((out / "gpu-check.json").read_text())
-    assert [(s["stage"], s["rc"]) for s in summary["stages"]] == [("doctor", 0), ("gpu", 0)]
+    assert [(s["stage"], s["rc"]) for s in summary["stages"]] == [
+        ("doctor", 0),
+        ("sampler", 0),
+        ("gpu", 0),
+    ]
     assert summary["unpacked"] == [] and summary["quick"]
     assert json.loads((out / "doctor.json").read_text())["passed"]
     assert json.loads((out / "gpu_quick.json").read_text())  # gpu.py's own record, in $OUT
+    assert json.loads((out / "sampler.json").read_text())["arms"].keys() == {"rllib", "batched"}
     # Printed as it ran, in order, and kept in each stage's log.
     order = ["[doctor]", "ok    procgen", "[doctor] exit code 0", "[gpu]", "[gpu] exit code 0"]
     at = [console.index(marker) for marker in order]

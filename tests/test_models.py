@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from rlsweep.errors import ConfigError
-from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
+from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig, bf16_weights_for_rollouts
 
 
 def _obs(b=4, c=3):
@@ -51,6 +51,35 @@ def test_channels_last_gives_the_same_function():
     assert b.stages[0].down[0].weight.is_contiguous(memory_format=torch.channels_last)
     x = _obs()
     torch.testing.assert_close(a(x), b(x), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+def test_bf16_weights_for_rollouts_compute_what_autocast_computes(channels_last):
+    """A rollout module's bf16 trunk with bf16 weights: bit for bit the fp32-weight trunk under
+    autocast, before and after fp32 weights are loaded into it (the EnvRunner's weight sync)."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(precision="bf16", channels_last=channels_last)
+    learner = ImpalaActorCritic((3, 64, 64), 15, cfg)
+    rollout = ImpalaActorCritic((3, 64, 64), 15, cfg)
+    rollout.load_state_dict(learner.state_dict())
+    bf16_weights_for_rollouts(rollout)
+    assert {p.dtype for p in rollout.trunk.parameters()} == {torch.bfloat16}
+    assert {p.dtype for p in [*rollout.pi.parameters(), *rollout.vf.parameters()]} == {
+        torch.float32
+    }
+    x = _obs(8)
+    for _ in range(2):
+        with torch.no_grad():
+            for a, b in zip(learner(x), rollout(x), strict=True):
+                assert a.dtype == b.dtype == torch.float32
+                torch.testing.assert_close(a, b, atol=0, rtol=0)
+        with torch.no_grad():  # an update, then the sync: fp32 weights into the bf16 trunk
+            for p in learner.parameters():
+                p.add_(0.01 * torch.randn_like(p))
+        rollout.load_state_dict(learner.state_dict())
+    fp32 = ImpalaActorCritic((3, 64, 64), 15, ModelConfig(precision="fp32"))
+    bf16_weights_for_rollouts(fp32)
+    assert {p.dtype for p in fp32.parameters()} == {torch.float32}  # only bf16 trunks
 
 
 def test_downsample_variants_differ_in_structure():

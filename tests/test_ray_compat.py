@@ -14,6 +14,7 @@ from rlsweep._ray_compat import (
     HOOKS,
     QUIET_REPORTER_INTERVAL_MS,
     QUIET_SYSTEM_CONFIG,
+    EnvRunnerHooks,
     LearnerHooks,
     quiet_local_ray,
     resolve,
@@ -28,9 +29,13 @@ def _instances() -> dict[str, object]:
     from ray.air.integrations.wandb import WandbLoggerCallback
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+    runner = SingleAgentEnvRunner(config=PPOConfig().environment("CartPole-v1"))
+    runner.stop()
     return {
         "ray.rllib.core.learner.learner.Learner": PPOTorchLearner(config=PPOConfig()),
+        "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner": runner,
         "ray.air.integrations.wandb.WandbLoggerCallback": WandbLoggerCallback(
             project="p", mode="offline"
         ),
@@ -46,6 +51,8 @@ def test_every_hooked_name_exists_on_the_installed_ray():
             ok = os.path.exists(os.path.join(os.path.dirname(ray.__file__), hook.attribute))
         elif hook.kind == "log":  # the module (= its logger) still says it, in these words
             ok = hook.attribute in inspect.getsource(resolve(hook.owner))
+        elif hook.kind == "parameter":
+            ok = hook.attribute in inspect.signature(resolve(hook.owner)).parameters
         elif hook.kind == "instance":
             ok = hasattr(instances[hook.owner], hook.attribute)
         else:
@@ -59,20 +66,31 @@ def test_hooks_were_checked_against_the_installed_ray():
     # An upgrade is deliberate: re-read each hook's Ray source, then bump CHECKED.
     assert ray.__version__ == CHECKED
     assert {h.checked for h in HOOKS} == {CHECKED}
-    assert all(h.kind in ("class", "instance", "file", "log") for h in HOOKS)
+    assert all(h.kind in ("class", "instance", "parameter", "file", "log") for h in HOOKS)
 
 
-def test_learner_hooks_public_names_do_not_shadow_rllibs():
-    """LearnerHooks' public names must stay free in RLlib, or a Ray upgrade would silently
-    route RLlib's own calls to them."""
+def test_the_mixins_public_names_do_not_shadow_rllibs():
+    """LearnerHooks' and EnvRunnerHooks' public names must stay free in RLlib (on the class and
+    on its instances), or a Ray upgrade would silently route RLlib's own calls to them."""
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    public = [n for n in vars(LearnerHooks) if not n.startswith("_")]
-    assert public
-    assert [n for n in public if hasattr(PPOTorchLearner, n)] == []
-    private = [n for n in vars(LearnerHooks) if n.startswith("_") and not n.startswith("__")]
-    hooked = {h.attribute for h in HOOKS}
-    assert set(private) <= hooked
+    instances = _instances()
+    for mixin, rllib_class, owner in (
+        (LearnerHooks, PPOTorchLearner, "ray.rllib.core.learner.learner.Learner"),
+        (
+            EnvRunnerHooks,
+            SingleAgentEnvRunner,
+            "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner",
+        ),
+    ):
+        instance = instances[owner]
+        public = [n for n in vars(mixin) if not n.startswith("_")]
+        assert public
+        assert [n for n in public if hasattr(rllib_class, n) or n in vars(instance)] == []
+        private = [n for n in vars(mixin) if n.startswith("_") and not n.startswith("__")]
+        hooked = {h.attribute for h in HOOKS}
+        assert set(private) <= hooked
 
 
 def _sources() -> dict[str, str]:

@@ -93,6 +93,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "minibatching": ("cyclic", "shuffle, rllib"),
     "advantage_norm": ("none", "minibatch, batch, rllib"),
     "adam_eps": (0, "a number > 0"),
+    "overlap": ("yes", "true, false"),
     # ResourcesConfig
     "num_gpus": (1.5, "0 (CPU), a fraction 0 < x <= 1 of one GPU, or a whole number of GPUs"),
     "deterministic": ("on", "true, false"),

@@ -1,0 +1,131 @@
+"""Sampling alone: RLlib's EnvRunner loop against rlsweep's batched loop, on one trial's runner.
+
+    .venv/bin/python benchmarks/sampler.py [--steps 64] [--rounds 5] [--quick]
+
+Both arms are the trial's own EnvRunner class (`rlsweep.env_runner`: BatchedEnvRunner, or
+CentralInferenceEnvRunner with the module on the GPU when there is one) built from the default
+trial's config (coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs, this machine's CPUs): "rllib"
+forces RLlib's own loop (`batched_loop_applies` false), "batched" runs rlsweep's. Each round
+samples `--steps` steps of every env with each arm, in alternating order, after one warm-up
+sample each; the parts are timed from outside (the vector env's `step`, the module's
+exploration forward, waiting for the GPU before and after each), the rest is the loop's own
+work: episode bookkeeping, connectors, callbacks, metrics. Medians over the rounds.
+
+Output: one line per arm and part (seconds per sample and microseconds per step of all envs),
+and the JSON record in $OUT or results/benchmarks/sampler.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+PARTS = ("sample", "env step", "inference forward")
+
+
+def _runner(cls: type, config: Any) -> Any:
+    torch.manual_seed(0)
+    return cls(config=config)
+
+
+def _timed(spent: dict[str, float], name: str, fn: Callable[..., Any], cuda: bool) -> Callable:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if cuda:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if cuda:
+                torch.cuda.synchronize()
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+
+    return wrapper
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--envs", type=int, default=64)
+    p.add_argument("--steps", type=int, default=64, help="steps of every env per sample")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="8 envs x 8 steps, 2 rounds (smoke run)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.envs, args.steps, args.rounds = 8, 8, 2
+
+    from rlsweep.algos import algorithm_config
+    from rlsweep.config import TrialConfig
+
+    cuda = torch.cuda.is_available()
+    cpus = os.cpu_count() or 1
+    cfg = TrialConfig(
+        game="coinrun",
+        num_envs_per_env_runner=args.envs,
+        rollout_length=args.steps,
+        minibatch_size=args.envs * args.steps,
+        num_cpus=cpus,
+        num_gpus=1 if cuda else 0,
+    )
+    config = algorithm_config(cfg)
+    batched_cls = config.env_runner_cls
+
+    class RLlibLoop(batched_cls):  # the same runner, RLlib's own loop
+        def batched_loop_applies(self) -> bool:
+            return False
+
+    arms = {"rllib": _runner(RLlibLoop, config), "batched": _runner(batched_cls, config)}
+    spent: dict[str, dict[str, list[float]]] = {a: {k: [] for k in PARTS} for a in arms}
+    try:
+        for runner in arms.values():
+            runner.sample(num_timesteps=args.envs * args.steps)  # warm-up (and the reset)
+        for r in range(args.rounds):
+            order = list(arms) if r % 2 == 0 else list(arms)[::-1]
+            for arm in order:
+                runner, parts = arms[arm], {}
+                env_step, forward = runner.env.step, runner.module.forward_exploration
+                runner.env.step = _timed(parts, "env step", env_step, cuda)
+                runner.module.forward_exploration = _timed(
+                    parts, "inference forward", forward, cuda
+                )
+                _timed(parts, "sample", runner.sample, cuda)(num_timesteps=args.envs * args.steps)
+                del runner.env.step, runner.module.forward_exploration
+                for k in PARTS:
+                    spent[arm][k].append(parts.get(k, 0.0))
+    finally:
+        for runner in arms.values():
+            runner.stop()
+
+    device = torch.cuda.get_device_name(0) if cuda else "no GPU"
+    header = (
+        f"coinrun easy, {args.envs} envs x {args.steps} steps per sample, {args.rounds} rounds, "
+        f"{cpus} CPUs, {device}, torch {torch.__version__}, runner {batched_cls.__name__}"
+    )
+    print(header)
+    record: dict[str, Any] = {"setup": vars(args), "device": device, "arms": {}}
+    for arm in arms:
+        med = {k: statistics.median(v) for k, v in spent[arm].items()}
+        med["other (bookkeeping, connectors)"] = (
+            med["sample"] - med["env step"] - med["inference forward"]
+        )
+        record["arms"][arm] = med
+        for k, v in med.items():
+            print(f"{arm:<8} {k:<34} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step")
+    r, b = record["arms"]["rllib"], record["arms"]["batched"]
+    record["speedup"] = r["sample"] / b["sample"]
+    print(f"sample: batched {record['speedup']:.2f}x RLlib's loop")
+    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sampler.json").write_text(json.dumps({"header": header, **record}, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()
