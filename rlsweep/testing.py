@@ -37,6 +37,19 @@ TINY_PPO: dict[str, Any] = dict(
 )
 """The smallest real-RLlib trial setting the tests build on (TrialConfig fields)."""
 
+NARROW_PPO: dict[str, Any] = dict(TINY_PPO, minibatch_size=32, widths=[4, 8, 8], dense=32)
+"""TINY_PPO on a narrow network: for tests that sample and compare, where the net's size is
+only time."""
+
+EPSILON_GREEDY_DQN: dict[str, Any] = dict(
+    algorithm="dqn",
+    learning_starts=64,
+    replay_capacity=512,
+    target_update_freq=64,
+    epsilon_start=0.5,
+)
+"""Laid over NARROW_PPO: DQN whose epsilon-greedy rollouts explore from the first step."""
+
 TINY_DQN: dict[str, Any] = dict(
     TINY_PPO,
     algorithm="dqn",

@@ -10,18 +10,11 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from rlsweep.algos import algorithm_config
 from rlsweep.config import TrialConfig
 from rlsweep.connectors import BatchObservations, SampleActions
-from rlsweep.testing import TINY_PPO
+from rlsweep.testing import EPSILON_GREEDY_DQN, NARROW_PPO
 
 # Leaper and 4 envs: random-policy episodes end within the 8 x 16 x 4 sampled steps.
-SMALL = dict(TINY_PPO, num_envs_per_env_runner=4, minibatch_size=32, widths=[4, 8, 8], dense=32)
-DQN_SMALL = dict(
-    SMALL,
-    algorithm="dqn",
-    learning_starts=64,
-    replay_capacity=512,
-    target_update_freq=64,
-    epsilon_start=0.5,
-)
+SMALL = dict(NARROW_PPO, num_envs_per_env_runner=4)
+DQN_SMALL = dict(SMALL, **EPSILON_GREEDY_DQN)
 
 
 def _runner(cfg: TrialConfig, rllib_defaults: bool) -> SingleAgentEnvRunner:

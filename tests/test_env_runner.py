@@ -15,19 +15,12 @@ from rlsweep.algos import algorithm_config
 from rlsweep.config import TrialConfig
 from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
 from rlsweep.models import ImpalaCNN
-from rlsweep.testing import TINY_PPO
+from rlsweep.testing import EPSILON_GREEDY_DQN, NARROW_PPO
 
 # Leaper and 16 envs: random-policy episodes end and restart within the 8 x 16 x 16 sampled
 # steps, some in the same step (their callbacks then come in env order).
-SMALL = dict(TINY_PPO, minibatch_size=32, widths=[4, 8, 8], dense=32)
-DQN_SMALL = dict(
-    SMALL,
-    algorithm="dqn",
-    learning_starts=64,
-    replay_capacity=512,
-    target_update_freq=64,
-    epsilon_start=0.5,
-)
+SMALL = NARROW_PPO
+DQN_SMALL = dict(SMALL, **EPSILON_GREEDY_DQN)
 
 
 @pytest.mark.rllib

@@ -15,9 +15,9 @@ from rlsweep import algos
 from rlsweep.config import TrialConfig
 from rlsweep.overlap import OverlappedPPO
 from rlsweep.ppo_learner import ROLLOUT_VALUES, learner_options
-from rlsweep.testing import TINY_PPO
+from rlsweep.testing import NARROW_PPO
 
-SMALL = dict(TINY_PPO, num_envs_per_env_runner=4, minibatch_size=32, widths=[4, 8, 8], dense=32)
+SMALL = dict(NARROW_PPO, num_envs_per_env_runner=4)
 
 
 def test_overlap_is_a_ppo_option_that_recomputes_gaes_values():
