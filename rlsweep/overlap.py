@@ -47,6 +47,7 @@ class OverlappedPPO(PPO):
 
     _next_batch: tuple[list[Any], list[Any]] | None = None
     _sampler: ThreadPoolExecutor | None = None
+    _stream: torch.cuda.Stream | None = None
 
     def training_step(self) -> None:
         if self._next_batch is None:  # the first iteration (or the first after a restore)
@@ -96,9 +97,10 @@ class OverlappedPPO(PPO):
         device = next(module.parameters()).device if module is not None else None
         if device is None or device.type != "cuda":
             return sample_train_batch(self)
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
+        if self._stream is None:  # one for the trial: the allocator caches blocks per stream
+            self._stream = torch.cuda.Stream(device)
+        self._stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(self._stream):
             return sample_train_batch(self)
 
     def stop(self) -> None:
