@@ -1,7 +1,7 @@
 """GPU throughput and memory in one run: the model's bound, a plain PPO loop, one rlsweep trial, K
 packed trials.
 
-    .venv/bin/python benchmarks/gpu.py [--quick] [--iterations N] [--packed 8,4,2]
+    .venv/bin/python benchmarks/gpu.py [--quick] [--iterations N] [--packed 8,4,2] [--runs abcde]
 
 Same network and batch everywhere: coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs x 256 steps
 (the trial's default: Cobbe et al. 2019), minibatch 2048, 3 epochs, on this machine's CPUs and
@@ -32,6 +32,10 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
     its Learner's training forward, losses, gradients and optimizer step), each waiting for the
     GPU before and after: seconds per iteration by part, the rest as "other". The waits take
     away the overlap of GPU and CPU work, so the parts sum to a little more than (c)'s iteration.
+    Then one more iteration, untimed, counts where the host waits for the GPU (`host_syncs`).
+
+`--runs` picks among them (`--runs ce`: the trial and its breakdown alone); they run in the
+order a, b, c, e, d.
 
 For (c) and every K: each trial's peak GPU memory (`perf/gpu_reserved_peak_gib`,
 `perf/gpu_allocated_peak_gib`: its process's allocator) beside `rlsweep.placement.gpu_memory`'s
@@ -87,6 +91,8 @@ class Setup:
     """The trial's end-of-run evaluation, per level split (its time is excluded from the rate)."""
     repeats: int = 10
     """(a): timed repetitions of each step, after one warm-up."""
+    runs: str = "abcde"
+    """Which of (a)-(e) to run (`--runs ce`: the trial and its breakdown alone)."""
     variants: tuple[dict[str, Any], ...] = (
         {},  # the default: precision auto (GPU_PRECISION on a GPU), cuDNN benchmarking
         {"precision": "fp32", "deterministic": True},  # the previous default (RLlib's cuDNN)
@@ -328,14 +334,15 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not counting:
+                return fn(*args, **kwargs)
             _sync(s.device)
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 _sync(s.device)
-                if counting:
-                    spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
 
         return wrapper
 
@@ -361,6 +368,8 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
     for _ in range(s.iterations):
         algo.train()
     total = time.perf_counter() - t0
+    counting = False
+    syncs = host_syncs(algo.train) if s.device == "cuda" else {}
     algo.stop()
     per = {k: v / s.iterations for k, v in spent.items()}
     out = {"iteration_s": total / s.iterations, **per}
@@ -377,7 +386,29 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
     out["other (weights sync, metrics)"] = (
         out["iteration_s"] - per.get("sample", 0.0) - per.get("learn", 0.0)
     )
-    print(json.dumps({**out, "flags": flags}))
+    print(json.dumps({**out, "flags": flags, "syncs": syncs}))
+
+
+def host_syncs(step: Callable[[], Any]) -> dict[str, int]:
+    """Where one call of `step` makes the host wait for the GPU, by Python line, most first:
+    torch's sync debug mode warns at every synchronizing op (a device-to-host copy, `.item()`,
+    `nonzero`, ...) from the line that called it. Untimed: the warnings cost time."""
+    import warnings
+    from collections import Counter
+
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    sites = Counter(
+        f"{Path(w.filename).parent.name}/{Path(w.filename).name}:{w.lineno}"
+        for w in caught
+        if "synchroniz" in str(w.message)
+    )
+    return dict(sites.most_common())
 
 
 def breakdown_stage(s: Setup, overrides: dict[str, Any]) -> dict[str, float]:
@@ -400,6 +431,7 @@ def variant_name(overrides: dict[str, Any]) -> str:
 def breakdown_lines(s: Setup, overrides: dict[str, Any], parts: dict[str, float]) -> list[str]:
     parts = dict(parts)
     flags = parts.pop("flags", {})
+    syncs = parts.pop("syncs", {})
     it = parts["iteration_s"]
     label = f"(e) {variant_name(overrides)}"
     lines = [
@@ -415,6 +447,9 @@ def breakdown_lines(s: Setup, overrides: dict[str, Any], parts: dict[str, float]
         lines.append(f"{'':<44} {'':>12}  {name:<38} {v:7.3f} s  {100 * v / it:5.1f}%")
     if flags:
         lines.append(f"{'':<44} {'':>12}  " + ", ".join(f"{k} {v}" for k, v in flags.items()))
+    if syncs:
+        lines.append(f"{'':<44} {'':>12}  host syncs in one iteration: {sum(syncs.values()):,}")
+        lines += [f"{'':<44} {'':>12}  {n:>7,}  {site}" for site, n in list(syncs.items())[:12]]
     return lines
 
 
@@ -542,6 +577,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true", help="tiny batches, K = 1, 2 (smoke run)")
     p.add_argument("--iterations", type=int, help="timed iterations per run (default 2)")
     p.add_argument("--packed", help="comma-separated K values of (d), in order (default 8,4,2)")
+    p.add_argument("--runs", help="which of (a)-(e) to run, e.g. ce (default abcde)")
     p.add_argument(
         "--variants",
         help='(e)\'s TrialConfig overrides, a JSON list, e.g. \'[{}, {"precision": "tf32"}]\'',
@@ -560,6 +596,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         over["iterations"] = args.iterations
     if args.packed:
         over["packed"] = tuple(int(k) for k in args.packed.split(",") if int(k) != 1)
+    if args.runs:
+        over["runs"] = args.runs
     if args.variants:
         over["variants"] = tuple(json.loads(args.variants))
     s = Setup(**over)
@@ -573,7 +611,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rec.data["device_name"] = name
     rec.say(header, "", f"{'run':<44} {'env-steps/s':>12}  notes")
 
-    model = rec.stage("(a)", lambda: model_stage(s))
+    model = rec.stage("(a)", lambda: model_stage(s)) if "a" in s.runs else None
     if model is not None:
         rec.data["model"] = {d: model[d] for d in PRECISIONS}
         rec.data["cuda_context_gib"] = model["cuda_context_gib"]
@@ -581,46 +619,50 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # (c) runs the default precision: the plain loop runs it too, and fp32 beside it.
     trial_precision = trial_config(s).model_config().precision
     plain: dict[str, dict[str, Any]] = {}
-    for precision in dict.fromkeys(("fp32", trial_precision)):
+    for precision in dict.fromkeys(("fp32", trial_precision)) if "b" in s.runs else ():
         run = rec.stage(f"(b) {precision}", lambda p=precision: plain_loop(s, p))
         if run is not None:
             plain[precision] = run
             rec.data.setdefault("plain", {})[precision] = run
             label = f"(b) plain PPO loop (plain_ppo.py), {precision}"
             rec.say(f"{label:<44} {run['env_steps_per_s']:>12,.0f}")
-    if s.device == "cuda":
+    if s.device == "cuda" and "d" in s.runs:
         for k in sorted({*s.packed, 16}, reverse=True):
             rec.data.setdefault("packing_check", {})[str(k)] = check = packing_check(s, k)
             rec.say(f"validate, K={k} on this GPU: {check}")
     packed: dict[int | str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="rlsweep-gpu-bench-") as storage:
-        for k in (1, *s.packed):
-            v = rec.stage(f"K={k}", lambda k=k: packed_trials(s, k, storage))
-            if v is None:
-                continue
-            packed[k] = v
-            rec.data["packed"][str(k)] = v["aggregate_env_steps_per_s"]
-            rec.data.setdefault("trials", {})[str(k)] = {
-                **v,
-                "estimate": estimate(trial_config(s, k)),
-            }
-            rec.say(*packed_lines(s, k, v))
-            if k == 1:
-                rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
-                over = s.overlap and rec.stage(
-                    "(c) overlap", lambda: packed_trials(s, 1, storage, OVERLAP)
-                )
-                if over:
-                    packed["overlap"] = over
-                    rec.data["overlap_env_steps_per_s"] = over["aggregate_env_steps_per_s"]
-                    label = "(c) one trial, overlap: true"
-                    rec.say(f"{label:<44} {over['aggregate_env_steps_per_s']:>12,.0f}")
-                for overrides in s.variants:
-                    name = variant_name(overrides)
-                    parts = rec.stage(f"(e) {name}", lambda o=overrides: breakdown_stage(s, o))
-                    if parts is not None:
-                        rec.data.setdefault("breakdown", {})[name] = parts
-                        rec.say(*breakdown_lines(s, overrides, parts))
+
+        def trials(k: int, overrides: dict[str, Any] | None = None) -> dict[str, Any] | None:
+            name = f"K={k}" if not overrides else f"K={k}, {variant_name(overrides)}"
+            return rec.stage(name, lambda: packed_trials(s, k, storage, overrides))
+
+        if "c" in s.runs and (v := trials(1)):
+            packed[1] = v
+            rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
+            rec.data["packed"]["1"] = v["aggregate_env_steps_per_s"]
+            rec.data.setdefault("trials", {})["1"] = {**v, "estimate": estimate(trial_config(s))}
+            rec.say(*packed_lines(s, 1, v))
+        if "c" in s.runs and s.overlap and (over := trials(1, OVERLAP)):
+            packed["overlap"] = over
+            rec.data["overlap_env_steps_per_s"] = over["aggregate_env_steps_per_s"]
+            label = "(c) one trial, overlap: true"
+            rec.say(f"{label:<44} {over['aggregate_env_steps_per_s']:>12,.0f}")
+        for overrides in s.variants if "e" in s.runs else ():
+            name = variant_name(overrides)
+            parts = rec.stage(f"(e) {name}", lambda o=overrides: breakdown_stage(s, o))
+            if parts is not None:
+                rec.data.setdefault("breakdown", {})[name] = parts
+                rec.say(*breakdown_lines(s, overrides, parts))
+        for k in s.packed if "d" in s.runs else ():
+            if v := trials(k):
+                packed[k] = v
+                rec.data["packed"][str(k)] = v["aggregate_env_steps_per_s"]
+                rec.data.setdefault("trials", {})[str(k)] = {
+                    **v,
+                    "estimate": estimate(trial_config(s, k)),
+                }
+                rec.say(*packed_lines(s, k, v))
 
     ratios = []
     one = packed.get(1, {}).get("aggregate_env_steps_per_s")
