@@ -17,9 +17,10 @@ results/benchmarks/, gpu.py's), so a run stopped by a time limit still leaves wh
    with an index) and put on LD_LIBRARY_PATH for the later stages: a node without a package
    index cannot apt-get them.
 3. `rlsweep doctor --gpu` (without `--gpu` when `--quick`): doctor.log, doctor.json.
-4. `benchmarks/sampler.py` (RLlib's sampling loop against rlsweep's batched one, by part;
+4. the tests that need a GPU (`GPU_TESTS`, skipped where there is none): gpu-tests.log.
+5. `benchmarks/sampler.py` (RLlib's sampling loop against rlsweep's batched one, by part;
    `--quick` likewise): sampler.log, sampler.json.
-5. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
+6. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
    into $OUT itself: gpu.log.
 
 gpu-check.json sums up the stages (exit code, seconds) and what was unpacked. A stage that
@@ -46,6 +47,8 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "build" / "gpu-check"
 """Installed packages and unpacked libraries: big, so never under $OUT (which is shipped back)."""
+GPU_TESTS = ("test_cuda_graphs.py",)
+"""The tests that run only where there is a GPU (skipped elsewhere): run here, on one."""
 DEFAULT_OUT = REPO / "results" / "benchmarks"
 """Where results go without $OUT: gpu.py's own default, where `rlsweep plan` reads gpu.json."""
 
@@ -230,6 +233,8 @@ def run(args: argparse.Namespace) -> int:
     doctor = [python, "-m", "rlsweep.cli", "doctor", "--json", str(out / "doctor.json")]
     r.stage("doctor", doctor if args.quick else [*doctor, "--gpu"])
     quick = ["--quick"] if args.quick else []
+    tests = [str(REPO / "tests" / t) for t in GPU_TESTS]
+    r.stage("gpu-tests", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests])
     r.stage("sampler", [python, str(REPO / "benchmarks" / "sampler.py"), *quick])
     r.stage("gpu", [python, str(REPO / "benchmarks" / "gpu.py"), *quick, *args.gpu_args])
     failed = [s["stage"] for s in r.stages if s["rc"]]

@@ -21,6 +21,7 @@ from rlsweep._ray_compat import EnvRunnerHooks
 from rlsweep.connectors import BatchObservations, SampleActions, rollout_columns
 from rlsweep.device import learner_device
 from rlsweep.models import bf16_weights_for_rollouts
+from rlsweep.rl_module import ImpalaPPOModule
 
 
 @dataclass(frozen=True)
@@ -237,8 +238,10 @@ class CentralInferenceEnvRunner(BatchedEnvRunner):
     whatever the config (SingleAgentEnvRunner.__init__, Ray 2.60), and a remote GPU EnvRunner
     would ship every rollout's frames through the object store to the learner's process. So
     `make_module` (public EnvRunner API) moves the module to RLlib's own choice of the learner's
-    device (`rlsweep.device.learner_device`), and the model moves each step's uint8 frames
-    there (pinned: see `rlsweep.models.ImpalaCNN.forward`). Each frame crosses to the GPU
+    device (`rlsweep.device.learner_device`), and each step's uint8 frames move there through
+    pinned memory. A PPO or APPO module's exploration forward is replayed from a CUDA graph
+    (`ImpalaPPOModule.graph_rollouts`, `rlsweep.cuda_graphs`): one launch per step instead of
+    one per kernel, the same numbers. Each frame crosses to the GPU
     twice: once in its step's forward, and once in the learner's batch (RLlib's episodes hold
     numpy frames; one copy per iteration, 200 MB for 16,384 64x64 RGB frames)."""
 
@@ -247,3 +250,5 @@ class CentralInferenceEnvRunner(BatchedEnvRunner):
         device = learner_device(self.config)
         if self.module is not None and device is not None:
             self.module.to(device)
+            if device.type == "cuda" and isinstance(self.module, ImpalaPPOModule):
+                self.module.graph_rollouts()

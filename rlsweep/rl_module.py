@@ -24,6 +24,7 @@ from ray.rllib.core.rl_module.torch import TorchRLModule
 from ray.rllib.utils.schedules.scheduler import Scheduler
 
 from rlsweep.augment import AugmentConfig, augment
+from rlsweep.cuda_graphs import RolloutGraph
 from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
 
 
@@ -58,19 +59,31 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         )
         self.augmentation = AugmentConfig(**self.model_config.get("augment", {}))
         self._augment_rng = torch.Generator().manual_seed(self.model_config.get("augment_seed", 0))
+        self._rollout_graph: RolloutGraph | None = None  # graph_rollouts()
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self.net.pi(self.net.features(batch[Columns.OBS]))}
 
     @torch.no_grad()  # as RLlib's default: a rollout builds no autograd graph
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        obs = batch[Columns.OBS]
+        if self._rollout_graph is not None:
+            return self._rollout_graph(obs, self.net.pi.weight.device)
+        return self._rollout_outputs(obs)
+
+    def _rollout_outputs(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
         # Rollouts also keep the value estimate (one linear layer on features already computed),
         # so PPO's GAE need not run the trunk over the whole batch again.
-        feats = self.net.features(batch[Columns.OBS])
+        feats = self.net.features(obs)
         return {
             Columns.ACTION_DIST_INPUTS: self.net.pi(feats),
             Columns.VF_PREDS: self.net.vf(feats).squeeze(-1),
         }
+
+    def graph_rollouts(self) -> None:
+        """Replay the exploration forward from a CUDA graph (`rlsweep.cuda_graphs`): for a
+        module on a GPU that only samples (a GPU trial's EnvRunner). The same numbers."""
+        self._rollout_graph = RolloutGraph(self._rollout_outputs, self.parameters)
 
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Augmentation touches only the learner's minibatches; rollouts use _forward.

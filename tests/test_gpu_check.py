@@ -114,7 +114,8 @@ def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
 @pytest.mark.rllib  # gpu.py --quick trains a real (tiny) rlsweep trial through Tune
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_gpu_check_runs_its_cpu_path(tmp_path):
-    """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor, sampler.py --quick, then gpu.py --quick
+    """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor, the GPU tests (skipped: no GPU here),
+    sampler.py --quick, then gpu.py --quick
     (K = 1 only, to keep it short), each stage's output printed and logged, under $OUT."""
     out = tmp_path / "out"
     proc = subprocess.run(
@@ -131,6 +132,7 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     summary = json.loads((out / "gpu-check.json").read_text())
     assert [(s["stage"], s["rc"]) for s in summary["stages"]] == [
         ("doctor", 0),
+        ("gpu-tests", 0),  # skipped here: no GPU
         ("sampler", 0),
         ("gpu", 0),
     ]
@@ -143,5 +145,6 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     at = [console.index(marker) for marker in order]
     assert at == sorted(at)
     assert "ok    procgen" in (out / "doctor.log").read_text()
+    assert "skipped" in (out / "gpu-tests.log").read_text()
     assert (out / "gpu.log").read_text().strip()
     assert "every stage passed" in (out / "gpu-check.log").read_text()

@@ -1,0 +1,105 @@
+"""The rollout forward replayed from a CUDA graph (rlsweep.cuda_graphs) computes the eager one.
+
+These need a GPU (CUDA graphs exist nowhere else): on a machine without one they are skipped,
+and `benchmarks/gpu_check.py` runs them on a GPU node."""
+
+import copy
+import logging
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlsweep.cuda_graphs import RolloutGraph
+from rlsweep.models import bf16_weights_for_rollouts
+from rlsweep.rl_module import ImpalaPPOModule
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+
+
+def _module(precision: str, seed: int = 0) -> ImpalaPPOModule:
+    torch.manual_seed(seed)
+    return ImpalaPPOModule(
+        observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
+        action_space=gym.spaces.Discrete(15),
+        model_config={"widths": [16, 32, 32], "precision": precision, "channels_last": True},
+    )
+
+
+def _frames(seed: int, n: int = 64) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (n, 3, 64, 64), dtype=torch.uint8, generator=g)
+
+
+def _assert_equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+@cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_graphed_rollout_forward_computes_the_eager_one(precision):
+    torch.backends.cudnn.benchmark = True  # as a GPU trial runs
+    eager = _module(precision)
+    bf16_weights_for_rollouts(eager)  # as a GPU trial's EnvRunner holds it
+    eager.to("cuda")
+    graphed = copy.deepcopy(eager)
+    graphed.graph_rollouts()
+
+    first = graphed.forward_exploration({"obs": _frames(0)})
+    kept = {k: v.clone() for k, v in first.items()}
+    for seed in range(3):
+        _assert_equal(
+            graphed.forward_exploration({"obs": _frames(seed)}),
+            eager.forward_exploration({"obs": _frames(seed)}),
+        )
+    _assert_equal(first, kept)  # what a call returned is its own: later replays leave it be
+    graph = graphed._rollout_graph
+    assert not graph.eager and len(graph.captured) == 1
+
+    # A weight sync copies into the parameters in place: the graph computes with the new ones.
+    synced = _module(precision, seed=1).get_state()
+    eager.set_state(synced)
+    graphed.set_state(synced)
+    after = graphed.forward_exploration({"obs": _frames(0)})
+    _assert_equal(after, eager.forward_exploration({"obs": _frames(0)}))
+    assert not torch.equal(after["action_dist_inputs"], kept["action_dist_inputs"])
+
+    # Parameters that moved are captured again; another batch size gets a graph of its own.
+    graphed.to("cpu").to("cuda")
+    _assert_equal(
+        graphed.forward_exploration({"obs": _frames(5)}),
+        eager.forward_exploration({"obs": _frames(5)}),
+    )
+    _assert_equal(
+        graphed.forward_exploration({"obs": _frames(6, n=8)}),
+        eager.forward_exploration({"obs": _frames(6, n=8)}),
+    )
+    assert len(graph.captured) == 2
+
+
+@cuda
+def test_a_graph_that_does_not_reproduce_the_eager_forward_is_not_used(caplog):
+    # Random numbers drawn in the graph differ from the eager call's: the check catches it.
+    def noisy(x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"y": x.float() + torch.rand(x.shape, device=x.device)}
+
+    graph = RolloutGraph(noisy, lambda: [])
+    with caplog.at_level(logging.WARNING, logger="rlsweep.cuda_graphs"):
+        out = graph(_frames(0, n=4), torch.device("cuda"))
+    assert graph.eager and not graph.captured
+    assert "sampling runs eagerly" in caplog.text
+    assert out["y"].shape == (4, 3, 64, 64) and out["y"].device.type == "cuda"
+
+
+def test_a_module_without_a_gpu_samples_eagerly():
+    """A CPU module never holds a graph: `graph_rollouts` is for a GPU EnvRunner's module
+    (rlsweep.env_runner.CentralInferenceEnvRunner calls it on CUDA alone)."""
+    m = _module("fp32")
+    out = m.forward_exploration({"obs": _frames(0, n=4)})
+    assert m._rollout_graph is None
+    feats = m.net.features(_frames(0, n=4))
+    torch.testing.assert_close(out["action_dist_inputs"], m.net.pi(feats))
+    torch.testing.assert_close(out["vf_preds"], m.net.vf(feats).squeeze(-1))
