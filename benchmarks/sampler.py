@@ -8,8 +8,10 @@ trial's config (coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs, this machine's C
 forces RLlib's own loop (`batched_loop_applies` false), "batched" runs rlsweep's. Each round
 samples `--steps` steps of every env with each arm, in alternating order, after one warm-up
 sample each; the parts are timed from outside (the vector env's `step`, the module's
-exploration forward, waiting for the GPU before and after each), the rest is the loop's own
-work: episode bookkeeping, connectors, callbacks, metrics. Medians over the rounds.
+exploration forward, and within the rest the actions' sampling with the outputs' copies to the
+host and the batched loop's episode writes; waiting for the GPU before and after each), the
+rest is the loop's own work: episode bookkeeping, connectors, callbacks, metrics. Medians over
+the rounds.
 
 Output: one line per arm and part (seconds per sample and microseconds per step of all envs),
 and the JSON record in $OUT or results/benchmarks/sampler.json.
@@ -28,7 +30,10 @@ from typing import Any
 
 import torch
 
-PARTS = ("sample", "env step", "inference forward")
+PARTS = ("sample", "env step", "inference forward", "actions and outputs to host", "episodes")
+"""Timed from outside; "actions and outputs to host" is `rlsweep.connectors.rollout_columns`
+(sampling the actions, one host copy per dtype), "episodes" the batched loop's bulk episode
+writes (`_extend`, `to_numpy`: RLlib's loop does this per env and step, inside its other work)."""
 
 
 def _runner(cls: type, config: Any) -> Any:
@@ -61,8 +66,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.envs, args.steps, args.rounds = 8, 8, 2
 
+    from rlsweep import connectors, env_runner
     from rlsweep.algos import algorithm_config
     from rlsweep.config import TrialConfig
+
+    rollout_columns, _extend = connectors.rollout_columns, env_runner._extend
 
     cuda = torch.cuda.is_available()
     cpus = os.cpu_count() or 1
@@ -95,8 +103,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 runner.module.forward_exploration = _timed(
                     parts, "inference forward", forward, cuda
                 )
-                _timed(parts, "sample", runner.sample, cuda)(num_timesteps=args.envs * args.steps)
-                del runner.env.step, runner.module.forward_exploration
+                runner._returned = _timed(parts, "episodes", runner._returned, cuda)
+                to_host = _timed(parts, "actions and outputs to host", rollout_columns, cuda)
+                extend = _timed(parts, "episodes", env_runner._extend, cuda)
+                connectors.rollout_columns = env_runner.rollout_columns = to_host
+                env_runner._extend = extend
+                try:
+                    _timed(parts, "sample", runner.sample, cuda)(
+                        num_timesteps=args.envs * args.steps
+                    )
+                finally:
+                    connectors.rollout_columns = env_runner.rollout_columns = rollout_columns
+                    env_runner._extend = _extend
+                del runner.env.step, runner.module.forward_exploration, runner._returned
                 for k in PARTS:
                     spent[arm][k].append(parts.get(k, 0.0))
     finally:
@@ -114,6 +133,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         med = {k: statistics.median(v) for k, v in spent[arm].items()}
         med["other (bookkeeping, connectors)"] = (
             med["sample"] - med["env step"] - med["inference forward"]
+        )
+        med["other: the rest"] = med["other (bookkeeping, connectors)"] - sum(
+            med[k] for k in ("actions and outputs to host", "episodes")
         )
         record["arms"][arm] = med
         for k, v in med.items():
