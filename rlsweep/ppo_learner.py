@@ -206,7 +206,7 @@ class ReferenceGAE(ConnectorV2):
         rollout, mask = batch.get(Columns.VF_PREDS), batch.get(Columns.LOSS_MASK)
         if not self.rollout_values or rollout is None or mask is None:
             return torch.cat(
-                [module.compute_values(rows) for rows in row_chunks(batch, self.chunk_rows)]
+                [self.forward_values(module, rows) for rows in row_chunks(batch, self.chunk_rows)]
             )
         values = rollout.clone()
         fresh = (~mask).nonzero().squeeze(-1)  # the one wait for the device
@@ -214,9 +214,27 @@ class ReferenceGAE(ConnectorV2):
         _, per_chunk = torch.unique_consecutive(fresh.cpu() // step, return_counts=True)
         obs = batch[Columns.OBS]
         for rows in fresh.split(per_chunk.tolist()):
-            fresh_values = module.compute_values({Columns.OBS: obs.index_select(0, rows)})
+            fresh_values = self.forward_values(module, {Columns.OBS: obs.index_select(0, rows)})
             values.index_copy_(0, rows, fresh_values.to(values.dtype))
         return values
+
+    def forward_values(self, module: ValueFunctionAPI, rows: dict[str, Any]) -> torch.Tensor:
+        """The value of `rows`; with cuDNN's benchmark mode off for a row count other than the
+        minibatch's. The bootstrap rows' count per chunk changes every iteration, and benchmark
+        mode times every convolution algorithm on each new input shape: 0.11 s per new count
+        against 0.0016 s for one seen before (IMPALA net, bf16, H200; benchmarks/
+        learner_syncs.py), up to seconds per iteration early in a trial. Its choice is the
+        fastest of that run's timings, so GPU numbers under benchmark mode are no fixed
+        reference anyway; on a CPU this changes nothing. (The flag is global: a sampling thread
+        (`overlap`) forwarding meanwhile takes cuDNN's heuristic choice for that moment.)"""
+        n = len(rows[Columns.OBS])
+        if n == self.chunk_rows or not torch.backends.cudnn.benchmark:
+            return module.compute_values(rows)
+        torch.backends.cudnn.benchmark = False
+        try:
+            return module.compute_values(rows)
+        finally:
+            torch.backends.cudnn.benchmark = True
 
 
 def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
