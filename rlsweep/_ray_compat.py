@@ -53,6 +53,7 @@ class Hook:
 
 _LEARNER = "ray.rllib.core.learner.learner.Learner"
 _TORCH_LEARNER = "ray.rllib.core.learner.torch.torch_learner.TorchLearner"
+_ALGORITHM_CONFIG = "ray.rllib.algorithms.algorithm_config.AlgorithmConfig"
 _WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
 _RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
 _ENV_RUNNER = "ray.rllib.env.env_runner.EnvRunner"
@@ -84,6 +85,18 @@ HOOKS: tuple[Hook, ...] = (
         kind="instance",
     ),
     Hook(_TORCH_LEARNER, "_get_optimizer_lr", "LearnerHooks.optimizer_lr: the lr of an update"),
+    Hook(
+        _ALGORITHM_CONFIG,
+        "_torch_grad_scaler_class",
+        "LearnerHooks.torch_step_extras: RlsweepPPOLearner.apply_gradients leaves these to RLlib",
+        kind="instance",
+    ),
+    Hook(
+        _ALGORITHM_CONFIG,
+        "_torch_lr_scheduler_classes",
+        "LearnerHooks.torch_step_extras: see _torch_grad_scaler_class",
+        kind="instance",
+    ),
     Hook(_TORCH_LEARNER, "_set_optimizer_lr", "LearnerHooks.set_optimizer_lr: see lr_schedules"),
     # RLModule's forward passes: RLlib documents these as the methods a custom module
     # overrides (rlsweep.rl_module), but they are underscore names all the same.
@@ -293,6 +306,13 @@ class LearnerHooks:
     def lr_schedules(self) -> dict[Any, Any]:
         """optimizer -> its lr Scheduler (`use_schedule` False: a fixed lr)."""
         return self._optimizer_lr_schedules
+
+    @property
+    def torch_step_extras(self) -> bool:
+        """Whether the config gives torch grad scalers or torch lr schedulers, which
+        TorchLearner.apply_gradients steps the optimizers through."""
+        config = self.config
+        return bool(config._torch_grad_scaler_class or config._torch_lr_scheduler_classes)
 
     def optimizer_lr(self, optimizer: Any) -> float:
         return self._get_optimizer_lr(optimizer)

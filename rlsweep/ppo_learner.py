@@ -8,11 +8,17 @@ checks that each option it sets is load-bearing there.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
+from ray.rllib.algorithms.ppo.ppo import (
+    LEARNER_RESULTS_KL_KEY,
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+    LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+)
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.connectors.learner import (
@@ -27,10 +33,11 @@ from ray.rllib.connectors.learner import (
 )
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
-from ray.rllib.core.learner.learner import VF_LOSS_KEY
+from ray.rllib.core.learner.learner import ENTROPY_KEY, POLICY_LOSS_KEY, VF_LOSS_KEY
 from ray.rllib.core.rl_module.apis import ValueFunctionAPI
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils.numpy import SMALL_NUMBER
 from ray.rllib.utils.postprocessing.value_predictions import compute_value_targets
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
@@ -38,6 +45,8 @@ from rlsweep._ray_compat import LearnerHooks
 from rlsweep.config import TrialConfig
 from rlsweep.connectors import to_numpy
 from rlsweep.rl_module import row_chunks
+
+logger = logging.getLogger(__name__)
 
 # learner_config_dict keys: how RlsweepPPOLearner updates (see TrialConfig for each option).
 PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
@@ -197,7 +206,7 @@ class ReferenceGAE(ConnectorV2):
         rollout, mask = batch.get(Columns.VF_PREDS), batch.get(Columns.LOSS_MASK)
         if not self.rollout_values or rollout is None or mask is None:
             return torch.cat(
-                [module.compute_values(rows) for rows in row_chunks(batch, self.chunk_rows)]
+                [self.forward_values(module, rows) for rows in row_chunks(batch, self.chunk_rows)]
             )
         values = rollout.clone()
         fresh = (~mask).nonzero().squeeze(-1)  # the one wait for the device
@@ -205,9 +214,27 @@ class ReferenceGAE(ConnectorV2):
         _, per_chunk = torch.unique_consecutive(fresh.cpu() // step, return_counts=True)
         obs = batch[Columns.OBS]
         for rows in fresh.split(per_chunk.tolist()):
-            fresh_values = module.compute_values({Columns.OBS: obs.index_select(0, rows)})
+            fresh_values = self.forward_values(module, {Columns.OBS: obs.index_select(0, rows)})
             values.index_copy_(0, rows, fresh_values.to(values.dtype))
         return values
+
+    def forward_values(self, module: ValueFunctionAPI, rows: dict[str, Any]) -> torch.Tensor:
+        """The value of `rows`; with cuDNN's benchmark mode off for a row count other than the
+        minibatch's. The bootstrap rows' count per chunk changes every iteration, and benchmark
+        mode times every convolution algorithm on each new input shape: 0.11 s per new count
+        against 0.0016 s for one seen before (IMPALA net, bf16, H200; benchmarks/
+        learner_syncs.py), up to seconds per iteration early in a trial. Its choice is the
+        fastest of that run's timings, so GPU numbers under benchmark mode are no fixed
+        reference anyway; on a CPU this changes nothing. (The flag is global: a sampling thread
+        (`overlap`) forwarding meanwhile takes cuDNN's heuristic choice for that moment.)"""
+        n = len(rows[Columns.OBS])
+        if n == self.chunk_rows or not torch.backends.cudnn.benchmark:
+            return module.compute_values(rows)
+        torch.backends.cudnn.benchmark = False
+        try:
+            return module.compute_values(rows)
+        finally:
+            torch.backends.cudnn.benchmark = True
 
 
 def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -298,6 +325,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         opts = self.config.learner_config_dict
         self._shuffle_rng = torch.Generator().manual_seed(int(opts.get(SHUFFLE_SEED, 0)))
         self._episodes_left_whole = False
+        self._nonfinite_grads: torch.Tensor | None = None  # on the device: see apply_gradients
         connector = self.learner_connector
         if connector is None or not self.config.add_default_connectors_to_learner_pipeline:
             return
@@ -337,7 +365,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         if config.learner_config_dict.get(ADVANTAGE_NORM) == "minibatch":
             adv = standardize(batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK))
             batch = {**batch, Postprocessing.ADVANTAGES: adv}
-        total = super().compute_loss_for_module(
+        total = self.rllib_ppo_loss(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
         clip = config.learner_config_dict.get(PPO2_VF_CLIP)
@@ -363,6 +391,110 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
             (module_id, VF_LOSS_KEY), (unclipped + excess).mean().detach(), window=1
         )
         return total + config.vf_loss_coeff * excess.mean()
+
+    def rllib_ppo_loss(self, *, module_id, config, batch, fwd_out) -> torch.Tensor:
+        """RLlib's PPO loss and its metrics (PPOTorchLearner.compute_loss_for_module, Ray 2.60),
+        the same operations in the same order, less its two copies from the host per
+        minibatch, each a wait for the GPU (a blocking host-to-device copy syncs the stream):
+        the zero KL term (`torch.tensor(0.0, device=...)`, made on the device here) and
+        explained_variance's -1 floor (`torch.tensor([-1.0]).to(device)`, a clamp here).
+        `tests/test_ppo_learner.py` holds both equal, loss and metrics."""
+        module = self.module[module_id].unwrapped()
+        if Columns.LOSS_MASK in batch:
+            mask = batch[Columns.LOSS_MASK]
+            num_valid = torch.sum(mask)
+
+            def possibly_masked_mean(data_):
+                return torch.sum(data_[mask]) / num_valid
+
+        else:
+            possibly_masked_mean = torch.mean
+
+        curr_action_dist = module.get_train_action_dist_cls().from_logits(
+            fwd_out[Columns.ACTION_DIST_INPUTS]
+        )
+        logp_ratio = torch.exp(
+            curr_action_dist.logp(batch[Columns.ACTIONS]) - batch[Columns.ACTION_LOGP]
+        )
+        if config.use_kl_loss:
+            prev_action_dist = module.get_exploration_action_dist_cls().from_logits(
+                batch[Columns.ACTION_DIST_INPUTS]
+            )
+            mean_kl_loss = possibly_masked_mean(prev_action_dist.kl(curr_action_dist))
+        else:
+            mean_kl_loss = torch.zeros((), device=logp_ratio.device)
+        curr_entropy = curr_action_dist.entropy()
+        mean_entropy = possibly_masked_mean(curr_entropy)
+        advantages = batch[Postprocessing.ADVANTAGES]
+        surrogate_loss = torch.min(
+            advantages * logp_ratio,
+            advantages * torch.clamp(logp_ratio, 1 - config.clip_param, 1 + config.clip_param),
+        )
+        if config.use_critic:
+            value_fn_out = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+            vf_loss = torch.pow(value_fn_out - batch[Postprocessing.VALUE_TARGETS], 2.0)
+            vf_loss_clipped = torch.clamp(vf_loss, 0, config.vf_clip_param)
+            mean_vf_loss = possibly_masked_mean(vf_loss_clipped)
+            mean_vf_unclipped_loss = possibly_masked_mean(vf_loss)
+        else:
+            z = torch.zeros((), device=surrogate_loss.device)
+            value_fn_out = mean_vf_unclipped_loss = vf_loss_clipped = mean_vf_loss = z
+        entropy_coeff = self.entropy_coeff_schedulers_per_module[module_id].get_current_value()
+        total_loss = possibly_masked_mean(
+            -surrogate_loss
+            + config.vf_loss_coeff * vf_loss_clipped
+            - (entropy_coeff * curr_entropy)
+        )
+        if config.use_kl_loss:
+            total_loss += self.curr_kl_coeffs_per_module[module_id] * mean_kl_loss
+        self.metrics.log_dict(
+            {
+                POLICY_LOSS_KEY: -possibly_masked_mean(surrogate_loss),
+                VF_LOSS_KEY: mean_vf_loss,
+                LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: mean_vf_unclipped_loss,
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(
+                    batch[Postprocessing.VALUE_TARGETS], value_fn_out
+                ),
+                ENTROPY_KEY: mean_entropy,
+                LEARNER_RESULTS_KL_KEY: mean_kl_loss,
+            },
+            key=module_id,
+            window=1,
+        )
+        return total_loss
+
+    def apply_gradients(self, gradients_dict) -> None:
+        """TorchLearner.apply_gradients (Ray 2.60) with `torch_skip_nan_gradients` False, its
+        default and rlsweep's, without its waits for the GPU: RLlib asks every gradient
+        `torch.isfinite(grad).all()` twice per minibatch (before setting it, and again before
+        the step), a host sync each (2 x 36 per minibatch for the IMPALA net), and replaces a
+        non-finite gradient by `nan_to_num(grad)`. nan_to_num is the identity on finite
+        values, so here every gradient goes through it: the same numbers, no waits. Whether
+        one was non-finite is kept on the device and warned of once per update
+        (`warn_nonfinite_gradients`). With torch grad scalers or lr schedulers (rlsweep sets
+        neither) or `torch_skip_nan_gradients`, RLlib's own."""
+        if self.config.torch_skip_nan_gradients or self.torch_step_extras:
+            return super().apply_gradients(gradients_dict)
+        finite = []
+        for param, grad in gradients_dict.items():  # TorchLearner's param refs: the params
+            finite.append(torch.isfinite(grad).all())
+            param.grad = torch.nan_to_num(grad)
+        if finite:
+            nonfinite = torch.stack(finite).logical_not().any()
+            seen = self._nonfinite_grads
+            self._nonfinite_grads = nonfinite if seen is None else seen | nonfinite
+        for module_id in self.module.keys():  # noqa: SIM118 (a MultiRLModule has no __iter__)
+            for _, optimizer in self.get_optimizers_for_module(module_id):
+                optimizer.step()
+
+    def warn_nonfinite_gradients(self) -> None:
+        """RLlib's warning for `nan/inf` gradients, once per update: one wait for the GPU."""
+        nonfinite, self._nonfinite_grads = self._nonfinite_grads, None
+        if nonfinite is not None and bool(nonfinite):
+            logger.warning(
+                "Gradients contained `nan/inf` values in this update: set to zero "
+                "(torch_skip_nan_gradients False)."
+            )
 
     def set_state(self, state) -> None:
         super().set_state(state)
@@ -429,7 +561,17 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
             # minibatch per epoch for the artificial bootstrap timesteps.
             per_epoch = max(1, self.config.train_batch_size_per_learner // minibatch)
             num_total_minibatches = kwargs.get("num_epochs", 1) * per_epoch
-        return super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
+        results = super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
+        self.warn_nonfinite_gradients()
+        return results
+
+
+def explained_variance(y: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+    """RLlib's explained_variance (ray.rllib.utils.torch_utils), max(-1, 1 - var(y - pred) /
+    var(y)), with its floor a clamp instead of a tensor copied from the host."""
+    y = y.squeeze()
+    diff_var = torch.var(y - pred.squeeze(), dim=0)
+    return (1 - (diff_var / (torch.var(y, dim=0) + SMALL_NUMBER))).clamp(min=-1.0)
 
 
 def ppo2_value_excess(

@@ -35,6 +35,7 @@ def _instances() -> dict[str, object]:
     runner.stop()
     return {
         "ray.rllib.core.learner.learner.Learner": PPOTorchLearner(config=PPOConfig()),
+        "ray.rllib.algorithms.algorithm_config.AlgorithmConfig": PPOConfig(),
         "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner": runner,
         "ray.air.integrations.wandb.WandbLoggerCallback": WandbLoggerCallback(
             project="p", mode="offline"
