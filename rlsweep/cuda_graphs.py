@@ -41,9 +41,10 @@ class RolloutGraph:
     returns: fresh tensors (clones of the graph's outputs, which the next replay overwrites).
 
     When it is not used: at capture the replay must equal the eager forward bit for bit on the
-    same frames (cuDNN picks its algorithms once per shape, so they do), else the graph is
-    dropped, a warning says so, and every later call runs eagerly. The forward must not draw
-    random numbers or run autograd (a rollout's `no_grad` exploration forward does neither).
+    same frames (cuDNN picks its algorithms once per shape, so they do); if it does not, or the
+    capture fails, the graph is dropped, a warning says so, and every later call runs eagerly.
+    The forward must not draw random numbers or run autograd (a rollout's `no_grad`
+    exploration forward does neither).
     """
 
     def __init__(self, forward: Forward, params: Callable[[], Iterable[torch.Tensor]]) -> None:
@@ -63,9 +64,16 @@ class RolloutGraph:
         key = (tuple(obs.shape), obs.dtype)
         c = self.captured.get(key)
         if c is None:
-            c = self.captured[key] = self._capture(obs, device)
+            try:
+                c = self._capture(obs, device)
+            except RuntimeError as e:  # an op torch cannot capture: not worth a failed trial
+                logger.warning("rlsweep: no CUDA graph of the rollout forward (%s)", e)
+                c = None
             if c is None:
+                self.eager = True
+                logger.warning("rlsweep: sampling runs eagerly")
                 return self.forward(obs.to(device))
+            self.captured[key] = c
         if obs.device.type == "cpu":
             c.staged.synchronize()
             c.staging.copy_(obs)
@@ -98,9 +106,8 @@ class RolloutGraph:
         if not same:
             logger.warning(
                 "rlsweep: the CUDA graph of the rollout forward did not reproduce the eager "
-                "forward on %s frames; sampling runs eagerly",
+                "forward on %s frames",
                 tuple(obs.shape),
             )
-            self.eager = True
             return None
         return _Captured(graph, static_in, static_out, staging, torch.cuda.Event())

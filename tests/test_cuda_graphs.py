@@ -1,7 +1,7 @@
 """The rollout forward replayed from a CUDA graph (rlsweep.cuda_graphs) computes the eager one.
 
-These need a GPU (CUDA graphs exist nowhere else): on a machine without one they are skipped,
-and `benchmarks/gpu_check.py` runs them on a GPU node."""
+Those that capture need a GPU (CUDA graphs exist nowhere else): on a machine without one they
+are skipped, and `benchmarks/gpu_check.py` runs them on a GPU node."""
 
 import copy
 import logging
@@ -103,3 +103,23 @@ def test_a_module_without_a_gpu_samples_eagerly():
     feats = m.net.features(_frames(0, n=4))
     torch.testing.assert_close(out["action_dist_inputs"], m.net.pi(feats))
     torch.testing.assert_close(out["vf_preds"], m.net.vf(feats).squeeze(-1))
+
+
+def test_a_capture_that_fails_leaves_the_eager_forward(caplog, monkeypatch):
+    """An op torch cannot capture costs the trial its graph, not its run (on any machine: the
+    capture is made to fail)."""
+
+    def fail(*args):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    m = _module("fp32")
+    graph = RolloutGraph(m._rollout_outputs, m.parameters)
+    monkeypatch.setattr(graph, "_capture", fail)
+    frames = _frames(0, n=4)
+    with caplog.at_level(logging.WARNING, logger="rlsweep.cuda_graphs"):
+        out = graph(frames, torch.device("cpu"))
+    assert graph.eager and not graph.captured
+    assert "not permitted" in caplog.text and "sampling runs eagerly" in caplog.text
+    torch.testing.assert_close(out["vf_preds"], m._rollout_outputs(frames)["vf_preds"])
+    monkeypatch.undo()  # later calls go straight to the eager forward, never to a capture
+    assert torch.equal(graph(frames, torch.device("cpu"))["vf_preds"], out["vf_preds"])
