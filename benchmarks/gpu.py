@@ -637,12 +637,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             name = f"K={k}" if not overrides else f"K={k}, {variant_name(overrides)}"
             return rec.stage(name, lambda: packed_trials(s, k, storage, overrides))
 
+        def record(k: int, v: dict[str, Any]) -> None:
+            packed[k] = v
+            rec.data["packed"][str(k)] = v["aggregate_env_steps_per_s"]
+            rec.data.setdefault("trials", {})[str(k)] = {
+                **v,
+                "estimate": estimate(trial_config(s, k)),
+            }
+            rec.say(*packed_lines(s, k, v))
+
         if "c" in s.runs and (v := trials(1)):
-            packed[1] = v
+            record(1, v)
             rec.data["trial_env_steps_per_s"] = v["aggregate_env_steps_per_s"]
-            rec.data["packed"]["1"] = v["aggregate_env_steps_per_s"]
-            rec.data.setdefault("trials", {})["1"] = {**v, "estimate": estimate(trial_config(s))}
-            rec.say(*packed_lines(s, 1, v))
         if "c" in s.runs and s.overlap and (over := trials(1, OVERLAP)):
             packed["overlap"] = over
             rec.data["overlap_env_steps_per_s"] = over["aggregate_env_steps_per_s"]
@@ -656,13 +662,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 rec.say(*breakdown_lines(s, overrides, parts))
         for k in s.packed if "d" in s.runs else ():
             if v := trials(k):
-                packed[k] = v
-                rec.data["packed"][str(k)] = v["aggregate_env_steps_per_s"]
-                rec.data.setdefault("trials", {})[str(k)] = {
-                    **v,
-                    "estimate": estimate(trial_config(s, k)),
-                }
-                rec.say(*packed_lines(s, k, v))
+                record(k, v)
 
     ratios = []
     one = packed.get(1, {}).get("aggregate_env_steps_per_s")
