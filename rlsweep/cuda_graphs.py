@@ -52,7 +52,7 @@ class RolloutGraph:
         self.captured: dict[tuple, _Captured] = {}
         self.addresses: tuple[int, ...] = ()
         self.eager = False
-        """Set when a capture failed its check: the eager forward from then on."""
+        """Set when a capture failed or failed its check: the eager forward from then on."""
 
     def __call__(self, obs: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
         if self.eager:
