@@ -26,9 +26,11 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
     (the sum of their steady rates; they run concurrently), the largest K first.
 
 (e) where one trial's time goes, for (c)'s trial and variants of it (`--variants`: precision,
-    cuDNN's determinism, channels_last): the trial built in a process of its own (with (c)'s
-    jemalloc), its parts timed from outside through RLlib's public objects (the local EnvRunner's
-    `sample`, its env's `step` and its module's exploration forward; the LearnerGroup's `update`,
+    cuDNN's determinism, channels_last, env_groups): the trial built in a process of its own
+    (with (c)'s jemalloc), its parts timed from outside through RLlib's public objects (the local
+    EnvRunner's `sample`, its vector env's send, recv and finish_step, which with double-buffered
+    env groups time what sampling waits for, and its module's exploration forward; the
+    LearnerGroup's `update`,
     its Learner's training forward, losses, gradients and optimizer step), each waiting for the
     GPU before and after: seconds per iteration by part, the rest as "other". The waits take
     away the overlap of GPU and CPU work, so the parts sum to a little more than (c)'s iteration.
@@ -349,7 +351,9 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
     # Instance attributes shadow the methods: only this process's objects are timed.
     runner = algo.env_runner_group.local_env_runner
     runner.sample = timed("sample", runner.sample)
-    runner.env.step = timed("sample: env step (envpool)", runner.env.step)
+    env = runner.env.unwrapped  # what the batched loop calls, and RLlib's env.step too
+    for name in ("send", "recv", "finish_step"):
+        setattr(env, name, timed("sample: env step (envpool)", getattr(env, name)))
     runner.module.forward_exploration = timed(
         "sample: inference forward", runner.module.forward_exploration
     )

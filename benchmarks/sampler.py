@@ -2,16 +2,18 @@
 
     .venv/bin/python benchmarks/sampler.py [--steps 64] [--rounds 5] [--quick]
 
-Both arms are the trial's own EnvRunner class (`rlsweep.env_runner`: BatchedEnvRunner, or
+The arms are the trial's own EnvRunner class (`rlsweep.env_runner`: BatchedEnvRunner, or
 CentralInferenceEnvRunner with the module on the GPU when there is one) built from the default
 trial's config (coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs, this machine's CPUs): "rllib"
-forces RLlib's own loop (`batched_loop_applies` false), "batched" runs rlsweep's. Each round
-samples `--steps` steps of every env with each arm, in alternating order, after one warm-up
-sample each; the parts are timed from outside (the vector env's `step`, the module's
-exploration forward, and within the rest the actions' sampling with the outputs' copies to the
-host and the batched loop's episode writes; waiting for the GPU before and after each), the
-rest is the loop's own work: episode bookkeeping, connectors, callbacks, metrics. Medians over
-the rounds.
+forces RLlib's own loop (`batched_loop_applies` false), "batched" runs rlsweep's, and a third
+runs rlsweep's with the other choice of `env_groups` (1 where the default double-buffers, as
+on a GPU; else 2). Each round samples `--steps` steps of every env with each arm, in turn
+(reversed every other round), after one warm-up sample each; the parts are timed from
+outside (the envs' part: the vector env's send, recv and finish_step, which is what a
+double-buffered loop waits for; the module's exploration forward; and within the rest the
+actions' sampling with the outputs' copies to the host and the batched loop's episode writes;
+waiting for the GPU before and after each), the rest is the loop's own work: episode
+bookkeeping, connectors, callbacks, metrics. Medians over the rounds.
 
 Output: one line per arm and part (seconds per sample and microseconds per step of all envs),
 and the JSON record in $OUT or results/benchmarks/sampler.json.
@@ -25,6 +27,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from rlsweep import connectors, env_runner
     from rlsweep.algos import algorithm_config
     from rlsweep.config import TrialConfig
+    from rlsweep.placement import placement
 
     rollout_columns, _extend = connectors.rollout_columns, env_runner._extend
 
@@ -84,12 +88,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     config = algorithm_config(cfg)
     batched_cls = config.env_runner_cls
+    groups = placement(cfg).env_groups
+    other = 1 if groups > 1 else 2  # the batched loop with the other choice of env groups
+    other_config = algorithm_config(replace(cfg, env_groups=other))
 
     class RLlibLoop(batched_cls):  # the same runner, RLlib's own loop
         def batched_loop_applies(self) -> bool:
             return False
 
-    arms = {"rllib": _runner(RLlibLoop, config), "batched": _runner(batched_cls, config)}
+    arms = {
+        "rllib": _runner(RLlibLoop, config),
+        "batched": _runner(batched_cls, config),
+        f"batched, {other} env group{'s' * (other > 1)}": _runner(batched_cls, other_config),
+    }
     spent: dict[str, dict[str, list[float]]] = {a: {k: [] for k in PARTS} for a in arms}
     try:
         for runner in arms.values():
@@ -98,8 +109,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             order = list(arms) if r % 2 == 0 else list(arms)[::-1]
             for arm in order:
                 runner, parts = arms[arm], {}
-                env_step, forward = runner.env.step, runner.module.forward_exploration
-                runner.env.step = _timed(parts, "env step", env_step, cuda)
+                env, forward = runner.env.unwrapped, runner.module.forward_exploration
+                # The envs' part in both loops: RLlib's `env.step` is these three too.
+                for name in ("send", "recv", "finish_step"):
+                    setattr(env, name, _timed(parts, "env step", getattr(env, name), cuda))
                 runner.module.forward_exploration = _timed(
                     parts, "inference forward", forward, cuda
                 )
@@ -115,7 +128,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 finally:
                     connectors.rollout_columns = env_runner.rollout_columns = rollout_columns
                     env_runner._extend = _extend
-                del runner.env.step, runner.module.forward_exploration, runner._returned
+                del env.send, env.recv, env.finish_step
+                del runner.module.forward_exploration, runner._returned
                 for k in PARTS:
                     spent[arm][k].append(parts.get(k, 0.0))
     finally:
@@ -127,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"coinrun easy, {args.envs} envs x {args.steps} steps per sample, {args.rounds} rounds, "
         f"{cpus} CPUs, {device}, torch {torch.__version__}, runner {batched_cls.__name__}"
     )
+    header += f", env groups {groups}"
     print(header)
     record: dict[str, Any] = {"setup": vars(args), "device": device, "arms": {}}
     for arm in arms:
@@ -139,10 +154,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
         record["arms"][arm] = med
         for k, v in med.items():
-            print(f"{arm:<8} {k:<34} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step")
+            print(f"{arm:<24} {k:<34} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step")
     r, b = record["arms"]["rllib"], record["arms"]["batched"]
     record["speedup"] = r["sample"] / b["sample"]
     print(f"sample: batched {record['speedup']:.2f}x RLlib's loop")
+    alt = list(record["arms"])[-1]
+    record["groups_speedup"] = record["arms"][alt]["sample"] / b["sample"]
+    print(f"sample: batched ({groups} env groups) {record['groups_speedup']:.2f}x {alt}")
     out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
     out.mkdir(parents=True, exist_ok=True)
     (out / "sampler.json").write_text(json.dumps({"header": header, **record}, indent=1))

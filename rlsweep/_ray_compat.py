@@ -107,7 +107,6 @@ HOOKS: tuple[Hook, ...] = (
     # BatchedEnvRunner (rlsweep.env_runner), through EnvRunnerHooks below.
     Hook(_SA_ENV_RUNNER, "_sample", "overridden as EnvRunnerHooks.sample_steps: batched loop"),
     Hook(_ENV_RUNNER, "_reset_envs_and_episodes", "EnvRunnerHooks.reset_envs_and_episodes"),
-    Hook(_ENV_RUNNER, "_try_env_step", "EnvRunnerHooks.try_env_step: RLlib's env-failure rules"),
     Hook(_ENV_RUNNER, "_log_env_steps", "EnvRunnerHooks.count_sampled: Ray's step counter"),
     Hook(_SA_ENV_RUNNER, "_increase_sampled_metrics", "EnvRunnerHooks.count_sampled"),
     Hook(_SA_ENV_RUNNER, "_make_on_episode_callback", "EnvRunnerHooks.episode_callback"),
@@ -356,11 +355,6 @@ class EnvRunnerHooks:
         """New episodes, the envs reset (seeded on the first reset), `on_episode_created` and
         `on_episode_start` made, the env-to-module output cached."""
         self._reset_envs_and_episodes(explore)
-
-    def try_env_step(self, actions: Any) -> Any:
-        """The vector env's step results, or `ENV_STEP_FAILURE` (envs then restarted or
-        the error raised, as the config says)."""
-        return self._try_env_step(actions)
 
     def episode_callback(self, which: str, env_index: int) -> None:
         """`which` (on_episode_start/step/end) for env `env_index`'s ongoing episode."""

@@ -43,11 +43,14 @@ ENV_ID = "rlsweep-procgen"
 
 
 def make_procgen_env(env_config: dict[str, Any]) -> ProcgenVectorEnv:
-    """RLlib's vector entry point: `env_config` carries EnvConfig fields and `num_envs`."""
+    """RLlib's vector entry point: `env_config` carries EnvConfig fields, `num_envs` and the
+    placement's `envpool_threads` and `env_groups`."""
     cfg = dict(env_config)
     num_envs = cfg.pop("num_envs")
-    threads = cfg.pop("envpool_threads")
-    return ProcgenVectorEnv(EnvConfig(**cfg), num_envs=num_envs, split="train", num_threads=threads)
+    threads, groups = cfg.pop("envpool_threads"), cfg.pop("env_groups")
+    return ProcgenVectorEnv(
+        EnvConfig(**cfg), num_envs=num_envs, split="train", num_threads=threads, groups=groups
+    )
 
 
 def _env_id() -> str:
@@ -106,7 +109,11 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
     """Env, runners, resources, callbacks and seed: identical for every algorithm. Device and
     runner layout come from `rlsweep.placement.placement`."""
     p = placement(cfg)
-    env_config = {**cfg.env_config().to_dict(), "envpool_threads": p.envpool_threads}
+    env_config = {
+        **cfg.env_config().to_dict(),
+        "envpool_threads": p.envpool_threads,
+        "env_groups": p.env_groups,
+    }
     runner_class = CentralInferenceEnvRunner if p.central_inference else BatchedEnvRunner
     return (
         # Procgen's actions are Discrete: RLlib's action unsquashing/clipping would only

@@ -4,6 +4,7 @@ process (`CentralInferenceEnvRunner`, `rlsweep.placement`'s central inference)."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,14 +13,14 @@ import numpy as np
 import torch
 from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.core.columns import Columns
-from ray.rllib.env.env_runner import ENV_STEP_FAILURE
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
-from ray.rllib.utils.metrics import RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
+from ray.rllib.utils.metrics import ENV_STEP_TIMER, RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
 
 from rlsweep._ray_compat import EnvRunnerHooks
 from rlsweep.connectors import BatchObservations, SampleActions, rollout_columns
 from rlsweep.device import learner_device
+from rlsweep.envs import ProcgenVectorEnv
 from rlsweep.models import bf16_weights_for_rollouts
 from rlsweep.rl_module import ImpalaPPOModule
 
@@ -60,12 +61,19 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     module's forward, `rollout_columns`, the vector env's step and one record of the batched
     arrays; an env's steps go into its episode when that episode ends or the sample does, in
     a few bulk operations. Episode starts and ends, their callbacks, the chunks returned and
-    cut, the metrics and the env-failure rules are RLlib's own, in RLlib's order, so the
-    episodes equal RLlib's value for value (`tests/test_env_runner.py`).
+    cut and the metrics are RLlib's own, in RLlib's order, so the episodes equal RLlib's value
+    for value (`tests/test_env_runner.py`; with several env groups, the module's outputs within
+    rounding: a forward over fewer rows may round differently).
 
-    It runs when RLlib's loop would do nothing more: sampling timesteps, with rlsweep's two
-    connectors (`rlsweep.connectors`) as the whole pipelines and no `on_episode_step`
-    callback; otherwise (random actions, whole episodes, other connectors) RLlib's loop runs.
+    The envs step asynchronously (`ProcgenVectorEnv`'s send and recv): a step's next actions
+    leave before the loop records the step, and with `env_groups` > 1 (a GPU trial's default)
+    the forward runs per group, so one group's envs step while the module infers on the next
+    group's frames. Each forward sees the weights and frames one forward over all envs would.
+
+    It runs when RLlib's loop would do nothing more: sampling timesteps of rlsweep's Procgen
+    envs, with rlsweep's two connectors (`rlsweep.connectors`) as the whole pipelines, no
+    `on_episode_step` callback, and env failures raised (`restart_failed_sub_environments`
+    off); otherwise (random actions, whole episodes, other connectors) RLlib's loop runs.
 
     With `precision: bf16` its module's trunk stores bf16 weights
     (`rlsweep.models.bf16_weights_for_rollouts`): the same numbers, without autocast's casts.
@@ -101,6 +109,9 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
             self.module is not None
             and [type(c) for c in self.env_to_module.connectors] == [BatchObservations]
             and [type(c) for c in self.module_to_env.connectors] == [SampleActions]
+            and isinstance(self.env.unwrapped, ProcgenVectorEnv)
+            # Env failures: RLlib's loop restarts the envs; this one raises.
+            and not self.config.restart_failed_sub_environments
             and not self.config.callbacks_on_episode_step
             and all(
                 type(c).on_episode_step is RLlibCallback.on_episode_step
@@ -119,8 +130,10 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     ) -> list[SingleAgentEpisode]:
         if force_reset or self.needs_reset:
             self.reset_envs_and_episodes(explore)
+        env: ProcgenVectorEnv = self.env.unwrapped
         n = self.num_envs
         runners = self.config.num_env_runners or 1
+        lifetime = self.num_env_steps_sampled_lifetime // runners
         # Envs whose next row is a reset (their episode ended, and envs autoreset a step later).
         resetting = np.array([not e.is_reset for e in self.ongoing_episodes])
         steps: list[_Step] = []
@@ -128,25 +141,33 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
         done_episodes: list[SingleAgentEpisode] = []
         to_module, self.cached_to_module = self.cached_to_module, None
         ts = 0
+        # Double-buffered: a group's next actions leave as soon as its step is in, so its envs
+        # step in envpool's threads while the module infers on the next group and while this
+        # loop records the step (with one group, only the latter). Each group's forward sees
+        # the same weights and observations as one forward over all envs would.
+        sent = [
+            self._act(env, g, to_module[Columns.OBS][rows], explore=explore, t=lifetime * runners)
+            for g, rows in enumerate(env.groups)
+        ]
         while ts < num_timesteps:
-            if explore:
-                t = (self.num_env_steps_sampled_lifetime // runners + ts) * runners
-                with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
-                    out = self.module.forward_exploration(to_module, t=t)
-            else:
-                with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
-                    out = self.module.forward_inference(to_module)
-            to_env = rollout_columns(self.module, out, explore=explore)
+            ts_next = ts + n - int(resetting.sum())
+            upcoming = []
+            t0 = time.perf_counter()
+            for g in range(len(env.groups)):
+                obs_g = env.recv(g)
+                if ts_next < num_timesteps:  # another step follows
+                    t0 -= time.perf_counter()
+                    t = (lifetime + ts_next) * runners
+                    upcoming.append(self._act(env, g, obs_g, explore=explore, t=t))
+                    t0 += time.perf_counter()
+            obs, rewards, terminateds, truncateds, info = env.finish_step()
+            self.metrics.log_value(ENV_STEP_TIMER, time.perf_counter() - t0, reduce="ema")
+            # What RLlib's DictInfoToList wrapper makes of the env's (always empty) infos.
+            assert not info, "ProcgenVectorEnv's infos are empty"
+            infos = [{} for _ in range(n)]
+            to_env = _joined(sent)
             actions = to_env.pop(Columns.ACTIONS)
-            results = self.try_env_step(to_env.pop(Columns.ACTIONS_FOR_ENV, actions))
-            if isinstance(results, str) and results == ENV_STEP_FAILURE:
-                # RLlib's rule: the ongoing episodes are dropped, the envs reset.
-                ts, steps, first[:] = 0, [], 0
-                self.reset_envs_and_episodes(explore)
-                resetting[:] = False
-                to_module, self.cached_to_module = self.cached_to_module, None
-                continue
-            obs, rewards, terminateds, truncateds, infos = results
+            to_env.pop(Columns.ACTIONS_FOR_ENV, None)
             k = len(steps)
             steps.append(
                 _Step(
@@ -159,8 +180,7 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
                     {**to_env, WEIGHTS_SEQ_NO: [self.weights_seq_no] * n},
                 )
             )
-            ts += n - int(resetting.sum())
-            to_module = self.module_input(obs)
+            ts, sent = ts_next, upcoming
             done = (np.asarray(terminateds) | np.asarray(truncateds)) & ~resetting
             episodes = self.ongoing_episodes
             for i in np.flatnonzero(resetting | done):  # env order, as RLlib's callbacks
@@ -174,7 +194,7 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
                     self.new_episode(i)
                 first[i] = k + 1  # the rows up to this one are in the episode, or before it
             resetting = done
-        self.cached_to_module = to_module
+        self.cached_to_module = self.module_input(obs)
         episodes = self.ongoing_episodes
         for i in range(n):
             _extend(episodes[i], steps[first[i] :], i)
@@ -194,8 +214,30 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
         self.count_sampled(ts, len(done_episodes))
         return done_episodes + chunks
 
+    def _act(
+        self, env: ProcgenVectorEnv, group: int, obs: Any, *, explore: bool, t: int
+    ) -> dict[str, np.ndarray]:
+        """The module's rollout columns for one group's observations (numpy, or tensors
+        `module_input` made); its actions sent to its envs."""
+        to_module = obs if isinstance(obs, torch.Tensor) else self.module_input(obs)[Columns.OBS]
+        with self.metrics.log_time(RLMODULE_INFERENCE_TIMER):
+            if explore:
+                out = self.module.forward_exploration({Columns.OBS: to_module}, t=t)
+            else:
+                out = self.module.forward_inference({Columns.OBS: to_module})
+        columns = rollout_columns(self.module, out, explore=explore)
+        env.send(group, columns.get(Columns.ACTIONS_FOR_ENV, columns[Columns.ACTIONS]))
+        return columns
+
     def _returned(self, episode: SingleAgentEpisode) -> SingleAgentEpisode:
         return episode.to_numpy() if self.episodes_to_numpy else episode
+
+
+def _joined(columns: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """The groups' rollout columns as one step's, rows in env order."""
+    if len(columns) == 1:
+        return dict(columns[0])
+    return {k: np.concatenate([c[k] for c in columns]) for k in columns[0]}
 
 
 def _extend(episode: SingleAgentEpisode, steps: Sequence[_Step], i: int) -> None:

@@ -132,6 +132,7 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         seed: int = 0,
         split: Split = "train",
         num_threads: int = 0,
+        groups: int = 1,
     ) -> None:
         self.config = config
         self.split = split
@@ -142,32 +143,39 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
             num_levels, start_level = 0, 0  # full distribution: unseen levels
         else:
             raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+        if not 1 <= groups <= num_envs:
+            raise ValueError(f"groups must be 1..num_envs ({num_envs}), got {groups}")
         if config.distribution_mode == "exploration":
             # envpool picks the fixed level itself and aborts unless given 0 and 0.
             num_levels, start_level = 0, 0
         self._pool_kwargs = dict(
             task_id=procgen.task_id(config.game, config.distribution_mode),
             env_type="gymnasium",
-            num_envs=num_envs,
             num_levels=num_levels,
             start_level=start_level,
             num_threads=num_threads,
             # procgen's own limit; envpool registers one per game (1000 for jumper memory).
             max_episode_steps=procgen.max_episode_steps(config.game, config.distribution_mode),
         )
+        self.groups = [
+            slice(int(rows[0]), int(rows[-1]) + 1)
+            for rows in np.array_split(np.arange(num_envs), groups)
+        ]
+        """Env rows of each group (one envpool each), in env order."""
         self.seed = seed
-        self._pool = _import_envpool().make(seed=seed, **self._pool_kwargs)
-        frame_space = self._pool.observation_space  # (3, 64, 64) uint8
+        self._pools = self._make_pools(seed)
+        frame_space = self._pools[0].observation_space  # (3, 64, 64) uint8
         c, h, w = frame_space.shape
         self.single_observation_space = gym.spaces.Box(
             0, 255, (c * config.frames_per_obs, h, w), np.uint8
         )
-        self.single_action_space = self._pool.action_space
+        self.single_action_space = self._pools[0].action_space
         self.observation_space = gym.vector.utils.batch_space(
             self.single_observation_space, num_envs
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-        self._stacker = FrameStacker(config.framestack, config.framestack_k)
+        self._stackers = [FrameStacker(config.framestack, config.framestack_k) for _ in self.groups]
+        self._received: list[tuple | None] = [None] * len(self.groups)
         self._normalizer = (
             RewardNormalizer(num_envs, config.reward_norm_gamma, config.reward_clip)
             if config.normalize_reward
@@ -181,24 +189,71 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         self.last_length = np.zeros(num_envs, np.int64)
         self.last_level_seed = np.full(num_envs, -1, np.int64)
 
+    def _make_pools(self, seed: int) -> list[Any]:
+        # envpool derives each env's level stream from the pool's seed and the env's index in
+        # the pool, so a group's envs cannot replay a wider pool's: the first group keeps the
+        # seed (one group: the same envs as ever), the others draw their own.
+        envpool = _import_envpool()
+        return [
+            envpool.make(
+                seed=seed if g == 0 else env_seed(seed, g),
+                num_envs=rows.stop - rows.start,
+                **self._pool_kwargs,
+            )
+            for g, rows in enumerate(self.groups)
+        ]
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if seed is not None and seed != self.seed:
-            self._pool.close()
+            for pool in self._pools:
+                pool.close()
             self.seed = seed
-            self._pool = _import_envpool().make(seed=seed, **self._pool_kwargs)
-        frames, info = self._pool.reset()
-        self.level_seeds = np.asarray(info["level_seed"], np.int64)
+            self._pools = self._make_pools(seed)
+        obs, level_seeds = [], []
+        for pool, stacker in zip(self._pools, self._stackers, strict=True):
+            frames, info = pool.reset()
+            obs.append(stacker.push(frames))
+            level_seeds.append(info["level_seed"])
+        self.level_seeds = np.concatenate(level_seeds).astype(np.int64)
+        self._received = [None] * len(self.groups)
         self._ep_return[:] = 0
         self._ep_length[:] = 0
         self._done[:] = False
-        return self._stacker.push(frames), {}
+        return _joined(obs), {}
 
     def step(self, actions: Any):
-        frames, reward, terminated, truncated, info = self._pool.step(
-            np.asarray(actions, dtype=np.int32)
+        actions = np.asarray(actions, dtype=np.int32)
+        for g, rows in enumerate(self.groups):
+            self.send(g, actions[rows])
+        for g in range(len(self.groups)):
+            self.recv(g)
+        return self.finish_step()
+
+    # Stepping one group at a time (double-buffered sampling: a group steps in envpool's threads
+    # while the caller infers on another). A step is every group's `send`, then every group's
+    # `recv`, then `finish_step`, which returns what `step` returns.
+    def send(self, group: int, actions: np.ndarray) -> None:
+        """Group `group`'s actions, in its env order; its envs step in envpool's threads."""
+        self._pools[group].send(np.asarray(actions, dtype=np.int32))
+
+    def recv(self, group: int) -> np.ndarray:
+        """Waits for group `group`'s step and returns its observations (the rows of its envs)."""
+        frames, reward, terminated, truncated, info = self._pools[group].recv()
+        started = self._done[self.groups[group]]  # rows that return a new episode's first frame
+        obs = self._stackers[group].push(frames, started)
+        self._received[group] = (obs, reward, terminated, truncated, info["level_seed"])
+        return obs
+
+    def finish_step(self):
+        """The step of every group, received: `step`'s results, over all envs."""
+        if any(r is None for r in self._received):
+            raise RuntimeError("finish_step before every group's recv")
+        obs, reward, terminated, truncated, level_seeds = (
+            _joined(c) for c in zip(*self._received, strict=True)
         )
+        self._received = [None] * len(self.groups)
         started = self._done  # these rows just returned the first frame of a new episode
-        self.level_seeds = np.asarray(info["level_seed"], np.int64)
+        self.level_seeds = np.asarray(level_seeds, np.int64)
         self._ep_return[started] = 0
         self._ep_length[started] = 0
         self._ep_return += reward
@@ -212,7 +267,6 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
             self.last_return[done] = self._ep_return[done]
             self.last_length[done] = self._ep_length[done]
             self.last_level_seed[done] = self.level_seeds[done]
-        obs = self._stacker.push(frames, started)
         if self.config.reward_shaping:
             reward = shape_reward(reward)
         if self._normalizer is not None:
@@ -221,4 +275,11 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         return obs, reward.astype(np.float32), terminated, truncated, {}
 
     def close_extras(self, **kwargs: Any) -> None:
-        self._pool.close()
+        for pool in self._pools:
+            pool.close()
+
+
+def _joined(parts: Any) -> np.ndarray:
+    """The groups' arrays as one, in env order (one group: its own array, not a copy)."""
+    parts = list(parts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

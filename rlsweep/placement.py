@@ -53,6 +53,9 @@ class Placement:
     """Envs in each EnvRunner's one envpool."""
     envpool_threads: int
     """envpool worker threads of each EnvRunner: the CPUs its process holds."""
+    env_groups: int
+    """Envpools of each EnvRunner, stepped in turn (`env_groups`; rlsweep's choice: 2 with
+    central inference, where a group's envs step while the GPU infers on the other's)."""
     cpus: int
     """CPUs the trial reserves in all (`trial_cpus`)."""
     gpus: float
@@ -73,12 +76,14 @@ def placement(cfg: TrialConfig) -> Placement:
     gpu = {"GPU": cfg.num_gpus} if cfg.num_gpus > 0 else {}
     main = {"CPU": cfg.num_cpus, **gpu, **cfg.learner_resources}
     runner = {"CPU": ENV_RUNNER_CPUS, **cfg.env_runner_resources}
+    central = cfg.num_gpus > 0 and cfg.num_env_runners == 0
     return Placement(
         device="cuda" if cfg.num_gpus > 0 else "cpu",
-        central_inference=cfg.num_gpus > 0 and cfg.num_env_runners == 0,
+        central_inference=central,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
         envpool_threads=ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus,
+        env_groups=cfg.env_groups or (2 if central and cfg.num_envs_per_env_runner > 1 else 1),
         cpus=trial_cpus(cfg.num_cpus, cfg.num_env_runners),
         gpus=cfg.num_gpus,
         bundles=(main, *(dict(runner) for _ in range(cfg.num_env_runners))),

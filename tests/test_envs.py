@@ -237,6 +237,50 @@ def test_reset_seed_reseeds_the_level_sampler():
     assert first_levels(11) != first_levels(12)
 
 
+def test_groups_step_their_own_pools_and_finish_steps_over_all_envs():
+    """Two groups, stepped one at a time in the double-buffered order (a group's next step is
+    sent before the other's step is received): each group's rows are its own pool's envs (the
+    first keeps the seed), framestacked alone; rewards are normalized, and episodes counted,
+    over all envs at once, as one pool's would be."""
+    cfg = EnvConfig(game="maze", framestack="stack", framestack_k=2, normalize_reward=True)
+    plain = EnvConfig(game="maze", framestack="stack", framestack_k=2)
+    env = ProcgenVectorEnv(cfg, 7, seed=4, groups=2)
+    assert env.groups == [slice(0, 4), slice(4, 7)]
+    alone = [ProcgenVectorEnv(plain, 4, seed=4), ProcgenVectorEnv(plain, 3, seed=env_seed(4, 1))]
+    normalizer = RewardNormalizer(7, cfg.reward_norm_gamma, cfg.reward_clip)
+    obs, _ = env.reset()
+    assert np.array_equal(obs, np.concatenate([a.reset()[0] for a in alone]))
+    rng = np.random.default_rng(3)
+    actions = rng.integers(0, 15, (600, 7))
+    for g, rows in enumerate(env.groups):
+        env.send(g, actions[0, rows])
+    done = np.zeros(7, bool)
+    for t in range(600):
+        ref = []
+        for g, rows in enumerate(env.groups):
+            part = env.recv(g)
+            if t + 1 < 600:
+                env.send(g, actions[t + 1, rows])
+            ref.append(alone[g].step(actions[t, rows]))
+            assert np.array_equal(part, ref[-1][0])
+        obs, r, term, trunc, info = env.finish_step()
+        raw = np.concatenate([x[1] for x in ref])
+        assert np.array_equal(obs, np.concatenate([x[0] for x in ref]))
+        assert np.array_equal(term, np.concatenate([x[2] for x in ref]))
+        assert np.array_equal(r, normalizer(raw, term | trunc, real=~done))
+        assert np.array_equal(
+            env.last_return, np.concatenate([a.last_return for a in alone]), equal_nan=True
+        )
+        assert np.array_equal(env.level_seeds, np.concatenate([a.level_seeds for a in alone]))
+        done = term | trunc
+    assert not np.isnan(env.last_return).any()  # every env finished an episode (maze: 500 steps)
+    with pytest.raises(RuntimeError, match="before every group's recv"):
+        env.send(0, actions[0, :4])
+        env.recv(0)
+        env.finish_step()
+    env.close(), [a.close() for a in alone]
+
+
 # --- exploration mode and time limits (procgen 0.10.7 semantics) ----------------------------
 
 
@@ -297,7 +341,7 @@ def test_procgen_time_limits_reach_envpool_for_every_game_and_mode():
     assert differ == {("jumper", "memory")}  # envpool registers 1000, procgen uses 2000
     for game, mode in [("jumper", "memory"), ("jumper", "hard"), ("bigfish", "easy")]:
         env = ProcgenVectorEnv(EnvConfig(game=game, distribution_mode=mode), 1)
-        assert env._pool.spec.config.max_episode_steps == procgen.max_episode_steps(game, mode)
+        assert env._pools[0].spec.config.max_episode_steps == procgen.max_episode_steps(game, mode)
         env.close()
 
 

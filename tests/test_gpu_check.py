@@ -139,7 +139,8 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     assert summary["unpacked"] == [] and summary["quick"]
     assert json.loads((out / "doctor.json").read_text())["passed"]
     assert json.loads((out / "gpu_quick.json").read_text())  # gpu.py's own record, in $OUT
-    assert json.loads((out / "sampler.json").read_text())["arms"].keys() == {"rllib", "batched"}
+    arms = json.loads((out / "sampler.json").read_text())["arms"].keys()
+    assert arms == {"rllib", "batched", "batched, 2 env groups"}  # the CPU's default: 1 group
     # Printed as it ran, in order, and kept in each stage's log.
     order = ["[doctor]", "ok    procgen", "[doctor] exit code 0", "[gpu]", "[gpu] exit code 0"]
     at = [console.index(marker) for marker in order]

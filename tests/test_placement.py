@@ -54,6 +54,20 @@ def test_a_trial_sampling_in_its_own_process_steps_envpool_with_its_cpus():
     assert (p.num_env_runners, p.envpool_threads, p.cpus) == (0, 3, 3)
 
 
+def test_envs_double_buffer_where_the_gpu_infers_and_the_cpus_step_them():
+    def groups(**params) -> int:
+        return placement(TrialConfig(**params)).env_groups
+
+    gpu = dict(num_gpus=1, precision="fp32")
+    assert groups(**gpu) == 2  # central inference: a group steps while the GPU infers
+    assert groups(**gpu, num_envs_per_env_runner=1, minibatch_size=256) == 1
+    assert groups() == 1  # the CPU both steps and infers
+    assert groups(**gpu, num_env_runners=2) == 1  # remote EnvRunners infer on their CPUs
+    assert groups(env_groups=3) == groups(**gpu, env_groups=3) == 3  # the trial's own choice
+    with pytest.raises(ConfigError, match="env_groups.*at most num_envs_per_env_runner"):
+        TrialConfig(num_envs_per_env_runner=4, minibatch_size=256, env_groups=5)
+
+
 def test_gpu_learner_with_remote_cpu_runners_keeps_rllibs_layout():
     # a cluster's GPU node trains, its CPU nodes sample (ec2's GPU head, SageMaker's groups)
     p = placement(TrialConfig(num_gpus=1, num_cpus=2, num_env_runners=4, precision="fp32"))

@@ -56,16 +56,18 @@ class _Recorder:
         self.log.obs.append(frames.copy())
         return frames, info
 
-    def step(self, actions):
-        frames, reward, terminated, truncated, info = self.pool.step(actions)
+    def send(self, actions):
+        self.log.actions.append(np.array(actions, copy=True))
+        self.pool.send(actions)
+
+    def recv(self):
+        frames, reward, terminated, truncated, info = self.pool.recv()
         for seq, x in zip(
-            (self.log.obs, self.log.actions, self.log.rewards),
-            (frames, actions, reward),
+            (self.log.obs, self.log.rewards, self.log.terminated, self.log.truncated),
+            (frames, reward, terminated, truncated),
             strict=True,
         ):
             seq.append(np.array(x, copy=True))
-        self.log.terminated.append(np.array(terminated, copy=True))
-        self.log.truncated.append(np.array(truncated, copy=True))
         return frames, reward, terminated, truncated, info
 
 
@@ -131,7 +133,8 @@ def sample(cfg) -> Run:
     conf = algos.ppo_config(cfg)
     runner = SingleAgentEnvRunner(config=conf)
     log = Rollout()
-    runner.env.unwrapped._pool = _Recorder(runner.env.unwrapped._pool, log)
+    (pool,) = runner.env.unwrapped._pools  # one env group: the CPU's
+    runner.env.unwrapped._pools = [_Recorder(pool, log)]
     learner = conf.build_learner(env=runner.env)
     initial = copy.deepcopy(learner.module.get_state())
     runner.module.set_state(initial["default_policy"])

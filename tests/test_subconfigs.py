@@ -87,6 +87,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "rollout_length": (0, "an integer >= 1"),
     "num_envs_per_env_runner": (0, "an integer >= 1"),
     "num_env_runners": (-1, "an integer >= 0"),
+    "env_groups": (-1, "an integer >= 0"),
     "train_batch_size": (0, "an integer >= 1, or null"),
     "minibatch_size": (512.0, "an integer >= 1"),
     "num_epochs": (0, "an integer >= 1"),
