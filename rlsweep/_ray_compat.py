@@ -141,6 +141,12 @@ HOOKS: tuple[Hook, ...] = (
         "EnvRunnerHooks.count_sampled: Ray's step counter",
         kind="instance",
     ),
+    Hook(
+        _SA_ENV_RUNNER,
+        "_metrics_num_try_env_step",
+        "EnvRunnerHooks.count_env_step: Ray's counter of vector env steps",
+        kind="instance",
+    ),
     # sample_train_batch (rlsweep.overlap): PPO's own sampling call.
     Hook(
         "ray.rllib.execution.rollout_ops.synchronous_parallel_sample",
@@ -363,6 +369,11 @@ class EnvRunnerHooks:
     def new_episode(self, env_index: int) -> None:
         """A fresh episode for env `env_index`, `on_episode_created` made."""
         self._new_episode(env_index, self._ongoing_episodes)
+
+    def count_env_step(self) -> None:
+        """One step of the vector env into Ray's counter of them (RLlib's `_try_env_step`
+        counts each it makes)."""
+        self._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=1)
 
     def count_sampled(self, num_steps: int, num_episodes_done: int) -> None:
         """A sample's env steps and finished episodes into the runner's metrics and Ray's

@@ -162,6 +162,7 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
                     t0 += time.perf_counter()
             obs, rewards, terminateds, truncateds, info = env.finish_step()
             self.metrics.log_value(ENV_STEP_TIMER, time.perf_counter() - t0, reduce="ema")
+            self.count_env_step()
             # What RLlib's DictInfoToList wrapper makes of the env's (always empty) infos.
             assert not info, "ProcgenVectorEnv's infos are empty"
             infos = [{} for _ in range(n)]
