@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=10
+	$(BIN)/python -m pytest -q --durations=10 -n 2 --dist loadscope --no-loadscope-reorder
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not rllib and not slow"

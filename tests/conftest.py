@@ -10,9 +10,18 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers on two cores, each with torch's two OpenMP threads and trial processes
+    # beside them: threads waiting for a descheduled peer spin by default, which doubled the
+    # CPU time of the in-process torch tests (test_ppo_reference.py over two workers: 185 ->
+    # 87 s wall, 339 -> 137 s user). Set before anything loads torch; subprocesses (Ray's
+    # trials, the CLI) inherit it. It changes how threads wait, no number.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 class S3Server(NamedTuple):
@@ -31,6 +40,43 @@ _S3_ENV = {
     "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
 }
 _S3_ENV_UNSET = ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL")
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`make test`), before the workers start: the Ray login token that a
+    new local Ray generates into ~/.ray/auth_token when there is none. Two workers starting
+    their first Ray at once could each write one, a Ray already started then holding the
+    token the file no longer has."""
+    token_set = {"RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"} & set(os.environ)
+    if (
+        config.getoption("numprocesses", None)  # this is xdist's controller, workers to come
+        and not hasattr(config, "workerinput")
+        and not token_set
+        and not (Path.home() / ".ray" / "auth_token").exists()
+    ):
+        subprocess.run(
+            [sys.executable, "-m", "ray.scripts.scripts", "get-auth-token", "--generate"],
+            check=True,
+            capture_output=True,
+        )
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under xdist (`make test`: --dist loadscope), each module goes whole to a worker, in the
+    order collected. The modules of tests taking tens of seconds each (marked rllib or slow; most
+    of them first) go first, so that the quick modules fill in at the end rather than a long one
+    running alone on one worker while the other has nothing left."""
+    if not hasattr(config, "workerinput"):  # not an xdist worker: collection order
+        return
+    module = [item.nodeid.split("::")[0] for item in items]
+    slow: dict[str, int] = {}
+    for name, item in zip(module, items, strict=True):
+        marked = item.get_closest_marker("rllib") or item.get_closest_marker("slow")
+        slow[name] = slow.get(name, 0) + bool(marked)
+    order = {name: (-slow[name], i) for i, name in enumerate(dict.fromkeys(module))}
+    items[:] = [
+        item for _, item in sorted(zip(module, items, strict=True), key=lambda x: order[x[0]])
+    ]
 
 
 def _free_port() -> int:
