@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"sample: batched {record['speedup']:.2f}x RLlib's loop")
     alt = list(record["arms"])[-1]
     record["groups_speedup"] = record["arms"][alt]["sample"] / b["sample"]
-    print(f"sample: batched ({groups} env groups) {record['groups_speedup']:.2f}x {alt}")
+    print(f"sample: batched, {groups} env group(s), {record['groups_speedup']:.2f}x {alt}")
     out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
     out.mkdir(parents=True, exist_ok=True)
     (out / "sampler.json").write_text(json.dumps({"header": header, **record}, indent=1))
