@@ -152,16 +152,18 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
         while ts < num_timesteps:
             ts_next = ts + n - int(resetting.sum())
             upcoming = []
-            t0 = time.perf_counter()
+            waited = 0.0  # for the envs: the env step timer (the forwards between are not)
             for g in range(len(env.groups)):
+                t0 = time.perf_counter()
                 obs_g = env.recv(g)
+                waited += time.perf_counter() - t0
                 if ts_next < num_timesteps:  # another step follows
-                    t0 -= time.perf_counter()
                     t = (lifetime + ts_next) * runners
                     upcoming.append(self._act(env, g, obs_g, explore=explore, t=t))
-                    t0 += time.perf_counter()
+            t0 = time.perf_counter()
             obs, rewards, terminateds, truncateds, info = env.finish_step()
-            self.metrics.log_value(ENV_STEP_TIMER, time.perf_counter() - t0, reduce="ema")
+            waited += time.perf_counter() - t0
+            self.metrics.log_value(ENV_STEP_TIMER, waited, reduce="ema")
             self.count_env_step()
             # What RLlib's DictInfoToList wrapper makes of the env's (always empty) infos.
             assert not info, "ProcgenVectorEnv's infos are empty"
