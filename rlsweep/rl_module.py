@@ -60,6 +60,7 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         self.augmentation = AugmentConfig(**self.model_config.get("augment", {}))
         self._augment_rng = torch.Generator().manual_seed(self.model_config.get("augment_seed", 0))
         self._rollout_graph: RolloutGraph | None = None  # graph_rollouts()
+        self._cuda_graph = cfg.cuda_graph
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         return {Columns.ACTION_DIST_INPUTS: self.net.pi(self.net.features(batch[Columns.OBS]))}
@@ -82,8 +83,10 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
 
     def graph_rollouts(self) -> None:
         """Replay the exploration forward from a CUDA graph (`rlsweep.cuda_graphs`): for a
-        module on a GPU that only samples (a GPU trial's EnvRunner). The same numbers."""
-        self._rollout_graph = RolloutGraph(self._rollout_outputs, self.parameters)
+        module on a GPU that only samples (a GPU trial's EnvRunner). The same numbers. Not
+        where the model config says `cuda_graph: false`."""
+        if self._cuda_graph:
+            self._rollout_graph = RolloutGraph(self._rollout_outputs, self.parameters)
 
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Augmentation touches only the learner's minibatches; rollouts use _forward.

@@ -182,6 +182,11 @@ class ModelConfig(ConfigPart):
     sums in float32; on a CPU the same as fp32); 'bf16' (bfloat16 autocast of the trunk, on a
     CPU too; heads, losses and optimizer in float32). A trial's default is `auto`
     (TrialConfig.precision)."""
+    cuda_graph: bool = checked(True, rule=flag)
+    """A GPU trial that samples in its own process (num_env_runners 0) replays its rollout's
+    forward (ppo, appo) from a CUDA graph: one launch per step instead of one per kernel, the
+    same numbers (checked bit for bit at capture, else eager with a warning:
+    `rlsweep.cuda_graphs`). false: the eager forward. No effect without a GPU."""
 
 
 @dataclass(frozen=True)

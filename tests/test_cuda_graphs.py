@@ -5,6 +5,7 @@ are skipped, and `benchmarks/gpu_check.py` runs them on a GPU node."""
 
 import copy
 import logging
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -18,12 +19,17 @@ from rlsweep.rl_module import ImpalaPPOModule
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 
 
-def _module(precision: str, seed: int = 0) -> ImpalaPPOModule:
+def _module(precision: str, seed: int = 0, **model: Any) -> ImpalaPPOModule:
     torch.manual_seed(seed)
     return ImpalaPPOModule(
         observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
         action_space=gym.spaces.Discrete(15),
-        model_config={"widths": [16, 32, 32], "precision": precision, "channels_last": True},
+        model_config={
+            "widths": [16, 32, 32],
+            "precision": precision,
+            "channels_last": True,
+            **model,
+        },
     )
 
 
@@ -103,6 +109,20 @@ def test_a_module_without_a_gpu_samples_eagerly():
     feats = m.net.features(_frames(0, n=4))
     torch.testing.assert_close(out["action_dist_inputs"], m.net.pi(feats))
     torch.testing.assert_close(out["vf_preds"], m.net.vf(feats).squeeze(-1))
+
+
+def test_cuda_graph_false_keeps_the_eager_forward():
+    """`cuda_graph: false` (ModelConfig) reaches the trial's module, whose `graph_rollouts`
+    then leaves the forward eager."""
+    from rlsweep.algos import algorithm_config
+    from rlsweep.config import TrialConfig
+
+    for cuda_graph in (True, False):
+        spec = algorithm_config(TrialConfig(cuda_graph=cuda_graph)).rl_module_spec
+        assert spec.model_config["cuda_graph"] is cuda_graph
+        m = _module("fp32", cuda_graph=cuda_graph)
+        m.graph_rollouts()
+        assert (m._rollout_graph is not None) is cuda_graph
 
 
 def test_a_capture_that_fails_leaves_the_eager_forward(caplog, monkeypatch):

@@ -55,6 +55,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "dense": (0, "an integer >= 1"),
     "channels_last": ("no", "true, false"),
     "precision": ("fp16", "auto, fp32, tf32, bf16"),
+    "cuda_graph": ("on", "true, false"),
     # AugmentConfig
     "augment": ("cutout", "none, flip, rotate, crop_resize, translate, pad_crop, all"),
     "augment_p": (2, "a number in [0, 1]"),
