@@ -15,8 +15,19 @@ actions' sampling with the outputs' copies to the host and the batched loop's ep
 waiting for the GPU before and after each), the rest is the loop's own work: episode
 bookkeeping, connectors, callbacks, metrics. Medians over the rounds.
 
+Two floors follow, each alone in the process: "the envs alone", the trial's vector env (its
+threads and groups) stepped with random actions, what the envs cost where nothing competes with
+their threads; and "the batched loop alone", the trial's runner with its envs and its forward
+replaced by instant replays of one real step (envs ending at random, 1 in 500 per step): the
+loop's own work per step (episodes, connectors, metrics; on a GPU the actions sampled there and
+the outputs' copies to the host) where no env thread competes with it. Against the arms' "env
+step" and "other" they say how much the envs and the loop slow each other down. Last, the
+batched loop with 1 and with 2 env groups (the placement's threads for each) on real envs, the
+forward a replay that waits a fixed time (`--forward-ms`, a launch-bound GPU forward, which
+leaves the CPU free): what double-buffering gains where the forward costs that much per call.
+
 Output: one line per arm and part (seconds per sample and microseconds per step of all envs),
-and the JSON record in $OUT or results/benchmarks/sampler.json.
+the floors, and the JSON record in $OUT or results/benchmarks/sampler.json.
 """
 
 from __future__ import annotations
@@ -59,12 +70,128 @@ def _timed(spent: dict[str, float], name: str, fn: Callable[..., Any], cuda: boo
     return wrapper
 
 
+def envs_alone(env_config: dict[str, Any], steps: int, rounds: int) -> float:
+    """Median seconds to step the trial's vector env `steps` times with random actions."""
+    import numpy as np
+
+    from rlsweep.algos import make_procgen_env
+
+    env = make_procgen_env(env_config)
+    try:
+        env.reset(seed=0)
+        n, rng = env.num_envs, np.random.default_rng(0)
+        times = []
+        for _ in range(rounds + 1):  # the first: warm-up
+            actions = rng.integers(0, env.single_action_space.n, (steps, n))
+            t0 = time.perf_counter()
+            for a in actions:
+                env.step(a)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times[1:])
+    finally:
+        env.close()
+
+
+def _replayed_forward(module: Any, latency_s: float = 0.0) -> None:
+    """The module's exploration forward replaced by a replay of its real outputs (per row
+    count), after `latency_s` of sleep: a forward that costs the CPU nothing, as a GPU's
+    leaves it free while it waits. `del module.forward_exploration` restores it."""
+    forward, outputs = module.forward_exploration, {}
+
+    def replay(batch: dict[str, Any], **kwargs: Any) -> dict[str, torch.Tensor]:
+        rows = len(batch["obs"])
+        if rows not in outputs:
+            outputs[rows] = {k: v.clone() for k, v in forward(batch, **kwargs).items()}
+        elif latency_s:
+            time.sleep(latency_s)
+        return {k: v.clone() for k, v in outputs[rows].items()}
+
+    module.forward_exploration = replay
+
+
+def _one_sample(runner: Any, steps: int, cuda: bool) -> float:
+    """Seconds of one `runner.sample` of `steps` steps of all envs."""
+    t0 = time.perf_counter()
+    runner.sample(num_timesteps=runner.env.unwrapped.num_envs * steps)
+    if cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    runner.get_metrics()  # as an iteration does: frees the finished episodes
+    return seconds
+
+
+def _sample_seconds(runner: Any, steps: int, rounds: int, cuda: bool) -> float:
+    """Median seconds of `rounds` samples, after one warm-up."""
+    return statistics.median([_one_sample(runner, steps, cuda) for _ in range(rounds + 1)][1:])
+
+
+def loop_alone(runner: Any, steps: int, rounds: int, cuda: bool) -> float:
+    """Median seconds of `runner.sample` over `steps` steps of all envs, its vector env's send,
+    recv and finish_step and its module's forward replaced by instant replays of a real step."""
+    import numpy as np
+
+    env = runner.env.unwrapped
+    received: dict[int, Any] = {}  # each group's latest recv
+    finished: dict[str, Any] = {}  # the latest finish_step
+    recv, finish_step = env.recv, env.finish_step
+
+    def recorded_recv(g: int) -> Any:
+        received[g] = recv(g)
+        return received[g]
+
+    def recorded_finish_step() -> Any:
+        finished["step"] = finish_step()
+        return finished["step"]
+
+    _replayed_forward(runner.module)
+    env.recv, env.finish_step = recorded_recv, recorded_finish_step
+    runner.sample(num_timesteps=env.num_envs * steps)  # one real sample, recorded
+    rng = np.random.default_rng(0)
+
+    def replayed_step() -> Any:
+        obs, reward, _, truncated, info = finished["step"]
+        return obs, reward, rng.random(env.num_envs) < 1 / 500, np.zeros_like(truncated), info
+
+    env.send, env.recv, env.finish_step = (lambda g, a: None), received.__getitem__, replayed_step
+    try:
+        return _sample_seconds(runner, steps, rounds, cuda)
+    finally:
+        del env.send, env.recv, env.finish_step, runner.module.forward_exploration
+
+
+def groups_at_fixed_latency(
+    runners: dict[int, Any], latency_s: float, steps: int, rounds: int, cuda: bool
+) -> dict[int, float]:
+    """Median seconds per sample of each runner (by its env groups), stepping its real envs,
+    its forward a replay after `latency_s`: what double-buffering gains or costs where each
+    forward waits that long on the GPU, whatever its rows (a launch-bound forward)."""
+    for runner in runners.values():
+        _replayed_forward(runner.module, latency_s)
+    try:
+        for runner in runners.values():
+            _one_sample(runner, steps, cuda)  # warm-up: the replays' first forwards
+        spent: dict[int, list[float]] = {g: [] for g in runners}
+        for r in range(rounds):
+            for g in list(runners) if r % 2 == 0 else list(runners)[::-1]:
+                spent[g].append(_one_sample(runners[g], steps, cuda))
+        return {g: statistics.median(v) for g, v in spent.items()}
+    finally:
+        for runner in runners.values():
+            del runner.module.forward_exploration
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--envs", type=int, default=64)
     p.add_argument("--steps", type=int, default=64, help="steps of every env per sample")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="8 envs x 8 steps, 2 rounds (smoke run)")
+    p.add_argument(
+        "--forward-ms",
+        default="0,1.3",
+        help="latencies of the replayed forward for 1 and 2 env groups (default 0,1.3: instant, "
+        "and an H200's forward of 64 frames)",
+    )
     args = p.parse_args(argv)
     if args.quick:
         args.envs, args.steps, args.rounds = 8, 8, 2
@@ -135,6 +262,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         for runner in arms.values():
             runner.stop()
+    env_config = {**config.env_config, "num_envs": args.envs}
+    floors = {"the envs alone": envs_alone(env_config, args.steps, args.rounds)}
+    alone = _runner(batched_cls, config)
+    try:
+        floors["the batched loop alone"] = loop_alone(alone, args.steps, args.rounds, cuda)
+    finally:
+        alone.stop()
+    by_groups = {
+        g: _runner(batched_cls, algorithm_config(replace(cfg, env_groups=g))) for g in (1, 2)
+    }
+    try:
+        latencies = {
+            ms: groups_at_fixed_latency(by_groups, ms / 1000, args.steps, args.rounds, cuda)
+            for ms in map(float, args.forward_ms.split(","))
+        }
+    finally:
+        for runner in by_groups.values():
+            runner.stop()
 
     device = torch.cuda.get_device_name(0) if cuda else "no GPU"
     header = (
@@ -161,6 +306,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     alt = list(record["arms"])[-1]
     record["groups_speedup"] = record["arms"][alt]["sample"] / b["sample"]
     print(f"sample: batched, {groups} env group(s), {record['groups_speedup']:.2f}x {alt}")
+    record["floors"] = floors
+    for k, v in floors.items():
+        print(f"floor: {k:<42} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step")
+    record["fixed_latency"] = {
+        str(ms): {str(g): v for g, v in t.items()} for ms, t in latencies.items()
+    }
+    for ms, t in latencies.items():
+        print(
+            f"forward replayed at {ms:.1f} ms: 1 group {1e6 * t[1] / args.steps:.0f} us/step, "
+            f"2 groups {1e6 * t[2] / args.steps:.0f} ({t[1] / t[2]:.2f}x 1 group's speed)"
+        )
     out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
     out.mkdir(parents=True, exist_ok=True)
     (out / "sampler.json").write_text(json.dumps({"header": header, **record}, indent=1))

@@ -37,6 +37,15 @@ _Count = TypeVar("_Count")
 ENV_RUNNER_CPUS = 1
 """CPUs each remote EnvRunner holds (its bundle), and so the threads of its envpool."""
 
+DOUBLE_BUFFER_MIN_CPUS = 8
+"""The fewest CPUs with which a GPU trial sampling in its own process double-buffers its envs
+by default (`env_groups` 0 -> 2). With few CPUs the envs' threads and the sampling loop compete
+for them, and each group's forward costs its fixed latency again: on 2 CPUs, with the forward
+instant or taking a fixed 1-2 ms (a launch-bound GPU forward), two groups sampled 1.3-1.4x
+slower than one (`benchmarks/sampler.py`'s floors and the loop with such forwards, docs/gpu.md).
+Where a trial holds a GPU node's cores the envs' step is what two groups hide; the 8 is a
+threshold between those two, not yet measured on a GPU."""
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -52,10 +61,13 @@ class Placement:
     num_envs_per_env_runner: int
     """Envs in each EnvRunner's one envpool."""
     envpool_threads: int
-    """envpool worker threads of each EnvRunner: the CPUs its process holds."""
+    """envpool worker threads of each of an EnvRunner's envpools: the CPUs its process holds,
+    shared among its env groups (at least one each), so that groups stepping at once never
+    run more threads than the CPUs."""
     env_groups: int
     """Envpools of each EnvRunner, stepped in turn (`env_groups`; rlsweep's choice: 2 with
-    central inference, where a group's envs step while the GPU infers on the other's)."""
+    central inference on at least DOUBLE_BUFFER_MIN_CPUS CPUs, where a group's envs step
+    while the GPU infers on the other's; else 1)."""
     cpus: int
     """CPUs the trial reserves in all (`trial_cpus`)."""
     gpus: float
@@ -68,22 +80,28 @@ class Placement:
 
 
 def placement(cfg: TrialConfig) -> Placement:
-    """The trial's placement. Each envpool gets as many threads as its process holds CPUs: the
-    trial's `num_cpus` where it samples in its own process (on the CPU, or central inference),
-    ENV_RUNNER_CPUS on a remote EnvRunner (its bundle). envpool's own default, min(envs, the
-    machine's cores), ignores Ray's reservation: on a 64-core node every trial would start 64
-    threads."""
+    """The trial's placement. An EnvRunner's envpools share as many threads as its process
+    holds CPUs: the trial's `num_cpus` where it samples in its own process (on the CPU, or
+    central inference), ENV_RUNNER_CPUS on a remote EnvRunner (its bundle). envpool's own
+    default, min(envs, the machine's cores), ignores Ray's reservation: on a 64-core node every
+    trial would start 64 threads."""
     gpu = {"GPU": cfg.num_gpus} if cfg.num_gpus > 0 else {}
     main = {"CPU": cfg.num_cpus, **gpu, **cfg.learner_resources}
     runner = {"CPU": ENV_RUNNER_CPUS, **cfg.env_runner_resources}
     central = cfg.num_gpus > 0 and cfg.num_env_runners == 0
+    double_buffer = (
+        central and cfg.num_cpus >= DOUBLE_BUFFER_MIN_CPUS and cfg.num_envs_per_env_runner > 1
+    )
+    groups = cfg.env_groups or (2 if double_buffer else 1)
     return Placement(
         device="cuda" if cfg.num_gpus > 0 else "cpu",
         central_inference=central,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-        envpool_threads=ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus,
-        env_groups=cfg.env_groups or (2 if central and cfg.num_envs_per_env_runner > 1 else 1),
+        envpool_threads=max(
+            1, (ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus) // groups
+        ),
+        env_groups=groups,
         cpus=trial_cpus(cfg.num_cpus, cfg.num_env_runners),
         gpus=cfg.num_gpus,
         bundles=(main, *(dict(runner) for _ in range(cfg.num_env_runners))),

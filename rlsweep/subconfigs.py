@@ -290,9 +290,10 @@ class AlgorithmConfig(Validated):
     """Remote EnvRunner actors; 0 samples in the trial's own process."""
     env_groups: int = checked(0, rule=integer(0))
     """Each EnvRunner's envs as this many envpools, stepped in turn (double-buffered sampling):
-    a group's envs step while the module infers on the next group's. 0: rlsweep's choice, 2 for
-    a GPU trial sampling in its own process (inference on the GPU, envs on the CPUs), 1
-    elsewhere (`rlsweep.placement`). The same algorithm, but a group after the first plays
+    a group's envs step while the module infers on the next group's; the groups share the
+    EnvRunner's envpool threads. 0: rlsweep's choice, 2 for a GPU trial sampling in its own
+    process (inference on the GPU, envs on the CPUs) with at least 8 CPUs, 1 elsewhere
+    (`rlsweep.placement`). The same algorithm, but a group after the first plays
     levels of its own drawing: envpool draws each env's levels from its pool's seed and its
     index in the pool, so 1 and 2 groups play different levels from one seed."""
     train_batch_size: int | None = checked(None, rule=optional(integer(1)))

@@ -27,12 +27,17 @@ DQN_SMALL = dict(SMALL, **EPSILON_GREEDY_DQN)
 @pytest.mark.rllib
 def test_a_gpu_trial_samples_in_its_process_through_rllibs_env_runner():
     gpu = TrialConfig(
-        num_gpus=0.5, num_cpus=1, num_envs_per_env_runner=2, rollout_length=8, minibatch_size=16
+        num_gpus=0.5,
+        num_cpus=1,
+        num_envs_per_env_runner=2,
+        rollout_length=8,
+        minibatch_size=16,
+        env_groups=2,  # double-buffered (1 CPU: not rlsweep's choice), one env per group
     )
     c = algorithm_config(gpu)
     assert c.env_runner_cls is CentralInferenceEnvRunner and c.num_env_runners == 0
     assert (c.num_gpus_per_learner, c.env_config["envpool_threads"]) == (0.5, 1)
-    assert c.env_config["env_groups"] == 2  # double-buffered: one env per group here
+    assert c.env_config["env_groups"] == 2
     remote = algorithm_config(TrialConfig(num_gpus=0.5, num_env_runners=2))
     assert remote.env_runner_cls is BatchedEnvRunner
     assert (remote.num_env_runners, remote.num_gpus_per_learner) == (2, 0.5)

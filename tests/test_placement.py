@@ -4,6 +4,7 @@ what RLlib would ask for is tested with Tune's side (tests/test_tune_bridge.py).
 
 import gc
 import os
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
 from rlsweep.placement import (
+    DOUBLE_BUFFER_MIN_CPUS,
+    ENV_RUNNER_CPUS,
     Machine,
     check_fits,
     gpu_memory,
@@ -58,14 +61,27 @@ def test_envs_double_buffer_where_the_gpu_infers_and_the_cpus_step_them():
     def groups(**params) -> int:
         return placement(TrialConfig(**params)).env_groups
 
-    gpu = dict(num_gpus=1, precision="fp32")
+    gpu = dict(num_gpus=1, num_cpus=DOUBLE_BUFFER_MIN_CPUS, precision="fp32")
     assert groups(**gpu) == 2  # central inference: a group steps while the GPU infers
     assert groups(**gpu, num_envs_per_env_runner=1, minibatch_size=256) == 1
+    # A packed trial's few CPUs: its envs' threads and its loop would compete for them.
+    assert groups(**dict(gpu, num_gpus=0.125, num_cpus=DOUBLE_BUFFER_MIN_CPUS - 1)) == 1
     assert groups() == 1  # the CPU both steps and infers
     assert groups(**gpu, num_env_runners=2) == 1  # remote EnvRunners infer on their CPUs
     assert groups(env_groups=3) == groups(**gpu, env_groups=3) == 3  # the trial's own choice
     with pytest.raises(ConfigError, match="env_groups.*at most num_envs_per_env_runner"):
         TrialConfig(num_envs_per_env_runner=4, minibatch_size=256, env_groups=5)
+
+
+def test_env_groups_share_the_trials_envpool_threads():
+    def threads(**params) -> int:
+        return placement(TrialConfig(**params)).envpool_threads
+
+    assert threads(num_gpus=1, num_cpus=16) == 8  # two groups of 8 threads: 16 at most at once
+    assert threads(num_cpus=16) == 16  # one group
+    assert threads(num_cpus=5, env_groups=2) == 2
+    assert threads(num_cpus=1, env_groups=2) == 1  # at least one each
+    assert threads(num_env_runners=2, env_groups=2) == ENV_RUNNER_CPUS
 
 
 def test_gpu_learner_with_remote_cpu_runners_keeps_rllibs_layout():
@@ -317,6 +333,8 @@ def test_each_envpool_starts_as_many_threads_as_its_process_holds_cpus():
     new_threads(lambda: [make_procgen_env(env_config)])  # envpool's own start-up threads
     assert new_threads(lambda: [make_procgen_env(env_config)]) == 1 + 1
     assert new_threads(lambda: list(evaluation_envs(cfg).values())) == 2 * (1 + 1)
+    grouped = algorithm_config(replace(cfg, num_cpus=2, env_groups=2)).env_config
+    assert new_threads(lambda: [make_procgen_env({**grouped, "num_envs": 4})]) == 2 * (1 + 1)
     default = new_threads(lambda: [ProcgenVectorEnv(cfg.env_config(), num_envs=4)])
     assert default == min(4, os.cpu_count() or 1) + 1
 
