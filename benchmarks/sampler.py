@@ -262,24 +262,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         for runner in arms.values():
             runner.stop()
-    env_config = {**config.env_config, "num_envs": args.envs}
-    floors = {"the envs alone": envs_alone(env_config, args.steps, args.rounds)}
-    alone = _runner(batched_cls, config)
-    try:
-        floors["the batched loop alone"] = loop_alone(alone, args.steps, args.rounds, cuda)
-    finally:
-        alone.stop()
-    by_groups = {
-        g: _runner(batched_cls, algorithm_config(replace(cfg, env_groups=g))) for g in (1, 2)
-    }
-    try:
-        latencies = {
-            ms: groups_at_fixed_latency(by_groups, ms / 1000, args.steps, args.rounds, cuda)
-            for ms in map(float, args.forward_ms.split(","))
-        }
-    finally:
-        for runner in by_groups.values():
-            runner.stop()
 
     device = torch.cuda.get_device_name(0) if cuda else "no GPU"
     header = (
@@ -287,8 +269,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{cpus} CPUs, {device}, torch {torch.__version__}, runner {batched_cls.__name__}"
     )
     header += f", env groups {groups}"
-    print(header)
+    print(header, flush=True)
     record: dict[str, Any] = {"setup": vars(args), "device": device, "arms": {}}
+    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after each part: a run cut short keeps what it measured
+        (out / "sampler.json").write_text(json.dumps({"header": header, **record}, indent=1))
+
     for arm in arms:
         med = {k: statistics.median(v) for k, v in spent[arm].items()}
         med["other (bookkeeping, connectors)"] = (
@@ -305,21 +293,40 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"sample: batched {record['speedup']:.2f}x RLlib's loop")
     alt = list(record["arms"])[-1]
     record["groups_speedup"] = record["arms"][alt]["sample"] / b["sample"]
-    print(f"sample: batched, {groups} env group(s), {record['groups_speedup']:.2f}x {alt}")
-    record["floors"] = floors
+    print(
+        f"sample: batched, {groups} env group(s), {record['groups_speedup']:.2f}x {alt}", flush=True
+    )
+    save()
+
+    floors = record["floors"] = {}
+    env_config = {**config.env_config, "num_envs": args.envs}
+    floors["the envs alone"] = envs_alone(env_config, args.steps, args.rounds)
+    alone = _runner(batched_cls, config)
+    try:
+        floors["the batched loop alone"] = loop_alone(alone, args.steps, args.rounds, cuda)
+    finally:
+        alone.stop()
     for k, v in floors.items():
-        print(f"floor: {k:<42} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step")
-    record["fixed_latency"] = {
-        str(ms): {str(g): v for g, v in t.items()} for ms, t in latencies.items()
+        print(f"floor: {k:<42} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step", flush=True)
+    save()
+
+    latencies = record["fixed_latency"] = {}
+    by_groups = {
+        g: _runner(batched_cls, algorithm_config(replace(cfg, env_groups=g))) for g in (1, 2)
     }
-    for ms, t in latencies.items():
-        print(
-            f"forward replayed at {ms:.1f} ms: 1 group {1e6 * t[1] / args.steps:.0f} us/step, "
-            f"2 groups {1e6 * t[2] / args.steps:.0f} ({t[1] / t[2]:.2f}x 1 group's speed)"
-        )
-    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "sampler.json").write_text(json.dumps({"header": header, **record}, indent=1))
+    try:
+        for ms in map(float, args.forward_ms.split(",")):
+            t = groups_at_fixed_latency(by_groups, ms / 1000, args.steps, args.rounds, cuda)
+            latencies[str(ms)] = {str(g): v for g, v in t.items()}
+            print(
+                f"forward replayed at {ms:.1f} ms: 1 group {1e6 * t[1] / args.steps:.0f} us/step, "
+                f"2 groups {1e6 * t[2] / args.steps:.0f} ({t[1] / t[2]:.2f}x 1 group's speed)",
+                flush=True,
+            )
+            save()
+    finally:
+        for runner in by_groups.values():
+            runner.stop()
     return record
 
 
