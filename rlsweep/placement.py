@@ -41,7 +41,7 @@ DOUBLE_BUFFER_MIN_CPUS = 8
 """The fewest CPUs with which a GPU trial sampling in its own process double-buffers its envs
 by default (`env_groups` 0 -> 2). With few CPUs the envs' threads and the sampling loop compete
 for them, and each group's forward costs its fixed latency again: on 2 CPUs, with the forward
-instant or taking a fixed 1-2 ms (a launch-bound GPU forward), two groups sampled 1.3-1.4x
+instant or taking a fixed 1-2 ms (a launch-bound GPU forward), two groups sampled 1.25-1.5x
 slower than one (`benchmarks/sampler.py`'s floors and the loop with such forwards, docs/gpu.md).
 Where a trial holds a GPU node's cores the envs' step is what two groups hide; the 8 is a
 threshold between those two, not yet measured on a GPU."""
