@@ -93,14 +93,13 @@ def placement(cfg: TrialConfig) -> Placement:
         central and cfg.num_cpus >= DOUBLE_BUFFER_MIN_CPUS and cfg.num_envs_per_env_runner > 1
     )
     groups = cfg.env_groups or (2 if double_buffer else 1)
+    runner_cpus = ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus
     return Placement(
         device="cuda" if cfg.num_gpus > 0 else "cpu",
         central_inference=central,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-        envpool_threads=max(
-            1, (ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus) // groups
-        ),
+        envpool_threads=max(1, runner_cpus // groups),
         env_groups=groups,
         cpus=trial_cpus(cfg.num_cpus, cfg.num_env_runners),
         gpus=cfg.num_gpus,
