@@ -6,8 +6,8 @@ The arms are the trial's own EnvRunner class (`rlsweep.env_runner`: BatchedEnvRu
 CentralInferenceEnvRunner with the module on the GPU when there is one) built from the default
 trial's config (coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs, this machine's CPUs): "rllib"
 forces RLlib's own loop (`batched_loop_applies` false), "batched" runs rlsweep's, and a third
-runs rlsweep's with the other choice of `env_groups` (1 where the default double-buffers, as
-on a GPU; else 2). Each round samples `--steps` steps of every env with each arm, in turn
+runs rlsweep's with the other choice of `env_groups` (2, opt-in; 1 where the config asks for
+more). Each round samples `--steps` steps of every env with each arm, in turn
 (reversed every other round), after one warm-up sample each; the parts are timed from
 outside (the envs' part: the vector env's send, recv and finish_step, which is what a
 double-buffered loop waits for; the module's exploration forward; and within the rest the

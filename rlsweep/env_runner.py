@@ -66,9 +66,9 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     rounding: a forward over fewer rows may round differently).
 
     The envs step asynchronously (`ProcgenVectorEnv`'s send and recv): a step's next actions
-    leave before the loop records the step, and with `env_groups` > 1 (a GPU trial's default
-    on 8 CPUs or more) the forward runs per group, so one group's envs step while the module
-    infers on the next group's frames. Each forward sees the weights and frames one forward
+    leave before the loop records the step, and with `env_groups` > 1 (opt-in) the forward
+    runs per group, so one group's envs step while the module infers on the next group's
+    frames. Each forward sees the weights and frames one forward
     over all envs would.
 
     It runs when RLlib's loop would do nothing more: sampling timesteps of rlsweep's Procgen

@@ -37,15 +37,6 @@ _Count = TypeVar("_Count")
 ENV_RUNNER_CPUS = 1
 """CPUs each remote EnvRunner holds (its bundle), and so the threads of its envpool."""
 
-DOUBLE_BUFFER_MIN_CPUS = 8
-"""The fewest CPUs with which a GPU trial sampling in its own process double-buffers its envs
-by default (`env_groups` 0 -> 2). With few CPUs the envs' threads and the sampling loop compete
-for them, and each group's forward costs its fixed latency again: on 2 CPUs, with the forward
-instant or taking a fixed 1-2 ms (a launch-bound GPU forward), two groups sampled 1.25-1.5x
-slower than one (`benchmarks/sampler.py`'s floors and the loop with such forwards, docs/gpu.md).
-Where a trial holds a GPU node's cores the envs' step is what two groups hide; the 8 is a
-threshold between those two, not yet measured on a GPU."""
-
 
 @dataclass(frozen=True)
 class Placement:
@@ -65,9 +56,7 @@ class Placement:
     shared among its env groups (at least one each), so that groups stepping at once never
     run more threads than the CPUs."""
     env_groups: int
-    """Envpools of each EnvRunner, stepped in turn (`env_groups`; rlsweep's choice: 2 with
-    central inference on at least DOUBLE_BUFFER_MIN_CPUS CPUs, where a group's envs step
-    while the GPU infers on the other's; else 1)."""
+    """Envpools of each EnvRunner, stepped in turn (`env_groups`)."""
     cpus: int
     """CPUs the trial reserves in all (`trial_cpus`)."""
     gpus: float
@@ -89,18 +78,14 @@ def placement(cfg: TrialConfig) -> Placement:
     main = {"CPU": cfg.num_cpus, **gpu, **cfg.learner_resources}
     runner = {"CPU": ENV_RUNNER_CPUS, **cfg.env_runner_resources}
     central = cfg.num_gpus > 0 and cfg.num_env_runners == 0
-    double_buffer = (
-        central and cfg.num_cpus >= DOUBLE_BUFFER_MIN_CPUS and cfg.num_envs_per_env_runner > 1
-    )
-    groups = cfg.env_groups or (2 if double_buffer else 1)
     runner_cpus = ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus
     return Placement(
         device="cuda" if cfg.num_gpus > 0 else "cpu",
         central_inference=central,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,
-        envpool_threads=max(1, runner_cpus // groups),
-        env_groups=groups,
+        envpool_threads=max(1, runner_cpus // cfg.env_groups),
+        env_groups=cfg.env_groups,
         cpus=trial_cpus(cfg.num_cpus, cfg.num_env_runners),
         gpus=cfg.num_gpus,
         bundles=(main, *(dict(runner) for _ in range(cfg.num_env_runners))),

@@ -288,14 +288,14 @@ class AlgorithmConfig(Validated):
     """Envs batched in one envpool per EnvRunner."""
     num_env_runners: int = checked(0, rule=integer(0))
     """Remote EnvRunner actors; 0 samples in the trial's own process."""
-    env_groups: int = checked(0, rule=integer(0))
+    env_groups: int = checked(1, rule=integer(1))
     """Each EnvRunner's envs as this many envpools, stepped in turn (double-buffered sampling):
     a group's envs step while the module infers on the next group's; the groups share the
-    EnvRunner's envpool threads. 0: rlsweep's choice, 2 for a GPU trial sampling in its own
-    process (inference on the GPU, envs on the CPUs) with at least 8 CPUs, 1 elsewhere
-    (`rlsweep.placement`). The same algorithm, but a group after the first plays
-    levels of its own drawing: envpool draws each env's levels from its pool's seed and its
-    index in the pool, so 1 and 2 groups play different levels from one seed."""
+    EnvRunner's envpool threads. Opt-in: on an H100 node with 16 CPUs one trial sampled
+    1.4x faster with 1 group than with 2, and on 2 CPUs 1.25x (docs/gpu.md). The same
+    algorithm, but a group after the first plays levels of its own drawing: envpool draws each
+    env's levels from its pool's seed and its index in the pool, so 1 and 2 groups play
+    different levels from one seed."""
     train_batch_size: int | None = checked(None, rule=optional(integer(1)))
     """Env steps per iteration; None = rollout_length * envs * max(1, env runners)."""
     minibatch_size: int = checked(2048, rule=integer(1))
@@ -358,7 +358,7 @@ class AlgorithmConfig(Validated):
             (
                 "env_groups",
                 self.env_groups <= self.num_envs_per_env_runner,
-                f"at most num_envs_per_env_runner ({self.num_envs_per_env_runner}), or 0",
+                f"at most num_envs_per_env_runner ({self.num_envs_per_env_runner})",
             ),
             (
                 "overlap",

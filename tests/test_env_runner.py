@@ -32,7 +32,7 @@ def test_a_gpu_trial_samples_in_its_process_through_rllibs_env_runner():
         num_envs_per_env_runner=2,
         rollout_length=8,
         minibatch_size=16,
-        env_groups=2,  # double-buffered (1 CPU: not rlsweep's choice), one env per group
+        env_groups=2,  # double-buffered (opt-in), one env per group
     )
     c = algorithm_config(gpu)
     assert c.env_runner_cls is CentralInferenceEnvRunner and c.num_env_runners == 0
