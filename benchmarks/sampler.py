@@ -17,14 +17,16 @@ bookkeeping, connectors, callbacks, metrics. Medians over the rounds.
 
 Two floors follow, each alone in the process: "the envs alone", the trial's vector env (its
 threads and groups) stepped with random actions, what the envs cost where nothing competes with
-their threads; and "the batched loop alone", the trial's runner with its envs and its forward
-replaced by instant replays of one real step (envs ending at random, 1 in 500 per step): the
-loop's own work per step (episodes, connectors, metrics; on a GPU the actions sampled there and
-the outputs' copies to the host) where no env thread competes with it. Against the arms' "env
-step" and "other" they say how much the envs and the loop slow each other down. Last, the
-batched loop with 1 and with 2 env groups (the placement's threads for each) on real envs, the
-forward a replay that waits a fixed time (`--forward-ms`, a launch-bound GPU forward, which
-leaves the CPU free): what double-buffering gains where the forward costs that much per call.
+their threads (and the same, each step's frames first copied by torch, whose OpenMP threads
+spin on after a copy, or by numpy, as rlsweep's GPU rollout does); and "the batched loop
+alone", the trial's runner with its envs and its forward replaced by instant replays of one
+real step (envs ending at random, 1 in 500 per step): the loop's own work per step (episodes,
+connectors, metrics; on a GPU the actions sampled there and the outputs' copies to the host)
+where no env thread competes with it. Against the arms' "env step" and "other" they say how
+much the envs and the loop slow each other down. Last, the batched loop with 1 and with 2 env
+groups (the placement's threads for each) on real envs, the forward a replay that waits a fixed
+time (`--forward-ms`, a launch-bound GPU forward, which leaves the CPU free): what double-
+buffering gains where the forward costs that much per call.
 
 Output: one line per arm and part (seconds per sample and microseconds per step of all envs),
 the floors, and the JSON record in $OUT or results/benchmarks/sampler.json.
@@ -70,22 +72,31 @@ def _timed(spent: dict[str, float], name: str, fn: Callable[..., Any], cuda: boo
     return wrapper
 
 
-def envs_alone(env_config: dict[str, Any], steps: int, rounds: int) -> float:
-    """Median seconds to step the trial's vector env `steps` times with random actions."""
+def envs_alone(env_config: dict[str, Any], steps: int, rounds: int, copy: str = "") -> float:
+    """Median seconds to step the trial's vector env `steps` times with random actions; with
+    `copy` ("torch" or "numpy"), each step's frames first copied as a GPU trial's rollout
+    stages them (into pinned memory where there is a GPU) by that library: torch's copy runs on
+    its OpenMP pool, whose threads spin on after it (`rlsweep.models.pinned_frames`)."""
     import numpy as np
 
     from rlsweep.algos import make_procgen_env
+    from rlsweep.models import pinned_frames
 
     env = make_procgen_env(env_config)
     try:
-        env.reset(seed=0)
+        obs, _ = env.reset(seed=0)
+        staging = torch.empty(obs.shape, dtype=torch.uint8, pin_memory=torch.cuda.is_available())
         n, rng = env.num_envs, np.random.default_rng(0)
         times = []
         for _ in range(rounds + 1):  # the first: warm-up
             actions = rng.integers(0, env.single_action_space.n, (steps, n))
             t0 = time.perf_counter()
             for a in actions:
-                env.step(a)
+                if copy == "torch":
+                    staging.copy_(torch.from_numpy(obs))
+                elif copy == "numpy":
+                    pinned_frames(torch.from_numpy(obs), out=staging)
+                obs = env.step(a)[0]
             times.append(time.perf_counter() - t0)
         return statistics.median(times[1:])
     finally:
@@ -301,6 +312,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     floors = record["floors"] = {}
     env_config = {**config.env_config, "num_envs": args.envs}
     floors["the envs alone"] = envs_alone(env_config, args.steps, args.rounds)
+    for copy in ("torch", "numpy"):
+        floors[f"the envs alone, {copy} copying the frames"] = envs_alone(
+            env_config, args.steps, args.rounds, copy
+        )
     alone = _runner(batched_cls, config)
     try:
         floors["the batched loop alone"] = loop_alone(alone, args.steps, args.rounds, cuda)

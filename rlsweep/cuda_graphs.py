@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rlsweep.models import pinned_frames
+
 logger = logging.getLogger(__name__)
 
 Forward = Callable[[torch.Tensor], dict[str, torch.Tensor]]
@@ -76,7 +78,7 @@ class RolloutGraph:
             self.captured[key] = c
         if obs.device.type == "cpu":
             c.staged.synchronize()
-            c.staging.copy_(obs)
+            pinned_frames(obs, out=c.staging)
             c.static_in.copy_(c.staging, non_blocking=True)
             c.staged.record()
         else:

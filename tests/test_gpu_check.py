@@ -140,9 +140,14 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     assert json.loads((out / "doctor.json").read_text())["passed"]
     assert json.loads((out / "gpu_quick.json").read_text())  # gpu.py's own record, in $OUT
     arms = json.loads((out / "sampler.json").read_text())["arms"].keys()
-    assert arms == {"rllib", "batched", "batched, 2 env groups"}  # the CPU's default: 1 group
+    assert arms == {"rllib", "batched", "batched, 2 env groups"}  # the default: 1 group
     floors = json.loads((out / "sampler.json").read_text())["floors"]
-    assert floors.keys() == {"the envs alone", "the batched loop alone"}
+    assert floors.keys() == {
+        "the envs alone",
+        "the envs alone, torch copying the frames",
+        "the envs alone, numpy copying the frames",
+        "the batched loop alone",
+    }
     assert all(v > 0 for v in floors.values())
     # Printed as it ran, in order, and kept in each stage's log.
     order = ["[doctor]", "ok    procgen", "[doctor] exit code 0", "[gpu]", "[gpu] exit code 0"]

@@ -2,7 +2,13 @@ import pytest
 import torch
 
 from rlsweep.errors import ConfigError
-from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig, bf16_weights_for_rollouts
+from rlsweep.models import (
+    ImpalaActorCritic,
+    ImpalaCNN,
+    ModelConfig,
+    bf16_weights_for_rollouts,
+    pinned_frames,
+)
 
 
 def _obs(b=4, c=3):
@@ -107,3 +113,13 @@ def test_model_config_errors(kwargs, message):
     with pytest.raises(ConfigError) as e:
         ModelConfig(**kwargs)
     assert str(e.value).startswith(message)
+
+
+def test_pinned_frames_copies_the_frames_into_the_given_buffer():
+    frames = torch.randint(0, 256, (4, 64, 64, 3), dtype=torch.uint8)
+    out = torch.zeros_like(frames)
+    assert pinned_frames(frames, out=out) is out
+    assert torch.equal(out, frames)
+    strided = frames.permute(0, 3, 1, 2)  # a view, not contiguous: numpy copies it as it is
+    out = torch.zeros(strided.shape, dtype=torch.uint8)
+    assert torch.equal(pinned_frames(strided, out=out), strided)
