@@ -47,7 +47,10 @@ from types import ModuleType
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / "build" / "gpu-check"
 """Installed packages and unpacked libraries: big, so never under $OUT (which is shipped back)."""
-GPU_TESTS = ("test_cuda_graphs.py",)
+GPU_TESTS = (
+    "test_cuda_graphs.py",
+    "test_connectors.py::test_to_host_together_gives_each_tensor_its_values_dtype_and_shape",
+)
 """The tests that run only where there is a GPU (skipped elsewhere): run here, on one."""
 DEFAULT_OUT = REPO / "results" / "benchmarks"
 """Where results go without $OUT: gpu.py's own default, where `rlsweep plan` reads gpu.json."""

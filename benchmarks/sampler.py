@@ -48,7 +48,7 @@ import torch
 
 PARTS = ("sample", "env step", "inference forward", "actions and outputs to host", "episodes")
 """Timed from outside; "actions and outputs to host" is `rlsweep.connectors.rollout_columns`
-(sampling the actions, one host copy per dtype), "episodes" the batched loop's bulk episode
+(sampling the actions, one host copy of the outputs), "episodes" the batched loop's bulk episode
 writes (`_extend`, `to_numpy`: RLlib's loop does this per env and step, inside its other work)."""
 
 

@@ -69,23 +69,31 @@ def rollout_columns(rl_module, batch: dict[str, Any], *, explore: bool) -> dict[
 
 
 def columns_to_numpy(batch: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Each column as a numpy array. Columns on a GPU come to the host in one copy per dtype
-    (each copy waits for the GPU: one wait per step instead of one per column)."""
+    """Each column as a numpy array. Columns on a GPU come to the host in one copy
+    (`to_host_together`: each copy waits for the GPU, so one wait per step)."""
     on_device = {
         k: v for k, v in batch.items() if isinstance(v, torch.Tensor) and v.device.type != "cpu"
     }
     out = {k: to_numpy(v) for k, v in batch.items() if k not in on_device}
-    by_dtype: dict[torch.dtype, list[str]] = {}
-    for k, v in on_device.items():
-        by_dtype.setdefault(v.dtype, []).append(k)
-    for keys in by_dtype.values():
-        flat = [on_device[k].detach().reshape(-1) for k in keys]
-        host = torch.cat(flat).cpu().numpy()
-        start = 0
-        for k, f in zip(keys, flat, strict=True):
-            out[k] = host[start : start + f.numel()].reshape(on_device[k].shape)
-            start += f.numel()
+    out.update(to_host_together(on_device))
     return {k: out[k] for k in batch}
+
+
+def to_host_together(tensors: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Tensors of one device as numpy arrays, through one copy to the host: their bytes side by
+    side, the widest dtypes first so that every array starts aligned to its item size."""
+    if not tensors:
+        return {}
+    keys = sorted(tensors, key=lambda k: -tensors[k].element_size())  # stable: else in order
+    flat = [tensors[k].detach().contiguous().reshape(-1).view(torch.uint8) for k in keys]
+    host = torch.cat(flat).cpu().numpy()
+    out, start = {}, 0
+    for k, f in zip(keys, flat, strict=True):
+        t = tensors[k]
+        dtype = torch.empty((), dtype=t.dtype).numpy().dtype
+        out[k] = host[start : start + f.numel()].view(dtype).reshape(t.shape)
+        start += f.numel()
+    return out
 
 
 def to_numpy(x: Any) -> np.ndarray:

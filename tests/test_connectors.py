@@ -9,7 +9,7 @@ from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
 from rlsweep.algos import algorithm_config
 from rlsweep.config import TrialConfig
-from rlsweep.connectors import BatchObservations, SampleActions
+from rlsweep.connectors import BatchObservations, SampleActions, to_host_together
 from rlsweep.testing import EPSILON_GREEDY_DQN, NARROW_PPO
 
 # Leaper and 4 envs: random-policy episodes end within the 8 x 16 x 4 sampled steps.
@@ -76,3 +76,31 @@ def test_batched_connectors_sample_what_rllibs_defaults_sample(overrides, explor
     finally:
         ours.stop()
         rllibs.stop()
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+        ),
+    ],
+)
+def test_to_host_together_gives_each_tensor_its_values_dtype_and_shape(device):
+    g = torch.Generator().manual_seed(0)
+    tensors = {
+        "logits": torch.randn(5, 15, generator=g),
+        "actions": torch.randint(0, 15, (5,), generator=g),
+        "flags": torch.rand(5, generator=g) < 0.5,
+        "vf": torch.randn(5, generator=g, dtype=torch.float64)[::2],  # not contiguous
+        "scalar": torch.tensor(3, dtype=torch.int32),
+        "empty": torch.zeros(0, 2),
+    }
+    host = to_host_together({k: t.to(device) for k, t in tensors.items()})
+    assert list(host) == ["actions", "vf", "logits", "scalar", "empty", "flags"]  # widest first
+    for k, t in tensors.items():
+        assert host[k].dtype == t.numpy().dtype and host[k].shape == tuple(t.shape), k
+        assert host[k].flags.aligned, k
+        np.testing.assert_array_equal(host[k], t.numpy(), err_msg=k)
+    assert to_host_together({}) == {}
