@@ -68,8 +68,7 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     The envs step asynchronously (`ProcgenVectorEnv`'s send and recv): a step's next actions
     leave before the loop records the step, and with `env_groups` > 1 (opt-in) the forward
     runs per group, so one group's envs step while the module infers on the next group's
-    frames. Each forward sees the weights and frames one forward
-    over all envs would.
+    frames. Each forward sees the weights and frames one forward over all envs would.
 
     It runs when RLlib's loop would do nothing more: sampling timesteps of rlsweep's Procgen
     envs, with rlsweep's two connectors (`rlsweep.connectors`) as the whole pipelines, no

@@ -289,13 +289,13 @@ class AlgorithmConfig(Validated):
     num_env_runners: int = checked(0, rule=integer(0))
     """Remote EnvRunner actors; 0 samples in the trial's own process."""
     env_groups: int = checked(1, rule=integer(1))
-    """Each EnvRunner's envs as this many envpools, stepped in turn (double-buffered sampling):
-    a group's envs step while the module infers on the next group's; the groups share the
-    EnvRunner's envpool threads. Opt-in: on an H100 node with 16 CPUs one trial sampled
-    1.4x faster with 1 group than with 2, and on 2 CPUs 1.25x (docs/gpu.md). The same
-    algorithm, but a group after the first plays levels of its own drawing: envpool draws each
-    env's levels from its pool's seed and its index in the pool, so 1 and 2 groups play
-    different levels from one seed."""
+    """Each EnvRunner's envs as this many envpools, stepped in turn (double-buffered sampling): a
+    group's envs step while the module infers on the next group's; the groups share the
+    EnvRunner's envpool threads. Opt-in: on an H100 node with 16 CPUs a GPU trial ran
+    1.3-1.45x faster with 1 group than with 2, and on 2 CPUs it sampled 1.25-1.3x faster
+    (docs/gpu.md). The same algorithm, but a group after the first plays levels of its own
+    drawing: envpool draws each env's levels from its pool's seed and its index in the pool,
+    so 1 and 2 groups play different levels from one seed."""
     train_batch_size: int | None = checked(None, rule=optional(integer(1)))
     """Env steps per iteration; None = rollout_length * envs * max(1, env runners)."""
     minibatch_size: int = checked(2048, rule=integer(1))
