@@ -50,6 +50,7 @@ WORK = REPO / "build" / "gpu-check"
 GPU_TESTS = (
     "test_cuda_graphs.py",
     "test_connectors.py::test_to_host_together_gives_each_tensor_its_values_dtype_and_shape",
+    "test_models.py::test_sample_categorical_draws_what_torchs_categorical_draws",
 )
 """The tests that run only where there is a GPU (skipped elsewhere): run here, on one."""
 DEFAULT_OUT = REPO / "results" / "benchmarks"

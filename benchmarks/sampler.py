@@ -20,12 +20,14 @@ their threads (and the same, each step's frames first copied by torch, whose Ope
 spin on after a copy, or by numpy, as rlsweep's GPU rollout does); and "the batched loop
 alone", the trial's runner with its envs and its forward replaced by instant replays of one
 real step (envs ending at random, 1 in 500 per step): the loop's own work per step (episodes,
-connectors, metrics; on a GPU the actions sampled there and the outputs' copies to the host)
+connectors, metrics; on a GPU the outputs' copy to the host)
 where no env thread competes with it. Against the arms' "env step" and "other" they say how
-much the envs and the loop slow each other down. Last, the batched loop with 1 and with 2 env
-groups (the placement's threads for each) on real envs, the forward a replay that waits a fixed
-time (`--forward-ms`, a launch-bound GPU forward, which leaves the CPU free): what double-
-buffering gains where the forward costs that much per call.
+much the envs and the loop slow each other down. Then the actions' sampling alone (with the
+outputs' copy to the host), as RLlib's connectors sample and as rlsweep's modules do in their
+forward (`actions_alone`). Last, the batched loop with 1 and with 2 env groups (the
+placement's threads for each) on real envs, the forward a replay that waits a fixed time
+(`--forward-ms`, a launch-bound GPU forward, which leaves the CPU free): what double-buffering
+gains where the forward costs that much per call.
 
 Output: one line per arm and part (seconds per sample and microseconds per step of all envs),
 the floors, and the JSON record in $OUT or results/benchmarks/sampler.json.
@@ -47,8 +49,10 @@ import torch
 
 PARTS = ("sample", "env step", "inference forward", "actions and outputs to host", "episodes")
 """Timed from outside; "actions and outputs to host" is `rlsweep.connectors.rollout_columns`
-(sampling the actions, one host copy of the outputs), "episodes" the batched loop's bulk episode
-writes (`_extend`, `to_numpy`: RLlib's loop does this per env and step, inside its other work)."""
+(one host copy of the outputs, and the actions' sampling where the forward leaves it: rlsweep's
+PPO and APPO modules sample in the forward, `rlsweep.models.sample_categorical`), "episodes"
+the batched loop's bulk episode writes (`_extend`, `to_numpy`: RLlib's loop does this per env
+and step, inside its other work)."""
 
 
 def _runner(cls: type, config: Any) -> Any:
@@ -167,6 +171,51 @@ def loop_alone(runner: Any, steps: int, rounds: int, cuda: bool) -> float:
         return _sample_seconds(runner, steps, rounds, cuda)
     finally:
         del env.send, env.recv, env.finish_step, runner.module.forward_exploration
+
+
+def actions_alone(module: Any, envs: int, steps: int, rounds: int, cuda: bool) -> dict[str, float]:
+    """Median seconds of `steps` steps' action sampling over `envs` rows of the module's
+    logits, with the outputs' copy to the host, each way: as RLlib's connectors sample
+    (`rollout_columns` building the module's TorchCategorical: what rlsweep's loop did before
+    its modules sampled in their forward) and as rlsweep's modules do (`sample_categorical`,
+    noise drawn as the forward draws it, then `rollout_columns`). Eager on both sides (on a GPU
+    the module's CUDA graph replays the latter's sampling; its noise is drawn outside)."""
+    from ray.rllib.core.columns import Columns
+
+    from rlsweep.connectors import rollout_columns
+    from rlsweep.models import sample_categorical
+
+    device = next(module.parameters()).device
+    n = module.net.pi.out_features
+    logits = torch.randn(envs, n, device=device)
+    values = torch.randn(envs, device=device)
+
+    def rllibs() -> None:
+        batch = {Columns.ACTION_DIST_INPUTS: logits.clone(), Columns.VF_PREDS: values.clone()}
+        rollout_columns(module, batch, explore=True)
+
+    def modules() -> None:
+        actions, logp = sample_categorical(logits, torch.empty_like(logits).exponential_())
+        batch = {
+            Columns.ACTION_DIST_INPUTS: logits.clone(),
+            Columns.VF_PREDS: values.clone(),
+            Columns.ACTIONS: actions,
+            Columns.ACTION_LOGP: logp,
+        }
+        rollout_columns(module, batch, explore=True)
+
+    ways = {"RLlib's connector": rllibs, "the module's forward": modules}
+    spent: dict[str, list[float]] = {k: [] for k in ways}
+    for r in range(rounds + 1):  # the first: warm-up
+        for name in list(ways) if r % 2 == 0 else list(ways)[::-1]:
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                ways[name]()
+            if cuda:
+                torch.cuda.synchronize()
+            if r:
+                spent[name].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in spent.items()}
 
 
 def groups_at_fixed_latency(
@@ -319,6 +368,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         alone.stop()
     for k, v in floors.items():
         print(f"floor: {k:<42} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step", flush=True)
+    save()
+
+    actions = record["actions_alone"] = actions_alone(
+        arms["batched"].module, args.envs, args.steps, args.rounds, cuda
+    )
+    for k, v in actions.items():
+        line = f"actions sampled and to host, {k}:"
+        print(f"{line:<50} {v:8.3f} s  {1e6 * v / args.steps:9.0f} us/step", flush=True)
     save()
 
     latencies = record["fixed_latency"] = {}

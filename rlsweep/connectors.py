@@ -51,7 +51,8 @@ class SampleActions(ConnectorV2):
 def rollout_columns(rl_module, batch: dict[str, Any], *, explore: bool) -> dict[str, np.ndarray]:
     """A rollout step's module output -> numpy columns over envs: `ACTIONS`, sampled from the
     module's action distribution (its inference distribution, made deterministic, when not
-    exploring) unless the module already chose them (DQN's epsilon-greedy), with their
+    exploring) unless the module already chose them (rlsweep's modules do when exploring: PPO's
+    and APPO's forward samples, DQN's is epsilon-greedy), with their
     `ACTION_LOGP`, and every other column the module returned (row i: env i's)."""
     if Columns.ACTIONS not in batch:
         dist_class = (

@@ -18,35 +18,38 @@ from rlsweep.models import pinned_frames
 
 logger = logging.getLogger(__name__)
 
-Forward = Callable[[torch.Tensor], dict[str, torch.Tensor]]
+Forward = Callable[..., dict[str, torch.Tensor]]
+"""`forward(*inputs) -> {column: tensor}`."""
 
 
 @dataclass
 class _Captured:
     graph: torch.cuda.CUDAGraph
-    static_in: torch.Tensor
+    static_in: tuple[torch.Tensor, ...]
     static_out: dict[str, torch.Tensor]
-    staging: torch.Tensor
-    """Pinned host memory the frames pass through on their way to `static_in`."""
+    staging: dict[int, torch.Tensor]
+    """Pinned host memory each host input (by position) passes through to its `static_in`."""
     staged: torch.cuda.Event
-    """Recorded after the copy out of `staging`: the next frames wait for it."""
+    """Recorded after the copies out of `staging`: the next inputs wait for it."""
 
 
 class RolloutGraph:
-    """`forward(obs) -> {column: tensor}` on a CUDA device, captured once per input shape and
-    dtype and replayed after.
+    """`forward(*inputs) -> {column: tensor}` on a CUDA device, captured once per inputs'
+    shapes and dtypes and replayed after.
 
-    What a replay reads: the frames, copied into the graph's own input buffer (through pinned
-    memory when they come from the host), and the parameters where they lie. Weight syncs copy
-    into the parameters in place (`load_state_dict`), which the graph sees; a parameter moved or
-    replaced (a new address, `params()` says) makes the next call capture again. What it
-    returns: fresh tensors (clones of the graph's outputs, which the next replay overwrites).
+    What a replay reads: the inputs (the frames; the noise the actions are sampled with),
+    copied into the graph's own input buffers (through pinned memory when they come from the
+    host), and the parameters where they lie. Weight syncs copy into the parameters in place
+    (`load_state_dict`), which the graph sees; a parameter moved or replaced (a new address,
+    `params()` says) makes the next call capture again. What it returns: fresh tensors (clones
+    of the graph's outputs, which the next replay overwrites).
 
     When it is not used: at capture the replay must equal the eager forward bit for bit on the
-    same frames (cuDNN picks its algorithms once per shape, so they do); if it does not, or the
+    same inputs (cuDNN picks its algorithms once per shape, so they do); if it does not, or the
     capture fails, the graph is dropped, a warning says so, and every later call runs eagerly.
-    The forward must not draw random numbers or run autograd (a rollout's `no_grad`
-    exploration forward does neither).
+    The forward must not draw random numbers (random inputs are drawn by the caller, outside
+    the graph, so that a replay computes what the eager forward does) or run autograd (a
+    rollout's `no_grad` exploration forward does neither).
     """
 
     def __init__(self, forward: Forward, params: Callable[[], Iterable[torch.Tensor]]) -> None:
@@ -56,51 +59,60 @@ class RolloutGraph:
         self.eager = False
         """Set when a capture failed or failed its check: the eager forward from then on."""
 
-    def __call__(self, obs: torch.Tensor, device: torch.device) -> dict[str, torch.Tensor]:
+    def __call__(
+        self, inputs: tuple[torch.Tensor, ...], device: torch.device
+    ) -> dict[str, torch.Tensor]:
         if self.eager:
-            return self.forward(obs.to(device))
+            return self.forward(*(x.to(device) for x in inputs))
         addresses = tuple(p.data_ptr() for p in self.params())
         if addresses != self.addresses:
             self.captured.clear()
             self.addresses = addresses
-        key = (tuple(obs.shape), obs.dtype)
+        key = tuple((tuple(x.shape), x.dtype, x.device.type) for x in inputs)
         c = self.captured.get(key)
         if c is None:
             try:
-                c = self._capture(obs, device)
+                c = self._capture(inputs, device)
             except RuntimeError as e:  # an op torch cannot capture: not worth a failed trial
                 logger.warning("rlsweep: no CUDA graph of the rollout forward (%s)", e)
                 c = None
             if c is None:
                 self.eager = True
                 logger.warning("rlsweep: sampling runs eagerly")
-                return self.forward(obs.to(device))
+                return self.forward(*(x.to(device) for x in inputs))
             self.captured[key] = c
-        if obs.device.type == "cpu":
+        if c.staging:
             c.staged.synchronize()
-            pinned_frames(obs, out=c.staging)
-            c.static_in.copy_(c.staging, non_blocking=True)
+        for i, x in enumerate(inputs):
+            if i in c.staging:
+                pinned_frames(x, out=c.staging[i])
+                c.static_in[i].copy_(c.staging[i], non_blocking=True)
+            else:
+                c.static_in[i].copy_(x)
+        if c.staging:
             c.staged.record()
-        else:
-            c.static_in.copy_(obs)
         c.graph.replay()
         return {k: v.clone() for k, v in c.static_out.items()}
 
-    def _capture(self, obs: torch.Tensor, device: torch.device) -> _Captured | None:
-        static_in = obs.to(device, copy=True)
-        staging = torch.empty(obs.shape, dtype=obs.dtype, pin_memory=True)
+    def _capture(self, inputs: tuple[torch.Tensor, ...], device: torch.device) -> _Captured | None:
+        static_in = tuple(x.to(device, copy=True) for x in inputs)
+        staging = {
+            i: torch.empty(x.shape, dtype=x.dtype, pin_memory=True)
+            for i, x in enumerate(inputs)
+            if x.device.type == "cpu"
+        }
         # Warm-up on a side stream, as torch asks: cuDNN's autotuning and lazy initialization
         # happen there, not in the graph.
         side = torch.cuda.Stream(device)
         side.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(side):
             for _ in range(2):
-                eager = self.forward(static_in)
+                eager = self.forward(*static_in)
         torch.cuda.current_stream(device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # thread_local: with `overlap` the learner's thread keeps launching work meanwhile.
         with torch.cuda.graph(graph, capture_error_mode="thread_local"):
-            static_out = self.forward(static_in)
+            static_out = self.forward(*static_in)
         graph.replay()
         same = static_out.keys() == eager.keys() and all(
             torch.equal(static_out[k], eager[k]) for k in eager
@@ -108,8 +120,8 @@ class RolloutGraph:
         if not same:
             logger.warning(
                 "rlsweep: the CUDA graph of the rollout forward did not reproduce the eager "
-                "forward on %s frames",
-                tuple(obs.shape),
+                "forward on %s",
+                ", ".join(str(tuple(x.shape)) for x in inputs),
             )
             return None
         return _Captured(graph, static_in, static_out, staging, torch.cuda.Event())

@@ -58,12 +58,13 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     at a time: each env's step appended to its episode, its `on_episode_step` callback, its
     observations and the module's outputs unbatched and re-stacked by the connector pipelines
     (measured on the CPU and on an H200: a fifth of a GPU trial's sampling). Here a step is the
-    module's forward, `rollout_columns`, the vector env's step and one record of the batched
-    arrays; an env's steps go into its episode when that episode ends or the sample does, in
-    a few bulk operations. Episode starts and ends, their callbacks, the chunks returned and
-    cut and the metrics are RLlib's own, in RLlib's order, so the episodes equal RLlib's value
-    for value (`tests/test_env_runner.py`; with several env groups, the module's outputs within
-    rounding: a forward over fewer rows may round differently).
+    module's forward (rlsweep's modules sample their actions there), `rollout_columns`, the
+    vector env's step and one record of the batched arrays; an env's steps go into its episode
+    when that episode ends or the sample does, in a few bulk operations. Episode starts and
+    ends, their callbacks, the chunks returned and cut and the metrics are RLlib's own, in
+    RLlib's order, so the episodes equal RLlib's value for value (`tests/test_env_runner.py`;
+    with several env groups, the module's outputs within rounding: a forward over fewer rows
+    may round differently).
 
     The envs step asynchronously (`ProcgenVectorEnv`'s send and recv): a step's next actions
     leave before the loop records the step, and with `env_groups` > 1 (opt-in) the forward

@@ -116,6 +116,27 @@ class ImpalaActorCritic(nn.Module):
         return self.pi(feats), self.vf(feats).squeeze(-1)
 
 
+def sample_categorical(
+    logits: torch.Tensor, noise: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Actions drawn from the categorical distribution of `logits` (rows: envs), and their
+    log-probabilities, given `noise`: Exp(1) draws shaped and typed as `logits`
+    (`torch.empty_like(logits).exponential_()`, the draws torch's multinomial makes for one
+    sample). With the generator where `Categorical(logits=logits).sample()` would draw them,
+    the same actions and `log_prob`s, value for value (`tests/test_models.py`): the same
+    operations, as multinomial's exponential race (argmax of probs / noise). Without the
+    distribution objects and multinomial's checks: a GPU rollout's forward samples in its
+    CUDA graph (`rlsweep.cuda_graphs`), the noise drawn outside."""
+    if noise.shape != logits.shape or noise.dtype != logits.dtype:
+        raise ValueError(
+            f"noise {tuple(noise.shape)} {noise.dtype} is not shaped and typed as the logits "
+            f"{tuple(logits.shape)} {logits.dtype}"
+        )
+    normalized = logits - logits.logsumexp(dim=-1, keepdim=True)
+    actions = (normalized.softmax(dim=-1) / noise).argmax(dim=-1)
+    return actions, normalized.gather(-1, actions.unsqueeze(-1)).squeeze(-1)
+
+
 def pinned_frames(obs: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Host frames copied into pinned memory (`out`, else a new pinned tensor), for a
     non-blocking copy to the GPU. numpy copies them, in this thread: torch's copy of a frame

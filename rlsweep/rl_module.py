@@ -25,7 +25,7 @@ from ray.rllib.utils.schedules.scheduler import Scheduler
 
 from rlsweep.augment import AugmentConfig, augment
 from rlsweep.cuda_graphs import RolloutGraph
-from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig
+from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig, sample_categorical
 
 
 class RolloutsInEvalMode:
@@ -68,17 +68,34 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
     @torch.no_grad()  # as RLlib's default: a rollout builds no autograd graph
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         obs = batch[Columns.OBS]
-        if self._rollout_graph is not None:
-            return self._rollout_graph(obs, self.net.pi.weight.device)
-        return self._rollout_outputs(obs)
+        if self._rollout_graph is None:
+            return self._rollout_outputs(obs)
+        # The actions' noise is drawn here, outside the graph, where the eager forward draws it
+        # (the forward draws nothing else): the same numbers from the same generator.
+        pi = self.net.pi
+        noise = torch.empty(len(obs), pi.out_features, device=pi.weight.device).exponential_()
+        return self._rollout_graph((obs, noise), pi.weight.device)
 
-    def _rollout_outputs(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
-        # Rollouts also keep the value estimate (one linear layer on features already computed),
-        # so PPO's GAE need not run the trunk over the whole batch again.
+    def _rollout_outputs(
+        self, obs: torch.Tensor, noise: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor]:
+        """The exploration forward: the policy's logits, the value estimate (one linear layer on
+        features already computed, so that PPO's GAE need not run the trunk over the whole batch
+        again), and the actions sampled from the logits with their log-probabilities
+        (`sample_categorical`, what RLlib's connectors would sample from this module's
+        TorchCategorical, given `noise` or drawing it): in the forward, so that on a GPU the
+        CUDA graph replays the sampling too, and the rollout's loop has nothing left to run on
+        the device but one copy of these to the host."""
         feats = self.net.features(obs)
+        logits = self.net.pi(feats)
+        if noise is None:
+            noise = torch.empty_like(logits).exponential_()
+        actions, logp = sample_categorical(logits, noise)
         return {
-            Columns.ACTION_DIST_INPUTS: self.net.pi(feats),
+            Columns.ACTION_DIST_INPUTS: logits,
             Columns.VF_PREDS: self.net.vf(feats).squeeze(-1),
+            Columns.ACTIONS: actions,
+            Columns.ACTION_LOGP: logp,
         }
 
     def graph_rollouts(self) -> None:

@@ -54,35 +54,38 @@ def test_the_graphed_rollout_forward_computes_the_eager_one(precision):
     graphed = copy.deepcopy(eager)
     graphed.graph_rollouts()
 
-    first = graphed.forward_exploration({"obs": _frames(0)})
+    def both(frames: torch.Tensor, seed: int) -> tuple[dict, dict]:
+        """Each module's exploration forward, the actions' noise drawn from the same state."""
+        torch.manual_seed(seed)
+        a = graphed.forward_exploration({"obs": frames})
+        torch.manual_seed(seed)
+        return a, eager.forward_exploration({"obs": frames})
+
+    first, _ = both(_frames(0), seed=0)
+    assert first.keys() == {"action_dist_inputs", "vf_preds", "actions", "action_logp"}
     kept = {k: v.clone() for k, v in first.items()}
     for seed in range(3):
-        _assert_equal(
-            graphed.forward_exploration({"obs": _frames(seed)}),
-            eager.forward_exploration({"obs": _frames(seed)}),
-        )
+        _assert_equal(*both(_frames(seed), seed))
     _assert_equal(first, kept)  # what a call returned is its own: later replays leave it be
     graph = graphed._rollout_graph
     assert not graph.eager and len(graph.captured) == 1
+    # Each replay samples with fresh noise: the same frames, other draws, other actions.
+    again = graphed.forward_exploration({"obs": _frames(0)})
+    assert torch.equal(again["action_dist_inputs"], first["action_dist_inputs"])
+    assert not torch.equal(again["actions"], first["actions"])
 
     # A weight sync copies into the parameters in place: the graph computes with the new ones.
     synced = _module(precision, seed=1).get_state()
     eager.set_state(synced)
     graphed.set_state(synced)
-    after = graphed.forward_exploration({"obs": _frames(0)})
-    _assert_equal(after, eager.forward_exploration({"obs": _frames(0)}))
+    after, expected = both(_frames(0), seed=7)
+    _assert_equal(after, expected)
     assert not torch.equal(after["action_dist_inputs"], kept["action_dist_inputs"])
 
     # Parameters that moved are captured again; another batch size gets a graph of its own.
     graphed.to("cpu").to("cuda")
-    _assert_equal(
-        graphed.forward_exploration({"obs": _frames(5)}),
-        eager.forward_exploration({"obs": _frames(5)}),
-    )
-    _assert_equal(
-        graphed.forward_exploration({"obs": _frames(6, n=8)}),
-        eager.forward_exploration({"obs": _frames(6, n=8)}),
-    )
+    _assert_equal(*both(_frames(5), seed=8))
+    _assert_equal(*both(_frames(6, n=8), seed=9))
     assert len(graph.captured) == 2
 
 
@@ -94,7 +97,7 @@ def test_a_graph_that_does_not_reproduce_the_eager_forward_is_not_used(caplog):
 
     graph = RolloutGraph(noisy, lambda: [])
     with caplog.at_level(logging.WARNING, logger="rlsweep.cuda_graphs"):
-        out = graph(_frames(0, n=4), torch.device("cuda"))
+        out = graph((_frames(0, n=4),), torch.device("cuda"))
     assert graph.eager and not graph.captured
     assert "sampling runs eagerly" in caplog.text
     assert out["y"].shape == (4, 3, 64, 64) and out["y"].device.type == "cuda"
@@ -137,9 +140,9 @@ def test_a_capture_that_fails_leaves_the_eager_forward(caplog, monkeypatch):
     monkeypatch.setattr(graph, "_capture", fail)
     frames = _frames(0, n=4)
     with caplog.at_level(logging.WARNING, logger="rlsweep.cuda_graphs"):
-        out = graph(frames, torch.device("cpu"))
+        out = graph((frames,), torch.device("cpu"))
     assert graph.eager and not graph.captured
     assert "not permitted" in caplog.text and "sampling runs eagerly" in caplog.text
     torch.testing.assert_close(out["vf_preds"], m._rollout_outputs(frames)["vf_preds"])
     monkeypatch.undo()  # later calls go straight to the eager forward, never to a capture
-    assert torch.equal(graph(frames, torch.device("cpu"))["vf_preds"], out["vf_preds"])
+    assert torch.equal(graph((frames,), torch.device("cpu"))["vf_preds"], out["vf_preds"])

@@ -8,7 +8,18 @@ from rlsweep.models import (
     ModelConfig,
     bf16_weights_for_rollouts,
     pinned_frames,
+    sample_categorical,
 )
+
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(
+            not torch.cuda.is_available(), reason="needs a GPU (make gpu-check runs it)"
+        ),
+    ),
+]
 
 
 def _obs(b=4, c=3):
@@ -123,3 +134,33 @@ def test_pinned_frames_copies_the_frames_into_the_given_buffer():
     strided = frames.permute(0, 3, 1, 2)  # a view, not contiguous: numpy copies it as it is
     out = torch.zeros(strided.shape, dtype=torch.uint8)
     assert torch.equal(pinned_frames(strided, out=out), strided)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_sample_categorical_draws_what_torchs_categorical_draws(device):
+    """Given the generator where RLlib's TorchCategorical (torch's Categorical) would draw its
+    noise, the same actions and log-probabilities, value for value; over many draws, each
+    action as often as its probability says."""
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchCategorical
+
+    g = torch.Generator(device).manual_seed(0)
+    logits = torch.randn(64, 15, generator=g, device=device) * 3
+    logits[0] = float("-inf")  # an action that can never be drawn
+    logits[0, 3] = 0.0
+    for seed in range(5):
+        torch.manual_seed(seed)
+        dist = TorchCategorical.from_logits(logits)
+        expected = dist.sample()
+        torch.manual_seed(seed)
+        actions, logp = sample_categorical(logits, torch.empty_like(logits).exponential_())
+        assert torch.equal(actions, expected)
+        assert torch.equal(logp, dist.logp(expected))
+    assert actions[0] == 3 and logp[0] == 0.0
+
+    rows = torch.zeros(20_000, 3, device=device) + torch.tensor([0.0, 1.0, 2.0], device=device)
+    actions, _ = sample_categorical(rows, torch.empty_like(rows).exponential_())
+    freq = torch.bincount(actions, minlength=3).float() / len(rows)
+    torch.testing.assert_close(freq, rows[0].softmax(-1), atol=0.015, rtol=0)
+
+    with pytest.raises(ValueError, match="not shaped and typed as the logits"):
+        sample_categorical(logits, torch.ones(64, 15, dtype=torch.float64, device=device))
