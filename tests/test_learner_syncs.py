@@ -182,3 +182,82 @@ def test_apply_gradients_is_rllibs(setup, caplog):
         "Gradients contained `nan/inf` values in this update: set to zero "
         "(torch_skip_nan_gradients False)."
     ]
+
+
+def _grads(shapes, seed: int, scale: float = 1.0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=g) * scale for shape in shapes]
+
+
+@pytest.mark.parametrize(
+    ("scale", "plant", "finite"),
+    [(1.0, None, True), (1e-4, None, True), (1.0, float("nan"), False), (1.0, float("inf"), False)],
+    ids=["clipped", "within-the-clip", "a-nan", "an-inf"],
+)
+def test_clip_by_global_norm_is_rllibs(scale, plant, finite):
+    """The gradients and the global norm RLlib's clip_gradients gives (global_norm, clip 0.5),
+    bit for bit, whether the norm is above the clip or below it, a NaN or an inf among them;
+    and the finite flag."""
+    from ray.rllib.utils.torch_utils import clip_gradients
+
+    from rlsweep.ppo_learner import clip_by_global_norm
+
+    shapes = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (256, 15), (15,)]
+    grads = _grads(shapes, seed=0, scale=scale)
+    if plant is not None:
+        grads[2].view(-1)[7] = plant
+    theirs = {i: g.clone() for i, g in enumerate(grads)}
+    rllib_norm = clip_gradients(theirs, grad_clip=0.5, grad_clip_by="global_norm")
+    ours = [g.clone() for g in grads]
+    norm, ok = clip_by_global_norm(ours, 0.5)
+    assert torch.equal(norm, rllib_norm)
+    for i, g in enumerate(ours):
+        torch.testing.assert_close(g, theirs[i], rtol=0, atol=0, equal_nan=True)
+    assert bool(ok) is finite
+    if scale < 1:  # within the clip: untouched
+        assert all(torch.equal(a, b) for a, b in zip(ours, grads, strict=True))
+
+
+def test_the_gradient_step_is_rllibs(setup, caplog):
+    """Clipping (postprocess_gradients_for_module) and the step (apply_gradients) of
+    RlsweepPPOLearner against RLlib's Learner and TorchLearner from the same weights, Adam state
+    and gradients, over two steps, a NaN in the second: the same weights, the same logged
+    global norms, and the warning for the second step alone."""
+    from ray.rllib.core.learner.learner import Learner
+
+    learners = [build_learner(setup), build_learner(setup)]
+    learners[1].module.set_state(learners[0].module.get_state())
+    params = [list(lr.module[DEFAULT_MODULE_ID].parameters()) for lr in learners]
+    shapes = [p.shape for p in params[0]]
+    steps = [_grads(shapes, seed=1), _grads(shapes, seed=2)]
+    steps[1][3].view(-1)[0] = float("nan")
+    config = learners[0].config.get_config_for_module(DEFAULT_MODULE_ID)
+    assert config.grad_clip and config.grad_clip_by == "global_norm"
+    norms = []
+    with caplog.at_level("WARNING", logger="rlsweep.ppo_learner"):
+        for step, grads in enumerate(steps):
+            for k, (post, apply) in enumerate(
+                [
+                    (Learner.postprocess_gradients_for_module, TorchLearner.apply_gradients),
+                    (type(learners[1]).postprocess_gradients_for_module, None),
+                ]
+            ):
+                learner = learners[k]
+                given = {p: g.clone() for p, g in zip(params[k], grads, strict=True)}
+                clipped = post(
+                    learner,
+                    module_id=DEFAULT_MODULE_ID,
+                    config=config,
+                    module_gradients_dict=given,
+                )
+                (apply or type(learner).apply_gradients)(learner, clipped)
+                logged = learner.metrics.peek(
+                    (DEFAULT_MODULE_ID, "gradients_default_optimizer_global_norm")
+                )
+                norms.append(float(logged))
+            learners[1].warn_nonfinite_gradients()
+            ours = [r for r in caplog.records if r.name == "rlsweep.ppo_learner"]
+            assert len(ours) == step  # the warning after the NaN's step only
+    assert norms[0] == norms[1] and norms[2] == norms[3]
+    for a, b in zip(*params, strict=True):
+        assert torch.equal(a, b)
