@@ -30,9 +30,9 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
     (with (c)'s jemalloc), its parts timed from outside through RLlib's public objects (the local
     EnvRunner's `sample`, its vector env's send, recv and finish_step, which with double-buffered
     env groups time what sampling waits for, and its module's exploration forward; the
-    LearnerGroup's `update`,
-    its Learner's training forward, losses, gradients and optimizer step), each waiting for the
-    GPU before and after: seconds per iteration by part, the rest as "other". The waits take
+    LearnerGroup's `update`, its Learner's batch and GAE (`make_batch`), training forward,
+    losses, gradients, gradient clipping and optimizer step), each waiting for the GPU before
+    and after: seconds per iteration by part, the rest as "other". The waits take
     away the overlap of GPU and CPU work, so the parts sum to a little more than (c)'s iteration.
     Then one more iteration, untimed, counts where the host waits for the GPU (`host_syncs`).
 
@@ -363,7 +363,13 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
         learner.module.forward_train = timed("learn: forward", learner.module.forward_train)
         learner.compute_losses = timed("learn: losses", learner.compute_losses)
         learner.compute_gradients = timed("learn: backward", learner.compute_gradients)
+        learner.postprocess_gradients = timed(
+            "learn: gradient clipping", learner.postprocess_gradients
+        )
         learner.apply_gradients = timed("learn: optimizer step", learner.apply_gradients)
+        # The learner connector (the batch from the episodes, its copy to the device, GAE)
+        # and the advantages' standardization: RlsweepPPOLearner.make_batch.
+        learner.make_batch = timed("learn: batch and GAE", learner.make_batch)
 
     algo.learner_group.foreach_learner(time_learner)
     algo.train()  # warm-up
@@ -384,7 +390,7 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
     out["sample: other (connectors, episodes)"] = per.get("sample", 0.0) - sum(
         v for k, v in per.items() if k.startswith("sample: ")
     )
-    out["learn: other (batch, GAE, copies)"] = per.get("learn", 0.0) - sum(
+    out["learn: other (minibatches, metrics)"] = per.get("learn", 0.0) - sum(
         v for k, v in per.items() if k.startswith("learn: ")
     )
     out["other (weights sync, metrics)"] = (
