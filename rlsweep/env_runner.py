@@ -246,10 +246,13 @@ def _joined(columns: Sequence[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
 
 def _extend(episode: SingleAgentEpisode, steps: Sequence[_Step], i: int) -> None:
     """Env i's rows of `steps` appended to its episode: the same data, flags and step times as
-    one `add_env_step` per row, in at most three calls. `concat_episode` moves the middle rows
-    in bulk; the first row goes through `add_env_step` when the episode has no model outputs
-    yet (it creates them), and the last row always does (the episode's last-step time and
-    flags are then RLlib's)."""
+    one `add_env_step` per row. The first row goes through `add_env_step` when the episode has
+    no model outputs yet (it creates them), and the last row always does (the episode's
+    last-step time and flags are then RLlib's); the rows between are appended in bulk to each
+    of the episode's buffers: what `add_env_step` appends per row (an unfinished episode's
+    `InfiniteLookbackBuffer`s hold lists, Ray 2.60), with `t` advanced by as many steps.
+    (RLlib's `concat_episode` would do the same through a temporary episode, validations and
+    one `append` per item and buffer: 0.03 s of a 64 x 256-step sample.)"""
     if not steps:
         return
     head = 0
@@ -258,19 +261,15 @@ def _extend(episode: SingleAgentEpisode, steps: Sequence[_Step], i: int) -> None
         head = 1
     middle = steps[head:-1]
     if middle:
-        obs = [episode.get_observations(-1), *(s.obs[i] for s in middle)]
-        episode.concat_episode(
-            SingleAgentEpisode(
-                id_=episode.id_,
-                observations=obs,
-                infos=[episode.get_infos(-1), *(s.infos[i] for s in middle)],
-                actions=[s.actions[i] for s in middle],
-                rewards=[s.rewards[i] for s in middle],
-                extra_model_outputs={k: [s.extras[k][i] for s in middle] for k in steps[0].extras},
-                t_started=episode.t,
-                len_lookback_buffer=0,
-            )
-        )
+        if episode.is_numpy:  # never for the ongoing episodes this loop fills
+            raise ValueError(f"episode {episode.id_} is finalized (to_numpy): it takes no steps")
+        episode.observations.data.extend([s.obs[i] for s in middle])
+        episode.infos.data.extend([s.infos[i] for s in middle])
+        episode.actions.data.extend([s.actions[i] for s in middle])
+        episode.rewards.data.extend([s.rewards[i] for s in middle])
+        for k in steps[0].extras:
+            episode.extra_model_outputs[k].data.extend([s.extras[k][i] for s in middle])
+        episode.t += len(middle)
     if len(steps) > head:
         episode.add_env_step(**steps[-1].row(i))
 
