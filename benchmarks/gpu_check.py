@@ -22,6 +22,8 @@ results/benchmarks/, gpu.py's), so a run stopped by a time limit still leaves wh
    `--quick` likewise): sampler.log, sampler.json.
 6. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
    into $OUT itself: gpu.log.
+7. `benchmarks/learner_ops.py` (the torch ops of a PPO update per minibatch, by part; on the
+   GPU where there is one): learner-ops.log, learner_ops.json.
 
 gpu-check.json sums up the stages (exit code, seconds) and what was unpacked. A stage that
 fails does not stop the next, except a failed install (nothing after it could run). Exit code
@@ -241,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
     r.stage("gpu-tests", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests])
     r.stage("sampler", [python, str(REPO / "benchmarks" / "sampler.py"), *quick])
     r.stage("gpu", [python, str(REPO / "benchmarks" / "gpu.py"), *quick, *args.gpu_args])
+    r.stage("learner-ops", [python, str(REPO / "benchmarks" / "learner_ops.py")])
     failed = [s["stage"] for s in r.stages if s["rc"]]
     r.log(f"done: {'failed: ' + ', '.join(failed) if failed else 'every stage passed'}")
     return 1 if failed else 0

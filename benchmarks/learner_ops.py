@@ -10,10 +10,12 @@ TorchLearner's update (Ray 2.60) that ran them: the module's `forward_train`, `c
 metrics). The counts depend on the network's layers, not its widths or the rows, so the
 default runs the narrow test network (`rlsweep.testing.NARROW_PPO`) on the CPU in seconds;
 torch's Adam steps each parameter on its own there (on a GPU it runs multi-tensor kernels).
+The learner runs on the GPU where there is one.
 
     .venv/bin/python benchmarks/learner_ops.py [--default-network]
 
-Prints one line per part (ops per minibatch, the most frequent ones) and a JSON line.
+Prints one line per part (ops per minibatch, the most frequent ones); the JSON record goes to
+$OUT or results/benchmarks/learner_ops.json.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import collections
 import copy
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -74,7 +77,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from rlsweep.config import TrialConfig
     from rlsweep.testing import NARROW_PPO
 
-    cfg = TrialConfig() if args.default_network else TrialConfig(**NARROW_PPO)
+    gpus = 1 if torch.cuda.is_available() else 0
+    cfg = (
+        TrialConfig(num_gpus=gpus)
+        if args.default_network
+        else TrialConfig(**NARROW_PPO, num_gpus=gpus)
+    )
     torch.manual_seed(0)
     config = algos.ppo_config(cfg)
     runner = SingleAgentEnvRunner(config=config)
@@ -117,8 +125,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"{part:<45} {per_minibatch.get(part, 0.0):7.1f}   ({top})")
     total = sum(per_minibatch.values())
     print(f"{'all':<45} {total:7.1f}")
-    record = {"minibatches": minibatches, "ops_per_minibatch": per_minibatch, "total": total}
-    print(json.dumps(record))
+    record = {
+        "device": str(learner.device),
+        "minibatches": minibatches,
+        "ops_per_minibatch": per_minibatch,
+        "total": total,
+    }
+    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "learner_ops.json").write_text(json.dumps(record, indent=1))
     return record
 
 

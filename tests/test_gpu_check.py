@@ -115,8 +115,8 @@ def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor, the GPU tests (skipped: no GPU here),
-    sampler.py --quick, then gpu.py --quick
-    (K = 1 only, to keep it short), each stage's output printed and logged, under $OUT."""
+    sampler.py --quick, gpu.py --quick (K = 1 only, to keep it short), then learner_ops.py, each
+    stage's output printed and logged, under $OUT."""
     out = tmp_path / "out"
     proc = subprocess.run(
         ["make", "-s", "gpu-check", "QUICK=1", "NO_INSTALL=1", f"GPU_PYTHON={sys.executable}"]
@@ -135,6 +135,7 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
         ("gpu-tests", 0),  # skipped here: no GPU
         ("sampler", 0),
         ("gpu", 0),
+        ("learner-ops", 0),
     ]
     assert summary["unpacked"] == [] and summary["quick"]
     assert json.loads((out / "doctor.json").read_text())["passed"]
@@ -156,4 +157,6 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     assert "ok    procgen" in (out / "doctor.log").read_text()
     assert "skipped" in (out / "gpu-tests.log").read_text()
     assert (out / "gpu.log").read_text().strip()
+    ops = json.loads((out / "learner_ops.json").read_text())
+    assert ops["minibatches"] > 0 and ops["ops_per_minibatch"]["postprocess_gradients"] > 0
     assert "every stage passed" in (out / "gpu-check.log").read_text()
