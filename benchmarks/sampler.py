@@ -195,7 +195,7 @@ def actions_alone(module: Any, envs: int, steps: int, rounds: int, cuda: bool) -
         rollout_columns(module, batch, explore=True)
 
     def modules() -> None:
-        actions, logp = sample_categorical(logits, torch.empty_like(logits).exponential_())
+        actions, logp = sample_categorical(logits)
         batch = {
             Columns.ACTION_DIST_INPUTS: logits.clone(),
             Columns.VF_PREDS: values.clone(),

@@ -117,16 +117,18 @@ class ImpalaActorCritic(nn.Module):
 
 
 def sample_categorical(
-    logits: torch.Tensor, noise: torch.Tensor
+    logits: torch.Tensor, noise: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Actions drawn from the categorical distribution of `logits` (rows: envs), and their
-    log-probabilities, given `noise`: Exp(1) draws shaped and typed as `logits`
-    (`torch.empty_like(logits).exponential_()`, the draws torch's multinomial makes for one
-    sample). With the generator where `Categorical(logits=logits).sample()` would draw them,
-    the same actions and `log_prob`s, value for value (`tests/test_models.py`): the same
+    log-probabilities, given `noise`: Exp(1) draws shaped and typed as `logits`, the draws
+    torch's multinomial makes for one sample (drawn here when not given, as multinomial draws
+    them). With the generator where `Categorical(logits=logits).sample()` would draw them, the
+    same actions and `log_prob`s, value for value (`tests/test_models.py`): the same
     operations, as multinomial's exponential race (argmax of probs / noise). Without the
     distribution objects and multinomial's checks: a GPU rollout's forward samples in its
     CUDA graph (`rlsweep.cuda_graphs`), the noise drawn outside."""
+    if noise is None:
+        noise = torch.empty_like(logits).exponential_()
     if noise.shape != logits.shape or noise.dtype != logits.dtype:
         raise ValueError(
             f"noise {tuple(noise.shape)} {noise.dtype} is not shaped and typed as the logits "

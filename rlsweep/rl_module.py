@@ -88,8 +88,6 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         the device but one copy of these to the host."""
         feats = self.net.features(obs)
         logits = self.net.pi(feats)
-        if noise is None:
-            noise = torch.empty_like(logits).exponential_()
         actions, logp = sample_categorical(logits, noise)
         return {
             Columns.ACTION_DIST_INPUTS: logits,

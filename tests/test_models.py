@@ -152,13 +152,16 @@ def test_sample_categorical_draws_what_torchs_categorical_draws(device):
         dist = TorchCategorical.from_logits(logits)
         expected = dist.sample()
         torch.manual_seed(seed)
-        actions, logp = sample_categorical(logits, torch.empty_like(logits).exponential_())
+        actions, logp = sample_categorical(logits)  # the noise drawn as multinomial draws it
         assert torch.equal(actions, expected)
         assert torch.equal(logp, dist.logp(expected))
+        torch.manual_seed(seed)  # the noise drawn beforehand (a CUDA graph's input)
+        noise = torch.empty_like(logits).exponential_()
+        assert torch.equal(sample_categorical(logits, noise)[0], expected)
     assert actions[0] == 3 and logp[0] == 0.0
 
     rows = torch.zeros(20_000, 3, device=device) + torch.tensor([0.0, 1.0, 2.0], device=device)
-    actions, _ = sample_categorical(rows, torch.empty_like(rows).exponential_())
+    actions, _ = sample_categorical(rows)
     freq = torch.bincount(actions, minlength=3).float() / len(rows)
     torch.testing.assert_close(freq, rows[0].softmax(-1), atol=0.015, rtol=0)
 
