@@ -116,6 +116,14 @@ class ImpalaActorCritic(nn.Module):
         return self.pi(feats), self.vf(feats).squeeze(-1)
 
 
+def categorical_noise(
+    shape: tuple[int, ...], *, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
+    """The Exp(1) draws torch's multinomial makes for one sample of each row of logits of
+    `shape` and `dtype` (`empty_like(probs).exponential_()`), for `sample_categorical`."""
+    return torch.empty(shape, device=device, dtype=dtype).exponential_()
+
+
 def sample_categorical(
     logits: torch.Tensor, noise: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,7 +136,7 @@ def sample_categorical(
     distribution objects and multinomial's checks: a GPU rollout's forward samples in its
     CUDA graph (`rlsweep.cuda_graphs`), the noise drawn outside."""
     if noise is None:
-        noise = torch.empty_like(logits).exponential_()
+        noise = categorical_noise(logits.shape, device=logits.device, dtype=logits.dtype)
     if noise.shape != logits.shape or noise.dtype != logits.dtype:
         raise ValueError(
             f"noise {tuple(noise.shape)} {noise.dtype} is not shaped and typed as the logits "

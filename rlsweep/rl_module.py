@@ -25,7 +25,13 @@ from ray.rllib.utils.schedules.scheduler import Scheduler
 
 from rlsweep.augment import AugmentConfig, augment
 from rlsweep.cuda_graphs import RolloutGraph
-from rlsweep.models import ImpalaActorCritic, ImpalaCNN, ModelConfig, sample_categorical
+from rlsweep.models import (
+    ImpalaActorCritic,
+    ImpalaCNN,
+    ModelConfig,
+    categorical_noise,
+    sample_categorical,
+)
 
 
 class RolloutsInEvalMode:
@@ -72,9 +78,10 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
             return self._rollout_outputs(obs)
         # The actions' noise is drawn here, outside the graph, where the eager forward draws it
         # (the forward draws nothing else): the same numbers from the same generator.
-        pi = self.net.pi
-        noise = torch.empty(len(obs), pi.out_features, device=pi.weight.device).exponential_()
-        return self._rollout_graph((obs, noise), pi.weight.device)
+        pi = self.net.pi  # the logits are its outputs: its dtype, its device
+        device = pi.weight.device
+        noise = categorical_noise((len(obs), pi.out_features), device=device, dtype=pi.weight.dtype)
+        return self._rollout_graph((obs, noise), device)
 
     def _rollout_outputs(
         self, obs: torch.Tensor, noise: torch.Tensor | None = None
