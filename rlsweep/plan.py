@@ -14,7 +14,8 @@ lasts as long as the slowest env's episode: the plan counts it at the game's tim
 bound, which the slowest of many envs of an untrained policy comes close to. The figures come from
 `benchmarks/plan_costs.py` run in this directory (`results/benchmarks/plan_costs.json`) or else
 `DEFAULT_COSTS` (measured the same way on a 2-core machine); GPU trials' training rates from
-`results/benchmarks/gpu.json`. The plan says which source it used.
+`results/benchmarks/gpu.json`, or else `DEFAULT_GPU_PACKED` (measured on an H100). The plan says
+which source it used.
 """
 
 from __future__ import annotations
@@ -116,6 +117,12 @@ DEFAULT_COSTS = Costs(
 """Used where plan_costs.py has not run here: what a demo run on a 2-core machine shared with
 other jobs spent, read as plan_costs.py reads its sweep, its training in the proportions
 plan_costs.py measured on that machine in a quiet hour (README, Speed), rounded."""
+DEFAULT_GPU_PACKED = {1: 13_700.0, 8: 30_300.0}
+"""Used where benchmarks/gpu.py has not run on a GPU here: aggregate training env steps/s of K
+trials sharing one GPU, from `make gpu-check` on one NVIDIA H100 80GB with 16 cores, 2026-11-26
+(docs/gpu.md, the sixth run: coinrun easy, the default batch, bf16; K = 8 with 2 CPUs each),
+rounded."""
+DEFAULT_GPU_SOURCE = "an H100's, 16 cores (no GPU benchmark here: make gpu-check)"
 
 
 @dataclass(frozen=True)
@@ -159,10 +166,12 @@ class Throughput:
     costs: Costs = DEFAULT_COSTS
     """CPU trials' training (and every trial's evaluation and fixed costs)."""
     source: str = DEFAULT_SOURCE
-    gpu_packed: dict[int, float] | None = None
-    """GPU trials: aggregate training env steps/s of K trials sharing one GPU (None: not
-    measured)."""
-    gpu_source: str | None = None
+    gpu_packed: dict[int, float] | None = dataclasses.field(
+        default_factory=lambda: dict(DEFAULT_GPU_PACKED)
+    )
+    """GPU trials: aggregate training env steps/s of K trials sharing one GPU (None: none, and
+    GPU trials are counted at the CPU's rate)."""
+    gpu_source: str | None = DEFAULT_GPU_SOURCE
 
     def at(self, steps_per_cpu_s: float) -> Throughput:
         """Training as fast as `steps_per_cpu_s` env steps per second (per CPU) in the
@@ -175,9 +184,8 @@ class Throughput:
         """`cfg`'s training env steps/s when `per_gpu` trials share each GPU, and the
         source."""
         if cfg.num_gpus and self.gpu_packed:
-            # The measured packing nearest below this one (more trials per GPU: slower each).
-            k = max((k for k in self.gpu_packed if k <= per_gpu), default=min(self.gpu_packed))
-            return self.gpu_packed[k] / k, f"{self.gpu_source}, {k} per GPU"
+            rate, how = packed_rate(self.gpu_packed, per_gpu)
+            return rate, f"{self.gpu_source}, {how}"
         note = " (GPU trials unmeasured: the CPU's)" if cfg.num_gpus else ""
         rate = cfg.effective_train_batch_size / self.costs.iteration(cfg)
         return rate, f"{self.source}{note}"
@@ -197,11 +205,32 @@ class Throughput:
         )
 
 
+def packed_rate(packed: dict[int, float], k: int) -> tuple[float, str]:
+    """A trial's training env steps/s when `k` trials share one GPU, from `packed` (aggregate
+    env steps/s at the packings measured), and how it was had. Between two measured packings
+    the aggregate is interpolated linearly; beyond the largest, that aggregate is shared (the GPU
+    is busy already); below the smallest, a trial runs at that packing's rate per trial."""
+    k = max(k, 1)
+    below, above = [m for m in packed if m < k], [m for m in packed if m > k]
+    if k in packed:
+        return packed[k] / k, f"{k} per GPU"
+    if below and above:
+        lo, hi = max(below), min(above)
+        aggregate = packed[lo] + (packed[hi] - packed[lo]) * (k - lo) / (hi - lo)
+        return aggregate / k, f"{k} per GPU, between the {lo} and {hi} measured"
+    if below:
+        lo = max(below)
+        return packed[lo] / k, f"{k} per GPU sharing the aggregate of the {lo} measured"
+    hi = min(above)
+    return packed[hi] / hi, f"{k} per GPU at the rate of each of the {hi} measured"
+
+
 def measured_throughput(
     costs_file: Path = COSTS_BENCHMARK, gpu_file: Path = GPU_BENCHMARK
 ) -> Throughput:
     """The costs benchmark's figures where it was run here, else `DEFAULT_COSTS` (the plan
-    says which); the GPU benchmark's packed figures where it ran on a GPU."""
+    says which); the GPU benchmark's packed figures where it ran on a GPU here, else
+    `DEFAULT_GPU_PACKED`."""
     data = _read(costs_file) or {}
     figures = {k: data.get(k) for k in Costs.fields()}
     if all(_number(v) for v in figures.values()) and figures["eval_steps_per_cpu_s"] > 0:
@@ -213,7 +242,9 @@ def measured_throughput(
     packed = None
     if (data := _read(gpu_file)) and data.get("device") == "cuda" and data.get("packed"):
         packed = {int(k): float(v) for k, v in data["packed"].items() if v and v > 0} or None
-    return Throughput(costs, source, packed, str(gpu_file) if packed else None)
+    if packed is None:
+        return Throughput(costs, source)
+    return Throughput(costs, source, packed, str(gpu_file))
 
 
 def _number(x: object) -> bool:
@@ -312,8 +343,8 @@ class Plan:
                 f" (Ray's start {duration(self.ray_start_s)}; the longest trial "
                 f"{duration(t.total_s)}: start {duration(t.start_s)}, training "
                 f"{duration(t.train_s)} over {_count(t.iterations, 'iteration')}, evaluating "
-                f"{duration(t.eval_s)} over "
-                f"{_count(t.evaluations, 'evaluation')})"
+                f"{duration(t.eval_s)} over {_count(t.evaluations, 'evaluation')}"
+                f"{' at the CPU rate: unmeasured on a GPU' if self.gpus_per_trial else ''})"
             )
         if self.est_cost_usd is not None:
             market = "spot" if self.spot else "on-demand"

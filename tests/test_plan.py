@@ -15,6 +15,8 @@ from rlsweep.config import TrialConfig
 from rlsweep.plan import (
     COSTS_BENCHMARK,
     DEFAULT_COSTS,
+    DEFAULT_GPU_PACKED,
+    DEFAULT_GPU_SOURCE,
     GPU_BENCHMARK,
     REFERENCE,
     Costs,
@@ -22,6 +24,7 @@ from rlsweep.plan import (
     make_plan,
     makespan,
     measured_throughput,
+    packed_rate,
     scaling_warnings,
 )
 from rlsweep.spec import SpecError, SweepSpec
@@ -135,8 +138,9 @@ def test_the_demo_plan_counts_ray_trials_and_evaluations():
 def test_figures_come_from_the_last_benchmark_else_the_labelled_defaults(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     rate = measured_throughput()
-    assert (rate.costs, rate.gpu_packed) == (DEFAULT_COSTS, None)
+    assert (rate.costs, rate.gpu_packed) == (DEFAULT_COSTS, DEFAULT_GPU_PACKED)
     assert rate.source == "defaults (no benchmark here: make bench-plan)"
+    assert rate.gpu_source == DEFAULT_GPU_SOURCE
     assert DEFAULT_COSTS.iteration(REFERENCE) > 0
     COSTS_BENCHMARK.parent.mkdir(parents=True)
     figures = dataclasses.asdict(PARTS)
@@ -148,7 +152,7 @@ def test_figures_come_from_the_last_benchmark_else_the_labelled_defaults(tmp_pat
     # a CPU-path run of benchmarks/gpu.py is no GPU figure
     GPU_BENCHMARK.write_text(json.dumps({"device": "cpu", "packed": {"1": 50.0}}))
     rate = measured_throughput()
-    assert rate.costs == PARTS and rate.gpu_packed is None
+    assert rate.costs == PARTS and rate.gpu_packed == DEFAULT_GPU_PACKED
     assert rate.source == "results/benchmarks/plan_costs.json, measured 2026-11-25T20:00"
     plan = make_plan(SweepSpec.from_yaml(DEMO), cpus=2)
     assert plan.ray_start_s == 10.0 and plan.longest.start_s == 20.0
@@ -159,12 +163,13 @@ def test_figures_come_from_the_last_benchmark_else_the_labelled_defaults(tmp_pat
     plan = make_plan(SweepSpec.from_yaml(DEMO), cpus=2, steps_per_cpu_s=100)
     assert plan.steps_per_s_source.startswith("--steps-per-s, results/benchmarks/plan_costs")
     GPU_BENCHMARK.write_text(json.dumps({"device": "cuda", "packed": {"1": 9e3, "4": 24e3}}))
-    assert measured_throughput().gpu_packed == {1: 9e3, 4: 24e3}
+    rate = measured_throughput()
+    assert (rate.gpu_packed, rate.gpu_source) == ({1: 9e3, 4: 24e3}, str(GPU_BENCHMARK))
 
 
 def test_gpu_packing_shows_concurrency_and_eta():
     spec = SweepSpec.from_dict(GPU_SPEC)
-    cpu_rate = Throughput(TRAINING_ONLY, "default 110/CPU/s")
+    cpu_rate = Throughput(TRAINING_ONLY, "default 110/CPU/s", gpu_packed=None)
     plan = make_plan(spec, cpus=16, gpus=1, gpu_memory=80, throughput=cpu_rate)
     assert (plan.concurrent, plan.bound) == (4, "GPU")
     assert (plan.cpus_per_trial, plan.gpus_per_trial) == (4, 0.25)
@@ -181,6 +186,7 @@ def test_gpu_packing_shows_concurrency_and_eta():
     assert plan.trial_steps_per_s == 6e3 and plan.steps_per_s_source == "gpu.json, 4 per GPU"
     assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 6e3, rel=2e-3)
     assert "estimated wall time 1h29m" in plan.summary()
+    assert "evaluations at the CPU rate: unmeasured on a GPU)" in plan.summary()
     # twice the CPUs do not help a GPU-bound packing; two GPUs do
     assert make_plan(spec, cpus=32, gpus=1, throughput=gpu_rate).concurrent == 4
     plan = make_plan(spec, cpus=32, gpus=2, throughput=gpu_rate)
@@ -188,6 +194,27 @@ def test_gpu_packing_shows_concurrency_and_eta():
     # 8 CPUs: only 2 at a time share the GPU, each at the 2-per-GPU rate
     plan = make_plan(spec, cpus=8, gpus=1, throughput=gpu_rate)
     assert (plan.concurrent, plan.bound, plan.trial_steps_per_s) == (2, "CPU", 8e3)
+    # nothing measured here: the H100's figures, 4 per GPU between its 1 and 8
+    plan = make_plan(spec, cpus=16, gpus=1, throughput=Throughput(TRAINING_ONLY, "x"))
+    assert plan.trial_steps_per_s == pytest.approx((13_700 + 16_600 * 3 / 7) / 4)
+    assert plan.steps_per_s_source == (
+        "an H100's, 16 cores (no GPU benchmark here: make gpu-check), 4 per GPU, between the 1 "
+        "and 8 measured"
+    )
+
+
+def test_a_packing_not_measured_is_read_from_its_neighbours():
+    packed = {2: 10e3, 8: 28e3}
+    assert packed_rate(packed, 8) == (3.5e3, "8 per GPU")
+    # between: the aggregate on the line from 2's to 8's
+    assert packed_rate(packed, 4) == (4e3, "4 per GPU, between the 2 and 8 measured")
+    # beyond the largest, its aggregate shared; below the smallest, its rate per trial
+    assert packed_rate(packed, 16) == (1.75e3, "16 per GPU sharing the aggregate of the 8 measured")
+    assert packed_rate(packed, 1) == (5e3, "1 per GPU at the rate of each of the 2 measured")
+    assert packed_rate(packed, 0)[0] == 5e3  # a trial of a whole GPU or more: one per GPU
+    # more trials on a GPU never make each faster
+    rates = [packed_rate(DEFAULT_GPU_PACKED, k)[0] for k in range(1, 33)]
+    assert rates == sorted(rates, reverse=True)
 
 
 def test_plan_refuses_packings_that_cannot_fit():
