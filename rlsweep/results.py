@@ -439,15 +439,33 @@ def _last_checkpoint(trial_dir: Path, local: bool) -> tuple[int, float] | None:
 
 def _ended_early(local: Path) -> set[str]:
     """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
-    stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be. Read
-    from Tune's experiment state, so this imports Ray."""
+    stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be."""
+    return {Path(t.path).name for t in _tune_trials(local) if t.status == "TERMINATED" and t.path}
+
+
+def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
+    """The config Tune saved for each trial a resume starts or continues (every trial not
+    TERMINATED), by trial dir (its trial id where it has none yet); {} where nothing ran."""
+    try:
+        local = experiment_dirs(experiment)[0]
+    except FileNotFoundError:
+        return {}
+    return {
+        Path(t.path).name if t.path else t.trial_id: dict(t.config)
+        for t in _tune_trials(local)
+        if t.status != "TERMINATED"
+    }
+
+
+def _tune_trials(local: Path) -> list[Any]:
+    """Tune's trials as its experiment state saved them (status, config, dir); [] where no
+    state is readable here. This imports Ray (and starts none)."""
     from ray.tune import ExperimentAnalysis
 
     try:
-        trials = ExperimentAnalysis(str(local)).trials
-    except (FileNotFoundError, ValueError):  # no experiment state readable here
-        return set()
-    return {Path(t.path).name for t in trials if t.status == "TERMINATED" and t.path}
+        return ExperimentAnalysis(str(local)).trials
+    except (FileNotFoundError, ValueError):
+        return []
 
 
 # --- an experiment: trials labelled by variant --------------------------------------------

@@ -142,7 +142,7 @@ def resume_sweep(
     (`resume_points`). The spec comes from the sweep's own `sweep.yaml`. Interrupts and
     `verbose` as in `run_sweep`.
     """
-    from rlsweep.tune_bridge import restore_tuner
+    from rlsweep.tune_bridge import check_restorable, restore_tuner
 
     experiment = str(experiment) if is_uri(str(experiment)) else str(Path(experiment).resolve())
     if not can_resume(experiment):
@@ -150,6 +150,7 @@ def resume_sweep(
     spec = sweep_spec(experiment)
     if spec is None:
         raise FileNotFoundError(f"{experiment}: no {SWEEP_FILE} (not run by rlsweep?)")
+    check_restorable(spec, experiment)
     if starts_local_ray(address):
         check_fits(spec, address, num_cpus)
     # Tune restores the sweep's W&B callback itself; these settings also log the report run.

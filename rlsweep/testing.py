@@ -68,12 +68,15 @@ ITER_S_ENV = "RLSWEEP_FAKE_ITER_S"
 """Seconds each fake iteration sleeps (default 0): lets tests kill a sweep mid-way."""
 
 
-def fake_trial(config: dict[str, Any], stop_at: float = 1.0) -> None:
+def fake_trial(config: dict[str, Any], stop_at: float = 1.0, crash: bool = False) -> None:
     """stop_at: the fraction of its budget at which the trial ends itself (`trial/done`), as
-    one a scheduler stopped early; `functools.partial(fake_trial, stop_at=0.5)`."""
+    one a scheduler stopped early; `functools.partial(fake_trial, stop_at=0.5)`. crash: the
+    trial raises at its start (Tune marks it ERROR), as one whose node went away."""
     from rlsweep import interrupt
 
     cfg = TrialConfig.from_dict(config)
+    if crash:
+        raise RuntimeError("a fake trial's crash: its node went away")
     if interrupt.requested():
         interrupt.wait_to_be_stopped()
     pause = float(os.environ.get(ITER_S_ENV, "0"))

@@ -20,6 +20,7 @@ from ray import tune
 
 from rlsweep import _ray_compat
 from rlsweep.config import TrialConfig
+from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import TRIAL_DONE
 from rlsweep.placement import placement
 from rlsweep.spec import TRIAL_FILE, VARIANT, SweepSpec, resolve_config
@@ -277,6 +278,38 @@ def restore_tuner(
     )
     _ray_compat.set_restored_verbosity(tuner, tune_verbosity(verbose))
     return tuner
+
+
+def check_restorable(spec: SweepSpec, experiment: str) -> None:
+    """Raise a SpecError, on the driver and before Ray starts, for each trial a resume would
+    start or continue whose saved config this rlsweep does not run: a value or key that an
+    earlier version wrote and this one refuses would otherwise fail each such trial at its
+    start, after Ray is up."""
+    from rlsweep.experiment_dir import run_info
+    from rlsweep.results import unfinished_configs
+
+    resolve = resolver(_run_spec(spec))
+    run = run_info(experiment)
+    saved_by = ", commit ".join(
+        str(v) for v in (run.get("rlsweep_version"), run.get("git_commit")) if v
+    )
+    errors: list[SpecError] = []
+    for trial, config in unfinished_configs(experiment).items():
+        try:
+            TrialConfig.from_dict(resolve(config))
+        except ConfigError as e:
+            errors += [
+                SpecError(
+                    f"{experiment}/{trial}",
+                    f"config.{x.path}",
+                    f"{x.message} (saved by the rlsweep that started the sweep"
+                    f"{f', {saved_by}' if saved_by else ''}: resume with that one, or run the "
+                    "sweep anew)",
+                )
+                for x in e.errors
+            ]
+    if errors:
+        raise SpecError.several(errors)
 
 
 _listeners: list[Any] = []

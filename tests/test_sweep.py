@@ -207,3 +207,42 @@ def test_run_refuses_a_results_dir_holding_a_sweep_before_ray_starts(tmp_path, r
     assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
     assert "Token authentication" not in run.stderr  # ray.init's first words
     assert [p.name for p in (tmp_path / "results" / "demo").iterdir()] == ["sweep.yaml"]
+
+
+def test_resume_refuses_trials_this_rlsweep_does_not_run_before_ray_starts(tmp_path, rlsweep_cli):
+    """A sweep whose unfinished trials were saved with a value this rlsweep refuses (env_groups
+    0, a GPU trial's default for a day) would fail each of them at its start, after Ray is up:
+    `rlsweep resume` refuses instead, with exit 2, naming each trial, the key and what is
+    allowed, before Ray starts and without touching the dir."""
+    from rlsweep.tune_bridge import check_restorable
+
+    spec = SweepSpec(
+        name="older", games=["coinrun"], seeds=[0, 1], budget=2 * 16384, storage_path=str(tmp_path)
+    )
+    crash = functools.partial(fake_trial, crash=True)
+    first = run_sweep(spec, trainable=crash, num_cpus=2, max_failures=0)
+    assert (first.trials["status"] == "ERROR").all()
+    configs = R.unfinished_configs(str(first.path))
+    assert sorted(configs) == sorted(Path(d).name for d in first.trials["trial_dir"])
+    for trial, config in configs.items():
+        assert config == json.loads((first.path / trial / "params.json").read_text())
+    check_restorable(spec, str(first.path))  # today's configs: nothing to refuse
+    # What an earlier rlsweep saved: every trial's config as Tune's experiment state holds it.
+    (state_file,) = first.path.glob("experiment_state-*.json")
+    state = json.loads(state_file.read_text())
+    for entry in state["trial_data"]:
+        trial = json.loads(entry[0])
+        assert trial["config"]["env_groups"] == 1
+        trial["config"]["env_groups"] = 0
+        entry[0] = json.dumps(trial)
+    state_file.write_text(json.dumps(state))
+    before = sorted((p, p.stat().st_mtime_ns) for p in first.path.rglob("*"))
+
+    run = rlsweep_cli("resume", str(first.path), cwd=tmp_path)
+    assert run.returncode == 2, run.stderr
+    for trial in configs:
+        assert f"{first.path}/{trial}: config.env_groups: got 0" in run.stderr
+    assert run.stderr.count("saved by the rlsweep that started the sweep, 0.1.0") == 2
+    assert "resume with that one, or run the sweep anew" in run.stderr
+    assert "Token authentication" not in run.stderr  # ray.init's first words
+    assert sorted((p, p.stat().st_mtime_ns) for p in first.path.rglob("*")) == before
