@@ -24,6 +24,11 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
     update of policy lag, `rlsweep.overlap`).
 (d) K rlsweep trials packed on the GPU (num_gpus 1/K, CPUs / K each): aggregate env steps/s
     (the sum of their steady rates; they run concurrently), the largest K first.
+(c) and (d) evaluate once, at each trial's end, with a trial's default `eval_episodes` (32 envs
+    per level split): their evaluation rate is read in `rlsweep plan`'s convention (2 splits x
+    eval_episodes envs x the game's time limit, over `time/eval_s`), per trial and summed over
+    the K trials, whose evaluations overlap as their training does (`packed_eval` in gpu.json:
+    plan counts a GPU trial's evaluations at it).
 
 (e) where one trial's time goes, for (c)'s trial and variants of it (`--variants`: precision,
     cuDNN's determinism, channels_last, env_groups): the trial built in a process of its own
@@ -48,9 +53,9 @@ text, so a run cut short by a time limit still reports what it finished; the rat
 (d)/(c) come last. Output goes to $OUT if set, else results/benchmarks/
 (`gpu.json`, read by `rlsweep plan`, and `gpu.txt`; a --quick or CPU run writes `gpu_quick.*`,
 which plan never reads). One iteration warms up and two are timed: the rates are steady after
-the first, and each trial evaluates one episode per level split at its end (excluded from the
-rate): from the previous version's stage times on an H100 (7 minutes with four timed iterations
-and 32 evaluation episodes), the default run (K = 1, 8, 4, 2) should take about 5 (unmeasured).
+the first, and each trial's evaluation at its end is excluded from them. `make gpu-check
+GPU_ARGS="--packed 8"` took 258 s for gpu.py on an H100 with one evaluation episode per split
+(the sixth run); 32 add each trial's evaluation (unmeasured).
 """
 
 from __future__ import annotations
@@ -89,8 +94,9 @@ class Setup:
     """K of (d), run in this order; K = 1 is (c)."""
     overlap: bool = True
     """(c) again with `overlap: true`."""
-    eval_episodes: int = 1
-    """The trial's end-of-run evaluation, per level split (its time is excluded from the rate)."""
+    eval_episodes: int = 32
+    """The trial's end-of-run evaluation, envs per level split (a trial's default): its time is
+    excluded from the training rate and gives the evaluation rate."""
     repeats: int = 10
     """(a): timed repetitions of each step, after one warm-up."""
     runs: str = "abcde"
@@ -267,11 +273,13 @@ def packed_trials(
     """(c) for k = 1, (d) otherwise: k trials through Tune sharing the GPU (and the CPUs), with
     each trial's steady rate, peak GPU memory and status; `overrides`: TrialConfig fields."""
     from rlsweep import metrics as M
+    from rlsweep import plan
     from rlsweep.results import load_curves
     from rlsweep.spec import SweepSpec
     from rlsweep.sweep import run_sweep
 
     params = {**trial_params(s, k), **(overrides or {})}
+    cfg = trial_config(s, k, **(overrides or {}))
     spec = SweepSpec.from_dict(
         {
             "name": f"gpu-bench-k{k}" + "".join(f"-{key}" for key in overrides or {}),
@@ -300,14 +308,22 @@ def packed_trials(
             row["env_steps_per_s"] = float(steps / (busy.iloc[-1] - busy.iloc[0]))
         else:
             row["env_steps_per_s"] = math.nan  # stopped (e.g. out of memory) before 2 reports
+        # Its one evaluation, at its end, counted as plan counts one.
+        eval_s = float(done[M.EVAL_S].max()) if len(done) else math.nan
+        ok = trial["status"].iloc[-1] == "TERMINATED" and eval_s > 0
+        row["eval_s"] = eval_s
+        row["eval_steps_per_s"] = plan.eval_steps(cfg) / eval_s if ok else math.nan
         trials.append(row)
     rates = [t["env_steps_per_s"] for t in trials if math.isfinite(t["env_steps_per_s"])]
+    evals = [t["eval_steps_per_s"] for t in trials if math.isfinite(t["eval_steps_per_s"])]
     return {
         "k": k,
         "num_gpus": params["num_gpus"],
         "num_cpus": params["num_cpus"],
         "trial_env_steps_per_s": rates,
         "aggregate_env_steps_per_s": sum(rates),
+        "trial_eval_steps_per_s": evals,
+        "aggregate_eval_steps_per_s": sum(evals),
         "sweep_wall_s": wall,
         "trials": trials,
         "failed": [f"{t['trial_id']}: {t['error']}" for t in trials if t["status"] == "ERROR"],
@@ -536,6 +552,12 @@ def packed_lines(s: Setup, k: int, v: dict[str, Any]) -> list[str]:
         f"{est['allocated_gib']:.2f}), limit {_gib(limit)} GiB; process with its context: "
         f"estimate {est['total_gib']:.2f} GiB",
     ]
+    if v["trial_eval_steps_per_s"]:
+        lines.append(
+            f"{'':<44} {'':>12}  evaluation (eval_episodes {s.eval_episodes}, counted to the "
+            f"time limit): {v['aggregate_eval_steps_per_s']:,.0f} env steps/s; per trial "
+            + ", ".join(f"{r:,.0f}" for r in v["trial_eval_steps_per_s"])
+        )
     lines += [f"{'':<44} {'':>12}  FAILED {f}" for f in v["failed"]]
     return lines
 
@@ -549,7 +571,12 @@ class Record:
         self.out.mkdir(parents=True, exist_ok=True)
         self.stem = "gpu" if s.device == "cuda" and not quick else "gpu_quick"
         self.lines: list[str] = []
-        self.data: dict[str, Any] = {"setup": asdict(s), "device": s.device, "packed": {}}
+        self.data: dict[str, Any] = {
+            "setup": asdict(s),
+            "device": s.device,
+            "packed": {},
+            "packed_eval": {},
+        }
         self.failed: list[str] = []
 
     def say(self, *lines: str) -> None:
@@ -650,6 +677,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         def record(k: int, v: dict[str, Any]) -> None:
             packed[k] = v
             rec.data["packed"][str(k)] = v["aggregate_env_steps_per_s"]
+            if v["trial_eval_steps_per_s"]:
+                rec.data["packed_eval"][str(k)] = v["aggregate_eval_steps_per_s"]
             rec.data.setdefault("trials", {})[str(k)] = {
                 **v,
                 "estimate": estimate(trial_config(s, k)),

@@ -14,8 +14,9 @@ lasts as long as the slowest env's episode: the plan counts it at the game's tim
 bound, which the slowest of many envs of an untrained policy comes close to. The figures come from
 `benchmarks/plan_costs.py` run in this directory (`results/benchmarks/plan_costs.json`) or else
 `DEFAULT_COSTS` (measured the same way on a 2-core machine); GPU trials' training rates from
-`results/benchmarks/gpu.json`, or else `DEFAULT_GPU_PACKED` (measured on an H100). The plan says
-which source it used.
+`results/benchmarks/gpu.json`, or else `DEFAULT_GPU_PACKED` (measured on an H100), and their
+evaluation rates from gpu.json where it has them, or else the CPU's (the plan says so). The plan
+says which source it used.
 """
 
 from __future__ import annotations
@@ -172,6 +173,9 @@ class Throughput:
     """GPU trials: aggregate training env steps/s of K trials sharing one GPU (None: none, and
     GPU trials are counted at the CPU's rate)."""
     gpu_source: str | None = DEFAULT_GPU_SOURCE
+    gpu_eval: dict[int, float] | None = None
+    """GPU trials: aggregate evaluation env steps/s of K trials sharing one GPU, an evaluation
+    counted as `eval_steps` (None: not measured, and GPU trials evaluate at the CPU's rate)."""
 
     def at(self, steps_per_cpu_s: float) -> Throughput:
         """Training as fast as `steps_per_cpu_s` env steps per second (per CPU) in the
@@ -190,9 +194,16 @@ class Throughput:
         rate = cfg.effective_train_batch_size / self.costs.iteration(cfg)
         return rate, f"{self.source}{note}"
 
+    def eval_steps_per_s(self, cfg: TrialConfig, per_gpu: int) -> float:
+        """`cfg`'s evaluation env steps/s (an evaluation counted as `eval_steps`): a GPU
+        trial's where a GPU benchmark measured them, else its num_cpus at the CPU's rate."""
+        if cfg.num_gpus and self.gpu_eval:
+            return packed_rate(self.gpu_eval, per_gpu)[0]
+        return self.costs.eval_steps_per_cpu_s * cfg.num_cpus
+
     def trial(self, cfg: TrialConfig, per_gpu: int = 1) -> TrialTime:
         """`cfg`'s estimated wall time (`per_gpu` trials sharing each GPU); evaluation runs in
-        the trial's process, on its num_cpus."""
+        the trial's process."""
         c, n = self.costs, iterations(cfg)
         evals = evaluations(cfg, n)
         rate, _ = self.trial_steps_per_s(cfg, per_gpu)
@@ -201,15 +212,16 @@ class Throughput:
             evaluations=evals,
             start_s=c.trial_start_s,
             train_s=n * cfg.effective_train_batch_size / rate,
-            eval_s=evals * eval_steps(cfg) / (c.eval_steps_per_cpu_s * cfg.num_cpus),
+            eval_s=evals * eval_steps(cfg) / self.eval_steps_per_s(cfg, per_gpu),
         )
 
 
 def packed_rate(packed: dict[int, float], k: int) -> tuple[float, str]:
-    """A trial's training env steps/s when `k` trials share one GPU, from `packed` (aggregate
-    env steps/s at the packings measured), and how it was had. Between two measured packings
-    the aggregate is interpolated linearly; beyond the largest, that aggregate is shared (the GPU
-    is busy already); below the smallest, a trial runs at that packing's rate per trial."""
+    """A trial's env steps/s (training's, or evaluation's) when `k` trials share one GPU, from
+    `packed` (aggregate env steps/s at the packings measured), and how it was had. Between two
+    measured packings the aggregate is interpolated linearly; beyond the largest, that aggregate
+    is shared (the GPU is busy already); below the smallest, a trial runs at that packing's rate
+    per trial."""
     k = max(k, 1)
     below, above = [m for m in packed if m < k], [m for m in packed if m > k]
     if k in packed:
@@ -239,12 +251,18 @@ def measured_throughput(
             costs, source = DEFAULT_COSTS, DEFAULT_SOURCE
     else:
         costs, source = DEFAULT_COSTS, DEFAULT_SOURCE
-    packed = None
+    packed = evals = None
     if (data := _read(gpu_file)) and data.get("device") == "cuda" and data.get("packed"):
-        packed = {int(k): float(v) for k, v in data["packed"].items() if v and v > 0} or None
+        packed = _rates(data["packed"])
+        evals = _rates(data.get("packed_eval") or {})
     if packed is None:
         return Throughput(costs, source)
-    return Throughput(costs, source, packed, str(gpu_file))
+    return Throughput(costs, source, packed, str(gpu_file), evals)
+
+
+def _rates(by_k: dict[str, object]) -> dict[int, float] | None:
+    """A GPU benchmark's {K: aggregate env steps/s}, the positive figures; None if none."""
+    return {int(k): float(v) for k, v in by_k.items() if _number(v) and v > 0} or None
 
 
 def _number(x: object) -> bool:
@@ -307,6 +325,8 @@ class Plan:
     """Of `est_wall_s`: starting and stopping Ray."""
     longest: TrialTime | None = None
     """The longest trial's estimate, part by part."""
+    eval_unmeasured: bool = False
+    """GPU trials' evaluations counted at the CPU's rate: no GPU benchmark measured them."""
     gpu_memory_gib: float | None = None
     """Estimated GPU memory of the largest GPU trial (None: CPU trials)."""
     instance: str | None = None
@@ -344,7 +364,7 @@ class Plan:
                 f"{duration(t.total_s)}: start {duration(t.start_s)}, training "
                 f"{duration(t.train_s)} over {_count(t.iterations, 'iteration')}, evaluating "
                 f"{duration(t.eval_s)} over {_count(t.evaluations, 'evaluation')}"
-                f"{' at the CPU rate: unmeasured on a GPU' if self.gpus_per_trial else ''})"
+                f"{' at the CPU rate: unmeasured on a GPU' if self.eval_unmeasured else ''})"
             )
         if self.est_cost_usd is not None:
             market = "spot" if self.spot else "on-demand"
@@ -460,6 +480,7 @@ def make_plan(
         rows=rows,
         ray_start_s=rate.costs.ray_start_s,
         longest=max(times, key=lambda x: x.total_s),
+        eval_unmeasured=bool(gpu_trials) and not rate.gpu_eval,
         gpu_memory_gib=max(map(gpu_memory_gib, gpu_trials)) if gpu_trials else None,
         instance=instance,
         instances=billed,

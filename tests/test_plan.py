@@ -165,6 +165,10 @@ def test_figures_come_from_the_last_benchmark_else_the_labelled_defaults(tmp_pat
     GPU_BENCHMARK.write_text(json.dumps({"device": "cuda", "packed": {"1": 9e3, "4": 24e3}}))
     rate = measured_throughput()
     assert (rate.gpu_packed, rate.gpu_source) == ({1: 9e3, 4: 24e3}, str(GPU_BENCHMARK))
+    assert rate.gpu_eval is None  # a record of before evaluations were measured
+    record = {"device": "cuda", "packed": {"1": 9e3}, "packed_eval": {"1": 5e3, "8": None}}
+    GPU_BENCHMARK.write_text(json.dumps(record))
+    assert measured_throughput().gpu_eval == {1: 5e3}
 
 
 def test_gpu_packing_shows_concurrency_and_eta():
@@ -187,6 +191,12 @@ def test_gpu_packing_shows_concurrency_and_eta():
     assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 6e3, rel=2e-3)
     assert "estimated wall time 1h29m" in plan.summary()
     assert "evaluations at the CPU rate: unmeasured on a GPU)" in plan.summary()
+    # evaluations measured on the GPU: 4 trials evaluating at once at 8k env steps/s in all
+    measured = dataclasses.replace(gpu_rate, gpu_eval={1: 4e3, 4: 8e3})
+    plan = make_plan(spec, cpus=16, gpus=1, throughput=measured)
+    per_eval = 2 * 32 * 6000 / 2e3  # 2 splits x 32 envs x bigfish's time limit (the longest)
+    assert plan.longest.eval_s == pytest.approx(plan.longest.evaluations * per_eval)
+    assert "unmeasured" not in plan.summary()
     # twice the CPUs do not help a GPU-bound packing; two GPUs do
     assert make_plan(spec, cpus=32, gpus=1, throughput=gpu_rate).concurrent == 4
     plan = make_plan(spec, cpus=32, gpus=2, throughput=gpu_rate)
