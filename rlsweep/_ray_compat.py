@@ -26,7 +26,7 @@ import contextlib
 import functools
 import importlib
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,6 +207,40 @@ HOOKS: tuple[Hook, ...] = (
     Hook("ray.experimental.internal_kv", "_internal_kv_put", "kv_put: the stop flag is set"),
     Hook("ray.experimental.internal_kv", "_internal_kv_get", "kv_get: trials read the flag"),
     Hook("ray.experimental.internal_kv", "_internal_kv_del", "kv_delete: the flag is removed"),
+    # TuneState (rlsweep.recovery: a resume from each trial's newest complete checkpoint).
+    Hook(
+        "ray.tune.execution.experiment_state",
+        "_find_newest_experiment_checkpoint",
+        "TuneState: the experiment state file Tuner.restore reads",
+    ),
+    Hook(
+        "ray.tune.utils.serialization",
+        "_loads_with_cloudpickle",
+        "TuneState: the state file's trials (JSON with cloudpickled objects), as Tune loads them",
+    ),
+    Hook(
+        "ray.train._internal.checkpoint_manager._CheckpointManager",
+        "_latest_checkpoint_result",
+        "TuneState: the checkpoint Tune restores a trial from (set to the newest on disk)",
+        kind="instance",
+    ),
+    Hook(
+        "ray.train._internal.checkpoint_manager._CheckpointManager",
+        "_checkpoint_results",
+        "TuneState: the checkpoints Tune keeps (and deletes beyond num_to_keep)",
+        kind="instance",
+    ),
+    Hook(
+        "ray.train._internal.storage.StorageContext",
+        "current_checkpoint_index",
+        "TuneState: the index of a trial's latest checkpoint (the next one is named after it)",
+        kind="instance",
+    ),
+    Hook(
+        "ray.train._internal.session",
+        "_TrainingResult",
+        "TuneState: a (checkpoint, metrics) pair as the checkpoint manager holds it",
+    ),
 )
 
 
@@ -242,6 +276,22 @@ DRIVER_LOGS: tuple[DriverLog, ...] = (
         "Tune's loop waited for a busy machine",
         verbose=True,
     ),
+    # Tune saves its experiment state at every trial checkpoint (keep_checkpoints: 1 asks it
+    # to, so that the state names the newest); trials that checkpoint every few seconds (the
+    # tests, PBT) make it say so, though the state is small.
+    DriverLog(
+        "ray.tune.execution.experiment_state",
+        "Experiment state snapshotting has been triggered multiple",
+        "frequent trial checkpoints: rlsweep asks for that state save",
+        verbose=True,
+    ),
+    # A trial's worker died or its task raised: Tune logs Ray's traceback (~30 lines), once per
+    # failure; rlsweep says it in a line (rlsweep.history), the trial's error.txt holds it all.
+    DriverLog(
+        "ray.tune.execution.tune_controller",
+        "Trial task failed for trial",
+        "rlsweep.history says it in a line",
+    ),
     # After Ctrl-C, Tune's results table tries trials that never started (no result files).
     DriverLog(
         "ray.tune.analysis.experiment_analysis",
@@ -253,6 +303,47 @@ DRIVER_LOGS: tuple[DriverLog, ...] = (
 """Ray's log records rlsweep keeps off the driver's console (`rlsweep.session`): written to the
 sweep's driver log instead."""
 HOOKS = (*HOOKS, *DRIVER_LOGS)
+RAYLET_MESSAGES: tuple[str, ...] = ("A worker died or was killed",)
+"""What the raylet pushes to the driver's console that rlsweep keeps off it (a trial's dead
+worker: rlsweep.history says it in a line): written to the sweep's driver log instead
+(`raylet_messages_to`; the raylet's C++ words, not checked against Ray's Python)."""
+HOOKS = (
+    *HOOKS,
+    Hook(
+        "ray._private.worker",
+        "print_to_stdstream",
+        "raylet_messages_to: the driver's error thread (listen_error_messages) prints the "
+        "raylet's messages through it",
+    ),
+)
+
+
+@contextlib.contextmanager
+def raylet_messages_to(write: Callable[[str], None], texts: Sequence[str]) -> Iterator[None]:
+    """While in it, the raylet's messages to this driver that contain one of `texts` go to
+    `write` instead of the console (the driver's error thread looks `print_to_stdstream` up in
+    its module at each message)."""
+    from ray._private import worker
+
+    original = worker.print_to_stdstream
+
+    def divert(data: dict, ignore_prefix: bool) -> None:
+        lines = list(data.get("lines") or [])
+        if data.get("pid") == "raylet":
+            kept = [ln for ln in lines if not any(t in ln for t in texts)]
+            for line in lines:
+                if line not in kept:
+                    write(line)
+            if not kept:
+                return
+            data = {**data, "lines": kept}
+        original(data, ignore_prefix)
+
+    worker.print_to_stdstream = divert
+    try:
+        yield
+    finally:
+        worker.print_to_stdstream = original
 
 
 def resolve(owner: str) -> Any:
@@ -559,6 +650,102 @@ def end_tune_loop() -> None:
     import signal
 
     os.kill(os.getpid(), signal.SIGUSR1)
+
+
+# --- Tune's saved experiment state ----------------------------------------------------------------
+@dataclass
+class TuneTrial:
+    """One trial as Tune's saved experiment state has it."""
+
+    dirname: str
+    """The trial dir's name in the experiment dir."""
+    status: str
+    """PENDING, RUNNING, PAUSED, TERMINATED or ERROR."""
+    checkpoint: str | None
+    """The dir name of the checkpoint Tune would restore the trial from (None: from scratch)."""
+    metrics: dict[str, Any]
+    """That checkpoint's result ({} without one)."""
+
+
+class TuneState:
+    """The newest experiment state file of an experiment dir (`experiment_state-*.json`), the
+    one `Tuner.restore` reads: `trials` as it records them, `point_at` to make a trial restore
+    from another of its checkpoints, `save` to write it back in place. Its layout:
+    {"trial_data": [[trial JSON, run metadata JSON], ...], ...}, each JSON with cloudpickled
+    objects (the trial's StorageContext, the metadata's checkpoint manager)."""
+
+    def __init__(self, fs: Any, root: str) -> None:
+        from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+
+        self.fs, self.path = fs, _find_newest_experiment_checkpoint(root, fs=fs)
+        self._state: dict[str, Any] = {}
+        self._trials: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        if self.path is None:
+            return
+        import json
+
+        from ray.tune.utils.serialization import _loads_with_cloudpickle
+
+        with fs.open_input_stream(self.path) as f:
+            self._state = json.loads(f.read().decode())
+        self._trials = [
+            (_loads_with_cloudpickle(trial), _loads_with_cloudpickle(meta))
+            for trial, meta in self._state["trial_data"]
+        ]
+
+    @property
+    def trials(self) -> list[TuneTrial]:
+        out = []
+        for trial, meta in self._trials:
+            latest = meta["checkpoint_manager"]._latest_checkpoint_result
+            name = latest.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] if latest else None
+            metrics = dict(latest.metrics) if latest else {}
+            out.append(TuneTrial(trial["relative_logdir"], trial["status"], name, metrics))
+        return out
+
+    def point_at(self, dirname: str, checkpoint: str, index: int, metrics: dict[str, Any]) -> None:
+        """Make the trial in `dirname` restore from its checkpoint dir `checkpoint` (Tune's
+        index `index`, with `metrics` as its result; Tune reads training_iteration and
+        time_total_s from them), its next checkpoint index after it. Tune deletes nothing
+        now: beyond num_to_keep it deletes the oldest at the trial's next checkpoint."""
+        from ray.train import Checkpoint
+        from ray.train._internal.session import _TrainingResult
+
+        for trial, meta in self._trials:
+            if trial["relative_logdir"] != dirname:
+                continue
+            storage = trial["storage"]
+            # The path as recorded: Tune's restore moves it with the experiment dir.
+            path = f"{storage.trial_fs_path}/{checkpoint}"
+            result = _TrainingResult(
+                checkpoint=Checkpoint(path=path, filesystem=storage.storage_filesystem),
+                metrics=metrics,
+            )
+            manager = meta["checkpoint_manager"]
+            manager._latest_checkpoint_result = result
+            manager._checkpoint_results.append(result)
+            storage.current_checkpoint_index = index
+            meta["last_result"] = metrics
+            return
+        raise KeyError(dirname)
+
+    def save(self) -> None:
+        """Write the state back to its file (a new file beside it, then renamed over it)."""
+        import json
+
+        from ray.tune.utils.serialization import TuneFunctionEncoder
+
+        self._state["trial_data"] = [
+            [
+                json.dumps(t, indent=2, cls=TuneFunctionEncoder),
+                json.dumps(m, cls=TuneFunctionEncoder),
+            ]
+            for t, m in self._trials
+        ]
+        tmp = f"{self.path}.rlsweep-tmp"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(json.dumps(self._state, cls=TuneFunctionEncoder).encode())
+        self.fs.move(tmp, self.path)
 
 
 def set_restored_verbosity(tuner: Any, verbose: int) -> None:

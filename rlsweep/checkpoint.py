@@ -4,7 +4,8 @@ The Algorithm's own state is RLlib's (`Algorithm.save_to_path`: modules, optimiz
 counters); beside it lie what RLlib does not save: the state of every random number generator the
 trial owns (`rng_state`), the trainable's own state (its iteration, scores and clocks) and, with
 `checkpoint_replay_buffer`, DQN's replay buffer. `save` writes them all, `restore` puts them back,
-so that a restored trial draws what the uninterrupted one would have drawn next.
+so that a restored trial draws what the uninterrupted one would have drawn next. The last file
+`save` writes is the manifest (`rlsweep.manifest`), by which a resume knows the checkpoint whole.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 
 from rlsweep.config import TrialConfig
+from rlsweep.manifest import write_manifest
 from rlsweep.ppo_learner import RlsweepPPOLearner
 
 REPLAY_FILE = "replay_buffer.pkl"
@@ -49,10 +51,14 @@ def save(
     path: str,
     trial: dict[str, Any] | None = None,
     generators: dict[str, torch.Generator] | None = None,
+    *,
+    iteration: int = 0,
+    env_steps: float = 0.0,
 ) -> None:
     """The algorithm's state (modules, optimizers, connectors, counters) to `path`, the state of
     every RNG of the trial (`rng_state`, with the trainable's own `generators`), the
-    trainable's `trial` dict (JSON), and with `cfg.checkpoint_replay_buffer` the replay buffer."""
+    trainable's `trial` dict (JSON), with `cfg.checkpoint_replay_buffer` the replay buffer, and
+    last the manifest, naming the trial's `iteration` and `env_steps` at the checkpoint."""
     algo.save_to_path(path)
     with open(os.path.join(path, RNG_FILE), "wb") as f:
         pickle.dump(rng_state(algo, generators or {}), f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -62,6 +68,7 @@ def save(
     if buffer is not None and cfg.checkpoint_replay_buffer:
         with open(os.path.join(path, REPLAY_FILE), "wb") as f:
             pickle.dump(buffer.get_state(), f, protocol=pickle.HIGHEST_PROTOCOL)
+    write_manifest(path, iteration, env_steps)
 
 
 def restore(

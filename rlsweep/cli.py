@@ -1,7 +1,8 @@
 """`rlsweep` command line: thin argument parsing over the Python API.
 
 Exit codes: 0 done, 1 some trials failed (doctor: some check failed), 2 bad input (a spec, a
-flag: rlsweep.errors.SpecError), 130 interrupted by Ctrl-C (143: SIGTERM).
+flag: rlsweep.errors.SpecError), 3 stopped by --time-limit (resume it), 130 interrupted by
+Ctrl-C (143: SIGTERM).
 """
 
 from __future__ import annotations
@@ -28,11 +29,63 @@ def _table(df) -> str:
 def _load(args: argparse.Namespace) -> SweepSpec:
     """The spec of validate, plan and run: the one loader (`SweepSpec.from_yaml`) with the
     overrides `_add_spec` defines; warns of defaults the file did not choose."""
-    spec = SweepSpec.from_yaml(
-        args.spec, smoke=args.smoke, budget=args.budget, storage_path=args.storage
-    )
+    spec = _read(args)
     _warn_defaults(spec)
     return spec
+
+
+def _read(args: argparse.Namespace, budget: bool = True) -> SweepSpec:
+    """`SweepSpec.from_yaml` of `args.spec` with the command line's overrides (`budget=False`:
+    all but --budget)."""
+    return SweepSpec.from_yaml(
+        args.spec,
+        smoke=args.smoke,
+        budget=args.budget if budget else None,
+        storage_path=args.storage,
+        overrides=_overrides(args),
+    )
+
+
+def _overrides(args: argparse.Namespace) -> list:
+    """The spec keys the command line sets (`rlsweep.overrides`): --games, --seeds, then each
+    KEY=VALUE in order."""
+    from rlsweep import overrides
+
+    flags = [
+        overrides.list_flag(flag, key, value)
+        for flag, key, value in (("--games", "games", args.games), ("--seeds", "seeds", args.seeds))
+        if value is not None
+    ]
+    return flags + [overrides.parse(text) for text in args.overrides]
+
+
+def positive_int(text: str) -> int:
+    """argparse type of `--num-cpus`: a whole number >= 1 (argparse names the flag)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1")
+    return value
+
+
+def _checked(args: argparse.Namespace, spec: SweepSpec, warn: bool = True):
+    """`preflight.check` of `spec` where `args` say it runs; prints its layout (stdout) and,
+    for a long sweep, a warning (stderr) if `warn`."""
+    from rlsweep import preflight
+
+    checked = preflight.check(
+        spec,
+        address=args.address,
+        num_cpus=args.num_cpus,
+        remote_storage=not args.no_storage_check,
+    )
+    if checked.plan is not None and checked.plan.layout is not None:
+        print(checked.plan.layout.line(), flush=True)
+    if warn and (warning := preflight.long_warning(checked.plan)):
+        print(f"rlsweep: warning: {warning}", file=sys.stderr, flush=True)
+    return checked
 
 
 def _warn_defaults(spec: SweepSpec) -> None:
@@ -51,14 +104,25 @@ def env_steps(text: str) -> int:
     return int(value)
 
 
+def time_limit(text: str) -> float:
+    """argparse type of `--time-limit`: a duration (8m30s, 2h, 540), in seconds."""
+    from rlsweep.formatting import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a duration > 0 (8m30s, 2h)")
+    return seconds
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     """Everything `run` checks before it starts the sweep: the spec (with its smoke: section),
-    the overrides, and that every trial fits where it would run."""
-    from rlsweep.fits import check_fits
-
-    spec = _load(args)
-    check_fits(spec, args.address, args.num_cpus)
-    print(f"{args.spec}: ok — {spec.num_trials} trials of {spec.budget:,} env steps")
+    the overrides, its storage, and that every trial fits where it would run (in the layout
+    it would run in); a sweep too long to start unasked is warned of (`rlsweep.preflight`)."""
+    spec = _checked(args, _load(args)).spec
+    print(f"{args.spec}: ok — {spec.num_trials:,} trials of {spec.budget:,} env steps")
     return 0
 
 
@@ -67,21 +131,31 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
+    from rlsweep import preflight
     from rlsweep.cost import load_prices
+    from rlsweep.placement import gpus_may_exist, local_machine
     from rlsweep.plan import make_plan, scaling_warnings
 
-    for flag, value in (("--instances", args.instances), ("--head", args.head)):
-        if value is not None and args.instance is None:
+    for flag, value in (
+        ("--instances", args.instances),
+        ("--head", args.head),
+        ("--spot", args.spot),
+    ):
+        if value and args.instance is None:
             raise SpecError(None, "", f"{flag} needs --instance TYPE")
     spec = _load(args)
+    preflight.check_spec_storage(spec, remote=not args.no_storage_check)
     if args.budget is not None:
-        unscaled = SweepSpec.from_yaml(args.spec, smoke=args.smoke, storage_path=args.storage)
-        for line in scaling_warnings(unscaled, spec):
+        for line in scaling_warnings(_read(args, budget=False), spec):
             print(f"rlsweep: warning: {line}", file=sys.stderr, flush=True)
+    gpus = args.gpus
+    if gpus is None:  # this machine's, unless the flags describe another
+        here = not (args.num_cpus or args.instance)
+        gpus = local_machine(look_up_gpus=gpus_may_exist()).gpus if here else 0
     plan = make_plan(
         spec,
         cpus=args.num_cpus or os.cpu_count() or 1,
-        gpus=args.gpus,
+        gpus=gpus,
         gpu_memory=args.gpu_memory,
         steps_per_cpu_s=args.steps_per_s,  # None: make_plan's (the last measured benchmark's)
         instance=args.instance,
@@ -90,34 +164,63 @@ def cmd_plan(args: argparse.Namespace) -> int:
         # --instance alone plans for one instance, not for this machine's CPUs.
         instances=args.instances or (1 if args.instance and not args.num_cpus else None),
         head=args.head,
+        machine_name=f"the planned machine (--num-cpus {args.num_cpus})" if args.num_cpus else None,
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(pd.DataFrame(plan.rows).to_string(index=False))
+    if plan.layout is not None:
+        print(f"\n{plan.layout.line()}")
     print(f"\n{spec.name}: {plan.summary()}")
+    if warning := preflight.long_warning(plan):
+        print(f"rlsweep: warning: {warning}", file=sys.stderr, flush=True)
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from rlsweep import preflight
     from rlsweep.sweep import run_sweep
 
+    where = _where(args)
     spec = _load(args)
     n = spec.num_trials
-    print(f"rlsweep: {spec.name}: {n} trials x {spec.budget:,} env steps", flush=True)
-    result = run_sweep(spec, **_where(args))
+    print(f"rlsweep: {spec.name}: {n:,} trials x {spec.budget:,} env steps", flush=True)
+    checked = _checked(args, spec, warn=args.allow_long)
+    preflight.refuse_long(checked.plan, args.allow_long)
+    result = run_sweep(checked.spec, **where)
     return _summary(result)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from rlsweep.storage import check_storage
     from rlsweep.sweep import resume_sweep
 
+    if args.overrides:
+        raise SpecError(
+            None,
+            "",
+            f"{' '.join(args.overrides)}: a resume runs the sweep as its sweep.yaml records it; "
+            "to change it, run the spec anew (rlsweep run SPEC KEY=VALUE ... --overwrite)",
+        )
     _not_a_spec(args.dir)
+    check_storage(args.dir, remote=not args.no_storage_check)
     where = _where(args)
     where.pop("max_failures", None)  # the sweep's own setting is restored with it
     try:
         result = resume_sweep(args.dir, **where)
     except FileNotFoundError as e:
         raise SpecError(None, "", f"{e}; {_results_hint()}") from None
-    return _summary(result)
+    code = _summary(result)
+    _ablation_table(result)
+    return code
+
+
+def _ablation_table(result) -> None:
+    """An ablation's (or study's) ablation.md, once its sweep has run (`ablate`, `resume`)."""
+    from rlsweep.ablate import ablation_of, write_ablation_table
+
+    if (spec := ablation_of(result.path)) is not None:
+        table = write_ablation_table(spec, result.path)
+        print(f"\n{table.read_text()}\ntable: {table}\nreport: {table.parent / 'report.md'}")
 
 
 def _results_hint() -> str:
@@ -159,11 +262,14 @@ def _where(args: argparse.Namespace) -> dict:
         "wandb": wandb,
         "dashboard": Dashboard(**port) if args.dashboard else False,
         "verbose": args.verbose,
+        "time_limit": args.time_limit,
     }
     if where["max_failures"] is None:
         del where["max_failures"]
     if getattr(args, "overwrite", False):
         where["overwrite"] = True
+    if getattr(args, "spot", False) and not getattr(args, "instance", None):
+        raise SpecError(None, "", "--spot needs --instance TYPE (the type whose spot price it is)")
     if instance := getattr(args, "instance", None):
         where["instance"] = Instance(instance, spot=args.spot)
     return where
@@ -182,17 +288,28 @@ def _exit_code(result) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlsweep.ablate import ablation_of, write_ablation_table
     from rlsweep.report import build_report
 
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
+    # One ablation's dir, reported as `ablate` reports it: report/ with ablation.md.
+    plain = len(args.dirs) == 1 and not (by or args.out or args.pool)
+    ablation = ablation_of(args.dirs[0]) if plain else None
     try:
         # --resamples unset: build_report's default (rlsweep.tables.REPORT_RESAMPLES)
         n = {"n_resamples": args.resamples} if args.resamples is not None else {}
         with warnings.catch_warnings(record=True) as caught:  # e.g. repeated trials
             warnings.simplefilter("always", UserWarning)
-            path = build_report(
-                args.dirs, by=by, out=args.out, pool=args.pool, prices=args.prices, **n
-            )
+            if ablation is not None:
+                table = write_ablation_table(ablation, Path(args.dirs[0]), prices=args.prices, **n)
+                path = table.parent / "report.md"
+                print(f"{table.read_text()}\ntable: {table}")
+            else:
+                path = build_report(
+                    args.dirs, by=by, out=args.out, pool=args.pool, prices=args.prices, **n
+                )
     except (OSError, ValueError) as e:  # OSError: also S3 access denied / unreachable
         raise SpecError(None, "", str(e)) from None
     for text in dict.fromkeys(str(w.message) for w in caught if w.category is UserWarning):
@@ -203,13 +320,24 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
+    from rlsweep import preflight
     from rlsweep.ablate import SMOKE_NOTE, load_ablation, write_ablation_table
     from rlsweep.sweep import run_sweep
 
-    spec = load_ablation(args.spec, smoke=args.smoke, budget=args.budget, storage_path=args.storage)
+    where = _where(args)
+    spec = load_ablation(
+        args.spec,
+        smoke=args.smoke,
+        budget=args.budget,
+        storage_path=args.storage,
+        overrides=_overrides(args),
+    )
     _warn_defaults(spec)
-    print(f"rlsweep: ablation {spec.name}: {spec.num_trials} trials x {spec.budget:,} env steps")
-    result = run_sweep(spec, **_where(args))
+    print(f"rlsweep: ablation {spec.name}: {spec.num_trials:,} trials x {spec.budget:,} env steps")
+    checked = _checked(args, spec, warn=args.allow_long)
+    preflight.refuse_long(checked.plan, args.allow_long)
+    spec = checked.spec
+    result = run_sweep(spec, **where)
     note = SMOKE_NOTE.format(budget=spec.budget) if args.smoke else ""
     table = write_ablation_table(spec, result.path, note=note)
     print(table.read_text())
@@ -240,18 +368,41 @@ SPEC_HELP = "sweep spec YAML (e.g. search_spaces/demo.yaml; an ablation file too
 
 def _add_spec(p: argparse.ArgumentParser, help: str = SPEC_HELP, **kw: str) -> None:
     """The spec argument and its overrides, the same on validate, plan, run and ablate."""
+    from rlsweep.overrides import EXAMPLE
+
     p.add_argument("spec", help=help, **kw)
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help=f"set any spec key, its value in YAML: {EXAMPLE}; "
+        "space.lr='{loguniform: [1e-4, 1e-3]}' (validated as the file is; recorded in sweep.yaml)",
+    )
     p.add_argument(
         "--budget", type=env_steps, help="env steps per trial, e.g. 25e6 (overrides the spec)"
     )
+    p.add_argument("--games", metavar="G,G", help="games, comma-separated (overrides the spec's)")
+    p.add_argument("--seeds", metavar="S,S", help="seeds, comma-separated: 0,1,2 (overrides)")
     p.add_argument("--storage", help="results dir or s3:// URI (overrides the spec's)")
     p.add_argument("--smoke", action="store_true", help="apply the spec's smoke: overrides")
+    _add_storage_check(p)
+
+
+def _add_storage_check(p: argparse.ArgumentParser) -> None:
+    from rlsweep.storage import SKIP_REMOTE_CHECK
+
+    p.add_argument(
+        SKIP_REMOTE_CHECK,
+        action="store_true",
+        help="do not ask an s3:// store from here before Ray starts (for a cluster that reaches "
+        "storage this machine cannot)",
+    )
 
 
 def _add_machine(p: argparse.ArgumentParser) -> None:
     """Where trials run: what validate checks them against and run starts them on."""
     p.add_argument("--address", help="join a running Ray cluster (default: start one here)")
-    p.add_argument("--num-cpus", type=int, help="CPUs of the embedded Ray instance")
+    p.add_argument("--num-cpus", type=positive_int, help="CPUs of the embedded Ray instance")
 
 
 def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
@@ -259,12 +410,21 @@ def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
     sweep records when it starts (--max-failures in Tune's state, --instance in run.json) are
     left out, as a resumed sweep keeps them; each is its own decision, not one hidden by the
     other."""
+    from rlsweep.history import MAX_FAILURES
+    from rlsweep.plan import ALLOW_LONG
+
     _add_machine(p)
     if recorded:
         p.add_argument(
             "--max-failures",
             type=int,
-            help="retries of a crashed trial, each from its last checkpoint (default: run_sweep's)",
+            help="retries of a crashed trial, each from its last checkpoint (default: "
+            f"{MAX_FAILURES})",
+        )
+        p.add_argument(
+            ALLOW_LONG,
+            action="store_true",
+            help="start a sweep whose estimate passes a week (default: refuse it, saying why)",
         )
         p.add_argument(
             "--instance", help="instance type trials run on (recorded; reports price it)"
@@ -296,6 +456,13 @@ def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
         help="start the Ray dashboard on 127.0.0.1 (Tune's live view; URL printed)",
     )
     p.add_argument("--dashboard-port", type=int, help="dashboard port (default: Dashboard's)")
+    p.add_argument(
+        "--time-limit",
+        type=time_limit,
+        metavar="DURATION",
+        help="stop by then (8m30s, 2h, 540): running trials checkpoint after their current "
+        "iteration, the sweep exits 3 (INCOMPLETE) and prints the resume command",
+    )
 
 
 class _Renamed(argparse.Action):
@@ -323,7 +490,7 @@ def _parser(sub, name: str, help: str, examples: str, description: str = "", **k
 
 def parser() -> argparse.ArgumentParser:
     from rlsweep import __version__
-    from rlsweep.ablate import ablation_names
+    from rlsweep.ablate import ablation_names, study_names
     from rlsweep.launch import ec2, sagemaker
 
     p = argparse.ArgumentParser(
@@ -334,7 +501,8 @@ def parser() -> argparse.ArgumentParser:
         "  rlsweep plan search_spaces/study.yaml --instance c6i.8xlarge --instances 4\n"
         "  rlsweep run search_spaces/study.yaml --address auto\n"
         "  rlsweep report results/framestack-study\n\n"
-        "exit codes: 0 done, 1 some trials failed, 2 bad input, 130 interrupted (Ctrl-C)",
+        "exit codes: 0 done, 1 some trials failed, 2 bad input, 3 stopped by --time-limit, "
+        "130 interrupted (Ctrl-C)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"rlsweep {__version__}")
@@ -365,7 +533,9 @@ def parser() -> argparse.ArgumentParser:
     )
     _add_spec(pl)
     pl.add_argument(
-        "--num-cpus", type=int, help="CPUs to plan for (default: this machine's), as run takes it"
+        "--num-cpus",
+        type=positive_int,
+        help="CPUs to plan for (default: this machine's), as run takes it",
     )
     pl.add_argument("--cpus", action=_Renamed, new="--num-cpus")
     pl.add_argument(
@@ -374,7 +544,12 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="env steps per second per trial CPU (default: the last benchmark's, see plan.py)",
     )
-    pl.add_argument("--gpus", type=float, default=0, help="GPUs to plan for (default: 0)")
+    pl.add_argument(
+        "--gpus",
+        type=float,
+        default=None,
+        help="GPUs to plan for (default: this machine's, or 0 with --num-cpus or --instance)",
+    )
     pl.add_argument(
         "--gpu-memory", type=float, metavar="GIB", help="memory of each GPU, to check packings"
     )
@@ -399,8 +574,8 @@ def parser() -> argparse.ArgumentParser:
         "  rlsweep run search_spaces/demo.yaml\n"
         "  rlsweep run search_spaces/study.yaml --address auto --storage s3://bucket/sweeps\n"
         "  rlsweep run spec.yaml --instance c6i.8xlarge --spot   # recorded: reports price it\n",
-        "Exit code 0: every trial finished; 1: some failed; 2: bad input; 130: interrupted\n"
-        "(continue with `rlsweep resume <storage_path>/<name>`).",
+        "Exit code 0: every trial finished; 1: some failed; 2: bad input; 3: stopped by\n"
+        "--time-limit; 130: interrupted (continue with `rlsweep resume <storage_path>/<name>`).",
     )
     _add_spec(r)
     _add_where(r)
@@ -410,22 +585,27 @@ def parser() -> argparse.ArgumentParser:
         sub,
         "resume",
         "continue an interrupted sweep from its checkpoints",
-        "  rlsweep resume results/demo\n  rlsweep resume s3://bucket/sweeps/study --address auto\n",
+        "  rlsweep resume results/demo\n  rlsweep resume s3://bucket/sweeps/study --address auto\n"
+        "  rlsweep resume /new/place/study --time-limit 8m30s   # moved: it resumes there\n",
     )
     rs.add_argument("dir", help="the sweep's experiment dir (<storage_path>/<name>, or s3://...)")
+    rs.add_argument("overrides", nargs="*", help=argparse.SUPPRESS)  # refused, saying why
+    _add_storage_check(rs)
     _add_where(rs, recorded=False)
     rs.set_defaults(func=cmd_resume)
 
-    names = ablation_names()
+    names, studies = ablation_names(), study_names()
     ab = _parser(
         sub,
         "ablate",
-        "run a named ablation, write its write-up-style table",
+        "run a named ablation or study, write its write-up-style table",
         f"  rlsweep ablate {names[0] if names else 'NAME'} --smoke   # the machinery in minutes\n"
-        "  rlsweep ablate augmentations --budget 25e6 --address auto\n",
-        f"ablations: {', '.join(names)}\n(search_spaces/ablations/NAME.yaml; a path works too)",
+        "  rlsweep ablate augmentations --budget 25e6 --address auto\n"
+        "  rlsweep ablate pooling-bigfish   # a study: its published numbers beside ours\n",
+        f"ablations: {', '.join(names)}\nstudies: {', '.join(studies) or 'none'}\n"
+        "(search_spaces/ablations/NAME.yaml, search_spaces/studies/NAME.yaml; a path works too)",
     )
-    _add_spec(ab, metavar="NAME", help=f"one of: {', '.join(names)}; or a YAML path")
+    _add_spec(ab, metavar="NAME", help=f"one of: {', '.join(names + studies)}; or a YAML path")
     _add_where(ab)
     ab.set_defaults(func=cmd_ablate)
 
@@ -492,17 +672,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`p.parse_args(argv)`, where KEY=VALUE overrides may also come after the flags
+    (`rlsweep run spec.yaml --seeds 0,1 search.num_samples=8`: argparse takes a positional
+    list in one place only)."""
+    args, extra = p.parse_known_args(argv)
+    late = [a for a in extra if "=" in a and not a.startswith("-")]
+    if late and isinstance(getattr(args, "overrides", None), list):
+        args.overrides += late
+        extra = [a for a in extra if a not in late]
+    if extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     from rlsweep.interrupt import SweepInterrupted
 
-    args = parser().parse_args(argv)
+    args = _parse(parser(), argv)
     try:
         return args.func(args)
     except SpecError as e:  # every kind of bad input: spec, flag, price table, launcher
         for problem in e.errors:  # all of a spec's independent errors, a line each
             print(f"rlsweep: error: {problem}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except SweepInterrupted as e:  # Ctrl-C / SIGTERM: trials checkpointed; the last line resumes
+    except SweepInterrupted as e:  # Ctrl-C, SIGTERM, --time-limit: the last line resumes
         print(f"\nresults: {e.result.path}\n\n{_table(e.result.trials)}\n", flush=True)
         print(f"rlsweep: interrupted: {e}", file=sys.stderr, flush=True)
         print(e.command, flush=True)

@@ -7,6 +7,8 @@ trial on one machine (CPUs, GPUs, GPU memory) is `rlsweep.placement.check_fits`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rlsweep import placement
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.placement import Machine, starts_local_ray
@@ -55,10 +57,30 @@ def _check(spec: SweepSpec, machine: Machine) -> None:
             raise spec.trial_error(e, trial) from None
 
 
+def target_machine(address: str | None = None, num_cpus: float | None = None) -> Machine:
+    """Where a sweep's trials would run, as `check_fits` reads it: this machine (its CPUs, or
+    `num_cpus`; its GPUs, looked up where a driver says there may be some) while the sweep would
+    start Ray here, else what the Ray it runs on offers (the cluster at `address`, joined for
+    it). What `rlsweep.layout` lays trials out for and the size guard estimates on."""
+    if starts_local_ray(address) and not ray_running():
+        return _this_machine(num_cpus, look_up_gpus=placement.gpus_may_exist())
+    import ray
+
+    with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
+        total = ray.cluster_resources()
+    return Machine(total.get("CPU", 0), total.get("GPU", 0), where="the cluster")
+
+
+def _this_machine(num_cpus: float | None, look_up_gpus: bool) -> Machine:
+    """This machine, named as `--num-cpus` gives it where given (errors then name the flag)."""
+    here = placement.local_machine(num_cpus, look_up_gpus=look_up_gpus)
+    if num_cpus is None:
+        return here
+    return dataclasses.replace(here, where=f"this machine at --num-cpus {num_cpus:g}")
+
+
 def _check_this_machine(spec: SweepSpec, num_cpus: float | None) -> None:
-    here = placement.local_machine(
-        num_cpus, look_up_gpus=any(t.num_gpus > 0 for t in spec.trials())
-    )
+    here = _this_machine(num_cpus, look_up_gpus=any(t.num_gpus > 0 for t in spec.trials()))
     try:
         _check(spec, here)
     except SpecError as e:

@@ -5,6 +5,7 @@ and `rlsweep plan` stay cheap to load."""
 from __future__ import annotations
 
 import math
+import re
 
 _STEP_UNITS = (("B", 1e9), ("M", 1e6), ("k", 1e3))
 
@@ -35,11 +36,68 @@ def count(n: object) -> str:
         return "?"
 
 
+DAYS_FROM_S = 3 * 86_400
+"""Durations from this long on read in days (`9.7 days`), from a year on in years: `233429h13m`
+is not read at a glance as 26.6 years."""
+YEAR_S = 365.25 * 86_400
+
+
 def duration(seconds: float) -> str:
-    """`1h02m`, `2m31s`, `45s`: whole seconds, the two largest units."""
+    """`1h02m`, `2m31s`, `45s`: whole seconds, the two largest units; from three days on, days
+    (`28.5 days`), and from a year on, years (`26.6 years`, `1,234 years`), with separators."""
     s = int(round(seconds))
+    if s >= YEAR_S:
+        years = s / YEAR_S
+        return f"{years:,.1f} years" if years < 100 else f"{years:,.0f} years"
+    if s >= DAYS_FROM_S:
+        return f"{s / 86_400:,.1f} days"
     if s >= 3600:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     if s >= 60:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s}s"
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_UNIT_S = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration as people write it, `duration`'s way and more: `8m30s`, `1h`,
+    `2h30m`, `1d`, `90s`, or a plain number of seconds (`540`). ValueError otherwise."""
+    t = text.strip().lower()
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(t)
+    if not parts or "".join(n + u for n, u in parts) != t:
+        raise ValueError(f"not a duration: {text!r} (e.g. 8m30s, 2h, 540)")
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def significant(x: float, digits: int = 3) -> str:
+    """A searched value as people read it: `digits` significant digits, scientific below 1e-3
+    and from 1e5 on, with a short exponent: 0.998, 2.24e-4, 1.5e6 (never 0.00022434347...)."""
+    if not math.isfinite(x) or x == 0:
+        return f"{x:g}"
+    if 1e-3 <= abs(x) < 1e5:
+        return f"{float(f'{x:.{digits}g}'):g}"  # rounded, then plain: 2050, not 2.05e+03
+    mantissa, exp = f"{x:.{digits - 1}e}".split("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exp)}"
+
+
+def published(value: float, error: float | None = None, kind: str | None = None) -> str:
+    """A published number as its source printed it: `17.7`, `16.46 ± 2.71`, `16.46 ± 2.71 (std)`
+    (`kind`: what the ± is, where said)."""
+    text = f"{value:g}" if error is None else f"{value:g} ± {error:g}"
+    return f"{text} ({kind})" if kind and error is not None else text
+
+
+def seeds(n: int | None) -> str:
+    """How many runs a published number is over: `single run`, `3 seeds`; `unknown` (None)."""
+    if n is None:
+        return "unknown"
+    return "single run" if n == 1 else f"{n:,} seeds"

@@ -9,7 +9,9 @@ are the share of the score's variance each parameter explains, summing to 1.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,12 +41,55 @@ def distribution(p: Param):
 
 def study_from_trials(spec: SweepSpec, final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM):
     """An in-memory Optuna study with one completed trial per finished sweep trial."""
+    dists = {k: distribution(spec.space[k]) for k in spec.sampled_keys}
+    return _study(dists, final, spec.mode, metric)
+
+
+def inferred_distribution(values: pd.Series):
+    """The Optuna distribution a column's values look sampled from, for trials without a spec:
+    numbers a range (log where positive values span a decade or more and crowd at its low end,
+    as log-uniform samples do), anything else a choice among the values seen."""
+    import optuna.distributions as D
+
+    v = values.dropna()
+    numeric = pd.api.types.is_numeric_dtype(v) and not pd.api.types.is_bool_dtype(v)
+    if not numeric or v.nunique() < 2:
+        return D.CategoricalDistribution(sorted(set(v), key=str) or [None])
+    low, high = v.min(), v.max()
+    if pd.api.types.is_integer_dtype(v):
+        return D.IntDistribution(int(low), int(high))
+    log = low > 0 and high >= 10 * low and v.median() < 0.6 * (low + high) / 2
+    return D.FloatDistribution(float(low), float(high), log=bool(log))
+
+
+def report_study(
+    final: pd.DataFrame,
+    params: Sequence[str],
+    specs: Sequence[SweepSpec] = (),
+    metric: str = M.TEST_RETURN_NORM,
+):
+    """An in-memory study of a search's finished trials (`final`, in the order they ran), for
+    its figures: each of `params` with the distribution the first spec that searches it
+    declares (log where the space is), else one inferred from its values; the direction of the
+    first spec's `mode` (max without one)."""
+    dists = {}
+    for k in params:
+        declared = next((s.space[k] for s in specs if k in s.space), None)
+        dists[k] = distribution(declared) if declared else inferred_distribution(final[k])
+    return _study(dists, final, specs[0].mode if specs else "max", metric)
+
+
+def _study(dists: dict[str, Any], final: pd.DataFrame, mode: str, metric: str):
+    """A study with one completed trial per row of `final` with a finite `metric` and a value
+    of every parameter of `dists` inside its distribution (a conditional parameter can keep a
+    default outside its sampled range: such a row is left out)."""
     import optuna
 
-    dists = {k: distribution(spec.space[k]) for k in spec.sampled_keys}
-    study = optuna.create_study(direction="maximize" if spec.mode == "max" else "minimize")
-    for _, row in final.iterrows():
-        if not np.isfinite(row[metric]):
+    study = optuna.create_study(direction="maximize" if mode == "max" else "minimize")
+    trials = []
+    for row in final.to_dict("records"):
+        value = row[metric]
+        if not np.isfinite(value):
             continue
         params = {}
         for k, dist in dists.items():
@@ -54,15 +99,17 @@ def study_from_trials(spec: SweepSpec, final: pd.DataFrame, metric: str = M.TEST
             if isinstance(dist, optuna.distributions.IntDistribution):
                 v = int(v)
             elif isinstance(dist, optuna.distributions.FloatDistribution):
-                # a conditional parameter can keep a default outside its sampled range
                 if not dist.low <= float(v) <= dist.high:
                     break
                 v = float(v)
+            elif v not in dist.choices:
+                break
             params[k] = v
         else:
-            study.add_trial(
-                optuna.trial.create_trial(params=params, distributions=dists, value=row[metric])
+            trials.append(
+                optuna.trial.create_trial(params=params, distributions=dists, value=float(value))
             )
+    study.add_trials(trials)
     return study
 
 

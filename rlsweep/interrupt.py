@@ -1,7 +1,8 @@
-"""Honest interrupts: Ctrl-C (SIGINT) or SIGTERM during a sweep stops it cleanly.
+"""Honest interrupts: Ctrl-C (SIGINT), SIGTERM or a time limit stops a sweep cleanly.
 
-On the driver (`Interrupts`, for the length of one `Tuner.fit`): the first signal asks every
-running trial to checkpoint after its current iteration and then wait. Once all of them have
+On the driver (`Interrupts`, for the length of one `Tuner.fit`): the first signal, or the time
+limit's approach (`TimeLimit`), asks every running trial to checkpoint after its current
+iteration and then wait. Once all of them have
 (or `grace_s` passed, or a second signal came), Tune's loop is ended the way Tune's own SIGINT
 handler ends it (`_ray_compat.end_tune_loop`): Tune saves the experiment state with those
 trials unfinished, so `rlsweep resume` continues each from the checkpoint it just wrote. A third
@@ -26,12 +27,21 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from rlsweep.environ import set_env
+from rlsweep.formatting import duration
 from rlsweep.metrics import TRIAL_INTERRUPTED
 from rlsweep.storage import user_path
 
 GRACE_S = 600.0
 """Default wait for running trials to checkpoint after an interrupt: one iteration and an
 evaluation of a full-size trial fit in it."""
+
+SHUTDOWN_S = 30.0
+"""What a time limit keeps for the end of a sweep once its trials have stopped: Tune saving its
+experiment state, Ray stopping, the table read from disk (~10 s on 2 cores; doubled)."""
+
+EXIT_TIME_LIMIT = 3
+"""Exit code of a sweep its time limit stopped: INCOMPLETE, to be resumed (not 1, "trials
+failed", nor 128 + a signal, "someone stopped it")."""
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -81,15 +91,54 @@ def wait_to_be_stopped() -> NoReturn:
 # --- driver side -----------------------------------------------------------------------------
 
 
-class Interrupts:
-    """Signal handling on the driver for one `fit()`; also a listener of Tune's callback events
-    (`tune_bridge.DriverCallback`). Active only in the main thread (where Python delivers
-    signals, and where Tune installs its SIGUSR1 handler)."""
+class TimeLimit:
+    """A sweep's time limit, counted from its start: when to ask the running trials to stop
+    (`ask_at`: early enough for each to finish its current iteration and checkpoint), and when
+    to stop them whatever they are doing (`end_at`), so that the process exits by the limit."""
 
-    def __init__(self, say: Callable[[str], None] = print, grace_s: float = GRACE_S) -> None:
+    def __init__(self, seconds: float, start: float | None = None) -> None:
+        if not seconds > 0:
+            raise ValueError(f"a time limit is > 0 seconds, got {seconds}")
+        self.seconds = float(seconds)
+        self.deadline = (time.monotonic() if start is None else start) + self.seconds
+        self.longest_iteration_s = 0.0
+        """The longest iteration a trial reported so far (its evaluation included)."""
+
+    def saw_iteration(self, seconds: float) -> None:
+        self.longest_iteration_s = max(self.longest_iteration_s, float(seconds))
+
+    @property
+    def ask_at(self) -> float:
+        """Two of the longest iterations before `end_at`: a trial that has just begun one
+        finishes it, then writes its checkpoint (its saving is no longer than an iteration)."""
+        return self.end_at - 2 * self.longest_iteration_s
+
+    @property
+    def end_at(self) -> float:
+        return self.deadline - SHUTDOWN_S
+
+    def text(self) -> str:
+        return f"time limit {duration(self.seconds)}"
+
+
+class Interrupts:
+    """Signal handling and the time limit on the driver for one `fit()`; also a listener of
+    Tune's callback events (`tune_bridge.DriverCallback`). Signals are handled only in the main
+    thread (where Python delivers them, and where Tune installs its SIGUSR1 handler); a time
+    limit works in any thread."""
+
+    def __init__(
+        self,
+        say: Callable[[str], None] = print,
+        grace_s: float = GRACE_S,
+        time_limit: TimeLimit | None = None,
+    ) -> None:
         self.say = say
         self.grace_s = float(os.environ.get("RLSWEEP_STOP_GRACE_S", grace_s))
+        self.time_limit = time_limit
         self.signum: int | None = None
+        self.timed_out = False
+        """The time limit (not a signal) stopped the sweep."""
         self._count = 0
         self.flag_name: str | None = None
         self._asked_at: float | None = None
@@ -100,9 +149,11 @@ class Interrupts:
         self._env = contextlib.ExitStack()
 
     def __enter__(self) -> Interrupts:
-        if threading.current_thread() is not threading.main_thread():
-            return self
         self.flag_name = f"rlsweep-stop-{uuid.uuid4().hex[:12]}"
+        if threading.current_thread() is not threading.main_thread():
+            if self.time_limit is None:
+                self.flag_name = None  # nothing can stop the sweep early: Tune's own handling
+            return self
         # Tune's own handler would end the loop at once, killing trials mid-iteration.
         self._env.enter_context(set_env({"TUNE_DISABLE_SIGINT_HANDLER": "1"}))
         for sig in SIGNALS:
@@ -121,9 +172,14 @@ class Interrupts:
                 kv_delete(self.flag_name)
 
     @property
-    def exit_code(self) -> int:
-        """The shell's convention: 128 + the signal (130 for SIGINT, 143 for SIGTERM)."""
-        return 128 + (self.signum or signal.SIGINT)
+    def stopped(self) -> bool:
+        """A signal or the time limit stopped the sweep before its trials finished."""
+        return self.signum is not None or self.timed_out
+
+    def _reason(self) -> str:
+        if self.signum is not None:
+            return signal.Signals(self.signum).name
+        return self.time_limit.text() if self.time_limit else "stop"
 
     def _handle(self, signum: int, frame: object) -> None:
         self._count += 1
@@ -146,28 +202,42 @@ class Interrupts:
     # Tune callback events (forwarded by tune_bridge.DriverCallback).
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        if self.signum is None or self._ended:
+        now = time.monotonic()
+        limit = self.time_limit
+        if limit is not None and not self.stopped and now >= limit.ask_at:
+            if all(t.status in ("TERMINATED", "ERROR") for t in trials):
+                return  # the sweep is ending by itself
+            self.timed_out = True
+        if not self.stopped or self._ended:
             return
         if self._asked_at is None:
             from rlsweep._ray_compat import kv_put
 
-            self._asked_at = time.monotonic()
+            self._asked_at = now
             kv_put(self.flag_name, b"1")
             self._waiting = {t.trial_id for t in trials if t.status == "RUNNING"}
-            name = signal.Signals(self.signum).name
             if self._waiting:
-                self.say(
-                    f"rlsweep: {name}: {len(self._waiting)} running trial(s) checkpoint after "
-                    f"their current iteration, then the sweep stops (at most "
-                    f"{self.grace_s / 60:.0f} min; Ctrl-C again to stop now)"
+                until = (
+                    f"at most {self.grace_s / 60:.0f} min; Ctrl-C again to stop now"
+                    if self.signum is not None
+                    else f"{duration(max(limit.end_at - now, 0))} left"
                 )
-        late = time.monotonic() - self._asked_at > self.grace_s
+                self.say(
+                    f"rlsweep: {self._reason()}: {len(self._waiting)} running trial(s) "
+                    f"checkpoint after their current iteration, then the sweep stops ({until})"
+                )
+        late = now - self._asked_at > self.grace_s or (limit is not None and now >= limit.end_at)
         if late and self._waiting:
-            self.say(f"rlsweep: {len(self._waiting)} trial(s) did not checkpoint in time")
+            self.say(
+                f"rlsweep: {len(self._waiting)} trial(s) did not checkpoint in time; they "
+                "resume from their last checkpoint"
+            )
         if not self._waiting or late:
             self._end_tune()
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):
+        if self.time_limit is not None and "time_this_iter_s" in result:
+            self.time_limit.saw_iteration(result["time_this_iter_s"])
         if result.get(TRIAL_INTERRUPTED):
             self._saving.add(trial.trial_id)
 
@@ -183,21 +253,23 @@ class Interrupts:
 
 
 class SweepInterrupted(Exception):
-    """`run_sweep` / `resume_sweep` stopped by Ctrl-C (SIGINT) or SIGTERM.
+    """`run_sweep` / `resume_sweep` stopped by Ctrl-C (SIGINT), SIGTERM or its time limit.
 
-    Running trials checkpointed after their current iteration (unless a second signal stopped
-    them at once) and are INCOMPLETE in `result.trials`; trials not started yet have no row.
-    `command` continues the sweep (`rlsweep resume <dir>`); `exit_code` is the shell's 128 +
-    signal number (130 for SIGINT, 143 for SIGTERM)."""
+    Running trials checkpointed after their current iteration (unless a second signal, or the
+    time limit's end, stopped them at once) and are INCOMPLETE in `result.trials`; trials not
+    started yet have no row. `command` continues the sweep (`rlsweep resume <dir>`);
+    `exit_code` is the shell's 128 + signal number (130 for SIGINT, 143 for SIGTERM), or
+    `EXIT_TIME_LIMIT` (`signum` None)."""
 
-    def __init__(self, result: Any, signum: int) -> None:
+    def __init__(self, result: Any, signum: int | None, reason: str | None = None) -> None:
         self.result, self.signum = result, signum
-        self.exit_code = 128 + signum
+        self.exit_code = EXIT_TIME_LIMIT if signum is None else 128 + signum
         self.command = resume_command(result.path)
+        reason = reason or (signal.Signals(signum).name if signum is not None else "stopped")
         started = len(result.trials)
         finished = int((result.trials["status"] == "TERMINATED").sum())
         super().__init__(
-            f"{signal.Signals(signum).name}: sweep {result.spec.name} stopped with {finished} of "
+            f"{reason}: sweep {result.spec.name} stopped with {finished} of "
             f"{result.spec.num_trials} trials finished ({started} started); continue it with: "
             f"{self.command}"
         )

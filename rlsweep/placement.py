@@ -374,6 +374,15 @@ def local_machine(cpus: float | None = None, look_up_gpus: bool = True) -> Machi
     return Machine(cpus=cpus or os.cpu_count() or 1, gpus=gpus, gpu_memory_gib=memory)
 
 
+def gpus_may_exist() -> bool:
+    """Whether this machine may have a CUDA GPU, asked without importing torch: an NVIDIA
+    driver's device files or its /proc entry. False: none (`local_machine` need not look)."""
+    import glob
+    import os
+
+    return bool(glob.glob("/dev/nvidia[0-9]*")) or os.path.isdir("/proc/driver/nvidia/gpus")
+
+
 def starts_local_ray(address: str | None) -> bool:
     """Whether a sweep starts Ray on this machine (and fits its trials to `local_machine`)
     rather than joining a cluster: no `address` given and none in RAY_ADDRESS (which ray.init

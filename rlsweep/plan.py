@@ -32,6 +32,8 @@ from rlsweep import cost, procgen
 from rlsweep.config import TrialConfig
 from rlsweep.fits import check_fits
 from rlsweep.formatting import duration
+from rlsweep.layout import Layout, packed_rate
+from rlsweep.layout import choose as choose_layout
 from rlsweep.placement import Machine, gpu_memory_gib, placement, trials_at_once, trials_per_gpu
 from rlsweep.spec import VARIANT, SweepSpec
 
@@ -216,27 +218,6 @@ class Throughput:
         )
 
 
-def packed_rate(packed: dict[int, float], k: int) -> tuple[float, str]:
-    """A trial's env steps/s (training's, or evaluation's) when `k` trials share one GPU, from
-    `packed` (aggregate env steps/s at the packings measured), and how it was had. Between two
-    measured packings the aggregate is interpolated linearly; beyond the largest, that aggregate
-    is shared (the GPU is busy already); below the smallest, a trial runs at that packing's rate
-    per trial."""
-    k = max(k, 1)
-    below, above = [m for m in packed if m < k], [m for m in packed if m > k]
-    if k in packed:
-        return packed[k] / k, f"{k} per GPU"
-    if below and above:
-        lo, hi = max(below), min(above)
-        aggregate = packed[lo] + (packed[hi] - packed[lo]) * (k - lo) / (hi - lo)
-        return aggregate / k, f"{k} per GPU, between the {lo} and {hi} measured"
-    if below:
-        lo = max(below)
-        return packed[lo] / k, f"{k} per GPU sharing the aggregate of the {lo} measured"
-    hi = min(above)
-    return packed[hi] / hi, f"{k} per GPU at the rate of each of the {hi} measured"
-
-
 def measured_throughput(
     costs_file: Path = COSTS_BENCHMARK, gpu_file: Path = GPU_BENCHMARK
 ) -> Throughput:
@@ -343,17 +324,43 @@ class Plan:
     """The head's share of `est_cost_usd`."""
     est_cost_usd: float | None = None
     """instances x estimated hours x hourly_usd (+ head_usd)."""
+    layout: Layout | None = None
+    """The trials' layout on the machine planned for (`rlsweep.layout`), and why."""
+    factors: tuple[tuple[str, int], ...] = ()
+    """What the trials multiply out of (`size_factors`), largest first."""
+
+    def box(self) -> str:
+        """The machine planned for, in words: `16 CPUs, 1 GPU`."""
+        box = f"{self.cpus:g} CPUs"
+        if self.gpus:
+            box += f", {self.gpus:g} GPU{'s' if self.gpus != 1 else ''}"
+        return box
+
+    @property
+    def too_long(self) -> bool:
+        """The estimate passes `LONG_SWEEP_S`: run and ablate start it only with --allow-long."""
+        return self.est_wall_s > LONG_SWEEP_S
+
+    def size_note(self) -> str:
+        """Why the sweep is long: its estimate and what makes it so, the biggest factor first
+        (`4,800 trials (16 games x 20 search.num_samples x 5 seeds x 3 space.framestack) x
+        25,000,000 env steps`)."""
+        factors = " x ".join(f"{n:,} {what}" for what, n in self.factors if n > 1)
+        budget = self.sweep_env_steps // max(self.num_trials, 1)
+        return (
+            f"estimated wall time {duration(self.est_wall_s)} on {self.box()}, over "
+            f"{LONG_SWEEP_TEXT}: {self.num_trials:,} trials ({factors or 'one cell'}) x "
+            f"{budget:,} env steps each, {self.concurrent} at a time"
+        )
 
     def summary(self) -> str:
         cpus = f"{self.cpus_per_trial} CPU{'s' if self.cpus_per_trial != 1 else ''}"
         each = f"{cpus}, {self.gpus_per_trial:g} GPU" if self.gpus_per_trial else cpus
         if self.gpu_memory_gib is not None:
             each += f", ~{self.gpu_memory_gib:.1f} GiB GPU memory"
-        box = f"{self.cpus:g} CPUs"
-        if self.gpus:
-            box += f", {self.gpus:g} GPU{'s' if self.gpus != 1 else ''}"
+        box = self.box()
         text = (
-            f"{self.num_trials} trials x budget = {self.sweep_env_steps:,} env steps; "
+            f"{self.num_trials:,} trials x budget = {self.sweep_env_steps:,} env steps; "
             f"{self.concurrent} at a time on {box} ({self.bound}-bound; {each} per trial); "
             f"{self.trial_steps_per_s:,.0f} env steps/s per trial ({self.steps_per_s_source}); "
             f"estimated wall time {duration(self.est_wall_s)}"
@@ -389,6 +396,8 @@ def make_plan(
     gpus: float = 0,
     gpu_memory: float | None = None,
     throughput: Throughput | None = None,
+    machine_name: str | None = None,
+    layout: Layout | None = None,
 ) -> Plan:
     """Trial list, totals and a wall-time estimate: Ray's start, then the trials (each grid
     trial `num_samples` times, in the spec's order) run `concurrent` at a time (what fits on
@@ -396,7 +405,10 @@ def make_plan(
     `Throughput.trial` (`throughput`, default `measured_throughput()`; `steps_per_cpu_s` sets
     its CPU training rate: `Throughput.at`). A trial that cannot fit (CPUs, GPUs, or with
     `gpu_memory` GiB per GPU the estimated memory of the trials packed on one) is refused with
-    a SpecError naming the key.
+    a SpecError naming the key. A spec that sets no resources is planned in the machine's best
+    layout (`rlsweep.layout`: packed GPU trials where it has GPUs); `Plan.layout` says which.
+    `machine_name`: how errors name the machine (default: "the planned machine"); `layout`:
+    the layout to plan (default: the one `rlsweep.layout.choose` chooses for the machine).
 
     With `instance` (an EC2 type in `prices`, default rlsweep/prices.yaml) the plan also
     estimates the bill: `instances` of that type (then they, not `cpus`/`gpus`, set the machine
@@ -407,11 +419,6 @@ def make_plan(
     for the instance's."""
     if head is not None and instance is None:
         raise ValueError("head: a head instance type needs an instance type for the workers")
-    labelled = spec.labelled_trials()
-    trials = [t for _, t in labelled]
-    places = [placement(t) for t in trials]
-    per_trial = max(p.cpus for p in places)
-    gpus_per_trial = max(p.gpus for p in places)
     p = cost.price(instance, prices) if instance is not None else None
     if instances is not None:
         if p is None or isinstance(instances, bool) or not isinstance(instances, int):
@@ -421,10 +428,19 @@ def make_plan(
         cpus, gpus = instances * p.vcpus, instances * p.gpus
     if p is not None and gpu_memory is None:
         gpu_memory = p.gpu_memory_gib
-    where = f"{instance}" if instances is not None else "the planned machine"
+    where = f"{instance}" if instances is not None else (machine_name or "the planned machine")
+    machine = Machine(cpus, gpus, gpu_memory, where)
+    rate = throughput or measured_throughput()
+    chosen = layout or choose_layout(spec, machine, rate.gpu_packed, rate.gpu_source)
+    spec = chosen.apply(spec)
+    labelled = spec.labelled_trials()
+    trials = [t for _, t in labelled]
+    places = [placement(t) for t in trials]
+    per_trial = max(p.cpus for p in places)
+    gpus_per_trial = max(p.gpus for p in places)
     if p is not None:
         cost.check_gpus(gpus_per_trial, p, instance)
-    check_fits(spec, machine=Machine(cpus, gpus, gpu_memory, where))
+    check_fits(spec, machine=machine)
     concurrent, bound = trials_at_once(per_trial, gpus_per_trial, cpus, gpus)
     if p is not None and instances is not None:
         # Trials do not split across instances: fragmentation caps what runs at once.
@@ -435,7 +451,6 @@ def make_plan(
         concurrent, bound = spec.max_concurrent, "spec"
     if spec.num_trials < concurrent:
         concurrent, bound = spec.num_trials, "spec"
-    rate = throughput or measured_throughput()
     if steps_per_cpu_s is not None:
         rate = rate.at(steps_per_cpu_s)
     sharing = min(concurrent, trials_per_gpu(gpus_per_trial)) if gpus_per_trial else 0
@@ -489,7 +504,28 @@ def make_plan(
         head=head,
         head_usd=head_usd,
         est_cost_usd=usd,
+        layout=chosen,
+        factors=size_factors(spec),
     )
+
+
+LONG_SWEEP_S = 7 * 86_400
+"""A sweep whose estimated wall time passes this is long: `validate` and `plan` say so, `run`
+and `ablate` refuse to start it unless told to (`ALLOW_LONG`)."""
+LONG_SWEEP_TEXT = "a week"
+ALLOW_LONG = "--allow-long"
+"""The flag of run and ablate that starts a long sweep anyway."""
+
+
+def size_factors(spec: SweepSpec) -> tuple[tuple[str, int], ...]:
+    """The axes a spec's trials multiply out of, each (what, how many), the largest first:
+    games, seeds, variants, each grid parameter, samples."""
+    factors = [("games", len(spec.games)), ("seeds", len(spec.seeds))]
+    if spec.variants:
+        factors.append(("variants", len(spec.variants)))
+    factors += [(f"space.{k}", len(spec.space[k].values)) for k in spec.grid_keys]
+    factors.append(("search.num_samples", spec.search.num_samples))
+    return tuple(sorted(factors, key=lambda f: -f[1]))
 
 
 SCALING_FACTOR = 10

@@ -15,7 +15,10 @@ ETA from env steps per second drops while trials evaluate, and jumps when they a
 remaining trials run as many at once as have run, and between reports each running trial's
 remainder counts down with the clock. A trial a scheduler stops early (ASHA) takes its remaining
 work off the sweep. "best" is the best score any trial has reported so far: it never goes down,
-although a trial's latest evaluation may.
+although a trial's latest evaluation may. The env-step counter never goes back (a resumed trial
+reports again from its checkpoint's steps) nor past the total (a trial's last batch may overshoot
+its budget). Where no trial runs or starts for `STARVED_S` while some wait, the line says that
+no trial can start, what they need and what the cluster has free (others may hold it).
 """
 
 from __future__ import annotations
@@ -24,16 +27,53 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from rlsweep import formatting, plan
+from rlsweep import formatting, history, plan
 from rlsweep.config import TrialConfig
 from rlsweep.metrics import ENV_STEPS, EVAL_S, WALL_S
+from rlsweep.placement import placement
 
 FINISHED = ("TERMINATED", "ERROR")
 ITERATION = "training_iteration"
 """Tune's count of a trial's reports (one per iteration)."""
+STARVED_S = 5.0
+"""Seconds with no trial running and none starting, while some wait, before the line says that
+no trial can start and for want of what (`Resources`)."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What the Ray a sweep runs on offers now (`ray_resources`)."""
+
+    total: dict[str, float]
+    free: dict[str, float]
+    starting: bool
+    """A placement group made since the sweep started is ready: a trial is starting."""
+
+
+def ray_resources(seen: set[str]) -> Resources | None:
+    """The driver's Ray's resources now, and whether a placement group made since `seen` was
+    first filled (the ids of the groups there were then, other jobs') is ready; None without
+    Ray. Public Ray calls (`ray.cluster_resources`, `ray.util.placement_group_table`)."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    from ray.util import placement_group_table
+
+    table = placement_group_table()
+    if not seen:
+        seen.update(table)
+        seen.add("")  # filled, even where there were none
+    starting = any(pg.get("state") == "CREATED" for k, pg in table.items() if k not in seen)
+    return Resources(dict(ray.cluster_resources()), dict(ray.available_resources()), starting)
+
+
+def _amount(resources: dict[str, float], key: str) -> str:
+    n = resources.get(key, 0)
+    return f"{n:g} {key}{'s' if n != 1 else ''}"
 
 
 @dataclass(frozen=True)
@@ -90,6 +130,8 @@ class Snapshot:
     steps_per_s: float | None
     eta_s: float | None
     best: tuple[float, str] | None
+    waiting: str | None = None
+    """Why no trial can start, where none can (`STARVED_S`)."""
 
     def trials_part(self) -> str:
         done = f"{self.done}/{self.total_trials} done"
@@ -111,7 +153,7 @@ class Snapshot:
         return None if self.best is None else f"best {metric} {self.best[0]:.3g} ({self.best[1]})"
 
     def line(self, metric: str) -> str:
-        parts = [self.trials_part(), self.steps_part(), self.best_part(metric)]
+        parts = [self.trials_part(), self.steps_part(), self.best_part(metric), self.waiting]
         return " | ".join(p for p in parts if p)
 
 
@@ -126,9 +168,11 @@ class ProgressView:
         interval_s: float | None = None,
         live: bool | None = None,
         throughput: plan.Throughput | None = None,
+        resources: Callable[[], Resources | None] | None = None,
     ) -> None:
         """`throughput`: the plan's figures the ETA starts from (default: the benchmark's, as
-        `rlsweep plan` reads them)."""
+        `rlsweep plan` reads them); `resources`: what the Ray the sweep runs on offers now
+        (default: `ray_resources`), asked when no trial runs (`STARVED_S`)."""
         self.spec = spec
         self.metric, self.mode = spec.metric, spec.mode
         self.total_trials = spec.num_trials
@@ -151,6 +195,11 @@ class ProgressView:
         self._seen: dict[tuple[str, int], float] = {}  # (trial, iteration) -> when first seen
         self._slots = 1  # trials seen running at once
         self._best: tuple[float, str] | None = None
+        self._steps: dict[str, float] = {}  # per trial, the most env steps it has reported
+        seen: set[str] = set()
+        self._resources = resources or (lambda: ray_resources(seen))
+        self._idle_since: float | None = None
+        self._waiting: tuple[float, str | None] = (-math.inf, None)  # (asked at, why)
 
     # --- output -------------------------------------------------------------------------------
 
@@ -287,15 +336,17 @@ class ProgressView:
         now = time.monotonic() if now is None else now
         budget = self.spec.budget
         done = errors = running = 0
-        steps = 0.0
         for t in trials:
-            result = t.last_result or {}
-            steps += float(result.get(ENV_STEPS) or 0)
+            # Never backwards (a resumed trial reports again from its checkpoint's steps), never
+            # past its budget (its last iteration's batch may overshoot it).
+            reported = min(float((t.last_result or {}).get(ENV_STEPS) or 0), float(budget))
+            self._steps[t.trial_id] = max(self._steps.get(t.trial_id, 0.0), reported)
             if t.status in FINISHED:
                 done += 1
                 errors += t.status == "ERROR"
             else:
                 running += t.status == "RUNNING"
+        steps = sum(self._steps.values())
         pending = self.total_trials - done - running
         if self._start is None:
             self._start = (now, steps)
@@ -312,7 +363,44 @@ class ProgressView:
             steps_per_s=rate,
             eta_s=self._eta(trials, now),
             best=self._best_of(trials),
+            waiting=self._starved(trials, running, max(pending, 0), now),
         )
+
+    def _starved(self, trials: list, running: int, pending: int, now: float) -> str | None:
+        """Why no trial can start, once none has run or started for STARVED_S while some
+        wait (asked of Ray at most every STARVED_S / 2): what the pending trials need, and
+        what is free of what the cluster has; None otherwise."""
+        if running or not pending:
+            self._idle_since = None
+            return None
+        if self._idle_since is None:
+            self._idle_since = now
+        if now - self._idle_since < STARVED_S:
+            return None
+        asked, why = self._waiting
+        if now - asked < STARVED_S / 2:
+            return why
+        why = None
+        state = self._resources()
+        if state is not None and not state.starting:
+            waiting = [t for t in trials if t.status not in FINISHED] or trials
+            cfg = self._model(waiting[0]).cfg if waiting else self._spec_models[0].cfg
+            need = {"CPU": placement(cfg).cpus, "GPU": placement(cfg).gpus}
+            short = [k for k, n in need.items() if n > state.free.get(k, 0) + 1e-6]
+            if short:
+                wants = " + ".join(_amount(need, k) for k in need if need[k])
+                held = {k: state.total.get(k, 0) - state.free.get(k, 0) for k in need}
+                why = (
+                    f"no trial can start: {pending} pending, each needs {wants}; free "
+                    + ", ".join(
+                        f"{state.free.get(k, 0):g} of {_amount(state.total, k)}"
+                        + (f" (others hold {held[k]:g})" if held[k] > 0 else "")
+                        for k in need
+                        if need[k] or state.total.get(k)
+                    )
+                )
+        self._waiting = (now, why)
+        return why
 
     # Tune callback events (forwarded by tune_bridge.DriverCallback).
 
@@ -322,7 +410,7 @@ class ProgressView:
         if self._progress is not None:
             self._progress.update(self._render(snap))
             return
-        counts = (snap.done, snap.running, snap.pending, snap.errors)
+        counts = (snap.done, snap.running, snap.pending, snap.errors, snap.waiting)
         due = time.monotonic() - self._last_print >= self.interval_s and snap.steps_per_s
         first_eta = snap.eta_s is not None and not self._eta_shown
         if counts != self._last_counts or due or first_eta:
@@ -330,7 +418,10 @@ class ProgressView:
             self._eta_shown = self._eta_shown or snap.eta_s is not None
             self._print(snap)
 
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        """A crashed trial Tune retries from its checkpoint: one line (`history.recover_line`)."""
+        self.say(history.recover_line(trial, self._label(trial)))
+
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.say(
-            f"rlsweep: trial {self._label(trial)} ({trial.trial_id}) failed; see its error.txt"
-        )
+        """A trial that ended in failure: one line (`history.error_line`)."""
+        self.say(history.error_line(trial, self._label(trial)))

@@ -6,6 +6,12 @@ numbers and markdown tables, `rlsweep.plots` draws the figures; this module writ
 and assembles `report.md`, adding the per-sweep sections that read more files (hyperparameter
 importance, cost). Only finished trials (status TERMINATED with a finite unseen-level score)
 enter any number or plot; errored and incomplete ones are listed instead.
+
+Two kinds of report (`report_kind`, from the sweeps' specs and the number of variants): an
+ablation's few named variants (or a small grid) are compared with each other, pairwise tables
+among all of them; a search's many configurations are ranked: its top TOP configurations, the
+score against each searched hyperparameter, its history and importances, pairwise tables only
+among its top PAIRWISE_TOP. Either way the work grows linearly with the trials.
 """
 
 from __future__ import annotations
@@ -16,14 +22,17 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 import pandas as pd
 
+from rlsweep import formatting, plots, storage
 from rlsweep import metrics as M
-from rlsweep import plots, storage
 from rlsweep import results as R
 from rlsweep import stats as S
 from rlsweep import tables as T
 from rlsweep.experiment_dir import run_info, sweep_spec
+from rlsweep.history import history_section
+from rlsweep.importance import report_study
 from rlsweep.placement import trial_cpus
 from rlsweep.results import Experiment
+from rlsweep.spec import SweepSpec
 
 FILES = (
     "scores.csv",
@@ -35,6 +44,19 @@ FILES = (
     "report.md",
 )
 """Always written (plus scores.parquet when pyarrow is installed)."""
+SEARCH_FILES = ("search_params.png", "search_history.png")
+"""Also written for a search."""
+SEARCH, ABLATION = "search", "ablation"
+MAX_COMPARED = 12
+"""Variants an ablation's report compares with each other at most (its pairwise tables, its
+curves' legend): more is a search."""
+TOP = 10
+"""A search's configurations in its ranked table, aggregates and coloured curves."""
+PAIRWISE_TOP = 5
+"""A search's configurations compared pairwise (P(X > Y)): its top few."""
+NEAR_RANDOM_STEPS = 1_000_000
+"""Env steps below which PPO on Procgen has typically learned little: a report whose trials
+all ran fewer says so at its top."""
 
 
 def default_out(paths: Sequence[str | Path]) -> Path:
@@ -94,6 +116,29 @@ def build_report(
     return _write_index(parts, out, pool, notes)
 
 
+def report_kind(exp: Experiment, specs: Sequence[SweepSpec]) -> tuple[str, str]:
+    """SEARCH or ABLATION, and why, in words for the report: a search where a spec samples
+    parameters (a search algorithm over a continuous or sampled space) or where there are more
+    variants than MAX_COMPARED; else an ablation (named variants, or a grid over a few
+    values)."""
+    n = len(exp.variants)
+    configs = f"{n} configuration{'s' * (n != 1)}"
+    sampled = {k: s.space[k].kind for s in specs for k in s.sampled_keys}
+    if sampled:
+        algos = sorted({s.search.algorithm for s in specs if s.sampled_keys})
+        params = ", ".join(f"`{k}` ({kind})" for k, kind in sampled.items())
+        return SEARCH, f"the spec samples {params} with {' and '.join(algos)} search: {configs}"
+    if n > MAX_COMPARED:
+        return SEARCH, f"{configs}, more than the {MAX_COMPARED} a comparison can hold"
+    variants = f"{n} variant{'s' * (n != 1)}, compared with each other"
+    if any(s.variants for s in specs):
+        return ABLATION, f"named variants (the spec's `variants`): {variants}"
+    grid = sorted({k for s in specs for k in s.grid_keys} & set(exp.by))
+    if grid:
+        return ABLATION, f"a grid over {', '.join(f'`{k}`' for k in grid)}: {variants}"
+    return ABLATION, f"{variants} (by {', '.join(f'`{p}`' for p in exp.by) or 'nothing'})"
+
+
 def _write_report(
     exp: Experiment,
     dirs: Sequence[Path],
@@ -104,33 +149,27 @@ def _write_report(
     prices: str | Path | None,
 ) -> Path:
     """One report (FILES) of `exp` into `out`; `dirs`: the experiment dirs it was loaded from
-    (those of its sweeps give its importance and cost sections)."""
+    (those of its sweeps give its kind, its importance and cost sections)."""
     out.mkdir(parents=True, exist_ok=True)
     kw = {"n_resamples": n_resamples, "seed": seed}
 
     written = _write_frames(exp, out)
-    table = T.score_table(exp, **kw)
-    (out / "table.md").write_text(table)
-    complete = [v for v in exp.variants if exp.complete(v)]
-    aggs = {v: S.aggregate(exp.scores(v), **kw) for v in complete}
-    colors = plots.colors(exp.variants)
-    plots.plot_learning_curves(exp, out / "learning_curves.png", **kw)
-    plots.plot_aggregates(aggs, out / "aggregates.png", colors=colors, n_resamples=n_resamples)
-    eff = {v: e for v in complete if (e := T.sample_efficiency(exp, v, **kw)) is not None}
-    plots.plot_sample_efficiency(eff, out / "sample_efficiency.png", colors)
-
     dirs = [d for d in dirs if d.name in set(exp.final["sweep"])]
+    specs = [s for d in dirs if (s := sweep_spec(d)) is not None]
+    kind, why = report_kind(exp, specs)
+    if kind == SEARCH:
+        body, figures = _search_body(exp, specs, out, kind_why=why, kw=kw)
+    else:
+        body, figures = _ablation_body(exp, out, kind_why=why, kw=kw)
     importance = importance_section(dirs, exp, out)
     md = [
         *_header(exp),
-        *["## Unseen-level score", "", table],
-        *_aggregates_section(exp, aggs),
-        *_improvement_section(exp, complete, kw),
-        *_gap_section(exp, complete, kw),
-        *_curves_section(),
+        *_short_trials_note(exp),
+        *body,
         *importance,
         *cost_section(dirs, exp, prices),
         *gpu_memory_section(exp),
+        *history_section(dirs, set(exp.final["sweep"])),  # retried, resumed, failed (issue 40)
         "## Trials not counted",
         "",
         *(
@@ -140,10 +179,127 @@ def _write_report(
         ),
     ]
     extra = ["importance.csv", "importance.png"] if importance else []
-    files = [*written, *FILES[2:-1], *extra]
+    files = [*written, *FILES[2:-1], *figures, *extra]
     md += ["", "## Files", "", *(f"- `{f}`" for f in files), ""]
     (out / "report.md").write_text("\n".join(md))
     return out / "report.md"
+
+
+def _ablation_body(exp: Experiment, out: Path, *, kind_why: str, kw: dict) -> tuple[list, list]:
+    """An ablation's sections (report.md's lines) and its figures beyond FILES: the variants
+    compared with each other."""
+    table = T.score_table(exp, **kw)
+    (out / "table.md").write_text(table)
+    scores = exp.all_scores()
+    complete = [v for v in exp.variants if all(len(g) for g in scores[v])]
+    aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
+    colors = plots.colors(exp.variants)
+    plots.plot_learning_curves(exp, out / "learning_curves.png", **kw)
+    plots.plot_aggregates(
+        aggs, out / "aggregates.png", colors=colors, n_resamples=kw["n_resamples"]
+    )
+    _plot_efficiency(exp, complete, out, colors, kw)
+    n = len(complete)
+    md = [
+        f"**An ablation's report**: {kind_why}.",
+        "",
+        *["## Unseen-level score", "", table],
+        *_aggregates_section(exp, aggs),
+        *_improvement_section(exp, complete, kw, f"among every variant that ran every game ({n})"),
+        *_gap_section(exp, complete, kw),
+        *_curves_section(),
+    ]
+    return md, []
+
+
+def _search_body(
+    exp: Experiment, specs: Sequence[SweepSpec], out: Path, *, kind_why: str, kw: dict
+) -> tuple[list, list]:
+    """A search's sections and its figures beyond FILES: its configurations ranked."""
+    ranked = T.ranking(exp)
+    top = list(ranked["variant"].head(TOP))
+    lines = T.top_table(exp, ranked, TOP, **kw)
+    n_ranked = len(ranked)
+    note = (
+        f"Top {len(top)} of {n_ranked} configurations with a finished run, by final "
+        f"unseen-level score (`{M.TEST_RETURN_NORM}`): the mean over the games each ran of its "
+        f"mean over seeds; its 95% CI where every game it ran has {T.MIN_CI_RUNS}+ runs (seeds "
+        "repeat), else — (a bootstrap of fewer runs is no CI). All configurations, ranked: "
+        "`ranking.csv`; every trial: `final.csv`."
+    )
+    (out / "table.md").write_text("\n".join([*lines, "", note, ""]))
+    ranked.assign(
+        seeds=ranked["seeds"].map(lambda s: " ".join(map(str, s))),
+        trials=ranked["trials"].map(" ".join),
+    ).to_csv(out / "ranking.csv", index=False)
+
+    scores = exp.all_scores(variants=top)
+    complete = [v for v in top if all(len(g) for g in scores[v])]
+    aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
+    colors = plots.colors(top)
+    plots.plot_learning_curves(exp, out / "learning_curves.png", highlight=top, **kw)
+    plots.plot_aggregates(
+        aggs, out / "aggregates.png", colors=colors, n_resamples=kw["n_resamples"]
+    )
+    _plot_efficiency(exp, complete, out, colors, kw)
+
+    params = [p for p in exp.by if p != "sweep"]
+    counted = exp.counted
+    counted = counted.loc[T.trial_order(counted).sort_values().index]
+    study = report_study(counted, params, specs)
+    plots.plot_search_params(study, out / "search_params.png")
+    plots.plot_search_history(study, out / "search_history.png")
+
+    pairwise = complete[:PAIRWISE_TOP]
+    md = [
+        f"**A search's report**: {kind_why}. A search is ranked, not compared pairwise: its top "
+        "configurations, the score against each searched hyperparameter, its history and "
+        f"which hyperparameters matter; pairwise tables only among its top {PAIRWISE_TOP}.",
+        "",
+        "## Top configurations",
+        "",
+        *lines,
+        "",
+        note,
+        "",
+        "## Score against each hyperparameter",
+        "",
+        "Every finished trial a point, coloured by when it ran (Optuna's `plot_slice`; log axes "
+        "where the space is log).",
+        "",
+        "![score against each hyperparameter](search_params.png)",
+        "",
+        "## Search history",
+        "",
+        "Each trial's score in the order the trials ran, and the best so far (Optuna's "
+        "`plot_optimization_history`).",
+        "",
+        "![search history](search_history.png)",
+        "",
+        *_aggregates_section(exp, aggs, top=len(top)),
+        *_improvement_section(
+            exp,
+            pairwise,
+            kw,
+            f"among the top {len(pairwise)} configurations only (of {n_ranked}): a pairwise "
+            "table grows as the square of what it compares",
+        ),
+        *_gap_section(exp, complete, kw),
+        *_curves_section(len(top), others=n_ranked - len(top)),
+    ]
+    return md, list(SEARCH_FILES) + ["ranking.csv"]
+
+
+def _plot_efficiency(
+    exp: Experiment, variants: list[str], out: Path, colors: dict, kw: dict
+) -> None:
+    runs = exp.all_runs(variants)
+    eff = {}
+    for v in variants:
+        got = T.sample_efficiency(exp, v, runs=[r for rs in runs[v].values() for r in rs], **kw)
+        if got is not None:
+            eff[v] = got
+    plots.plot_sample_efficiency(eff, out / "sample_efficiency.png", colors)
 
 
 def _repeated_across(loaded: dict[str, pd.DataFrame]) -> list[str]:
@@ -228,27 +384,54 @@ def _header(exp: Experiment) -> list[str]:
     return [*md, ""]
 
 
-def _aggregates_section(exp: Experiment, aggs: dict[str, dict[str, S.Interval]]) -> list[str]:
+def _short_trials_note(exp: Experiment) -> list[str]:
+    """At the top of a report whose trials all ran fewer than NEAR_RANDOM_STEPS env steps:
+    what such scores typically are."""
+    trials = exp.counted if len(exp.counted) else exp.final
+    most = trials[M.ENV_STEPS].max()
+    if not np.isfinite(most) or most >= NEAR_RANDOM_STEPS:
+        return []
+    return [
+        f"> **Short trials**: none ran more than {formatting.count(most)} env steps. Below "
+        f"~{formatting.steps(NEAR_RANDOM_STEPS)} env steps PPO on Procgen has typically learned "
+        "little: such scores are typically a near-random policy's, and differences between "
+        "variants mostly noise (the published setup trains 25M).",
+        "",
+    ]
+
+
+def _aggregates_section(
+    exp: Experiment, aggs: dict[str, dict[str, S.Interval]], top: int | None = None
+) -> list[str]:
+    """`top`: a search's, the aggregates of its top configurations only."""
     md = ["## Aggregates", ""]
+    if top is not None:
+        md += [f"The top {top} configurations.", ""]
     if aggs:
         md += [*T.aggregates_table(aggs), "", "![aggregate metrics](aggregates.png)", ""]
-    skipped = [v for v in exp.variants if v not in aggs]
+        md += [
+            f"[95% CI] where every game has {T.MIN_CI_RUNS}+ runs; fewer runs show the "
+            "estimate alone: a bootstrap of 2 runs that agree gives a CI of width 0.",
+            "",
+        ]
+    skipped = [v for v in (exp.variants if top is None else []) if v not in aggs]
     if skipped:
         md += [f"Not aggregated (a game without finished runs): {', '.join(skipped)}.", ""]
     return md
 
 
-def _improvement_section(exp: Experiment, complete: list[str], kw: dict) -> list[str]:
-    if len(complete) < 2:
+def _improvement_section(exp: Experiment, compared: list[str], kw: dict, among: str) -> list[str]:
+    """P(X > Y) among `compared`, a bounded set (`among` says which, for the reader)."""
+    if len(compared) < 2:
         return []
     return [
         "## Probability of improvement",
         "",
         "P(row > column): chance that a run of the row variant beats a run of the column "
-        "variant on the same game, averaged over games [95% CI; none where a game has fewer "
-        "than 2 runs of either variant].",
+        f"variant on the same game, averaged over games [95% CI; none where a game has fewer "
+        f"than {T.MIN_CI_RUNS} runs of either variant]. Computed {among}.",
         "",
-        *T.improvement_table(exp, complete, **kw),
+        *T.improvement_table(exp, compared, **kw),
         "",
     ]
 
@@ -262,22 +445,31 @@ def _gap_section(exp: Experiment, complete: list[str], kw: dict) -> list[str]:
         "",
         "Normalized return on training levels minus unseen levels at the end of training: mean "
         "over seeds × games [95% CI, bootstrap stratified by game]. The bootstrap resamples "
-        "runs within each game, so a variant with fewer than 2 runs on some game has no CI: "
-        f"its cell shows the mean and says `{T.NO_CI}`. Runs without a training-level score "
-        "(trials from rlsweep versions that did not evaluate training levels) are left out.",
+        f"runs within each game, so a variant with fewer than {T.MIN_CI_RUNS} runs on some game "
+        f"has no CI: its cell shows the mean and says `{T.NO_CI}`. Runs without a "
+        "training-level score (trials from rlsweep versions that did not evaluate training "
+        "levels) are left out.",
         "",
         *table,
         "",
     ]
 
 
-def _curves_section() -> list[str]:
+def _curves_section(top: int = 0, others: int = 0) -> list[str]:
+    """`others`: a search's configurations drawn grey beside its `top` ones."""
+    grey = (
+        f" The top {top} configurations in colour; the other {others} in grey (unseen levels, "
+        "without a legend entry)."
+        if others
+        else ""
+    )
     return [
         "## Learning curves",
         "",
         "Dashed: training levels; solid: unseen levels. Both are drawn from the iterations "
         "that evaluated (scores.csv leaves the others' scores empty), each run interpolated "
-        "linearly onto the env steps all runs cover; runs with one evaluation are a point.",
+        "linearly onto the env steps all runs cover; runs with one evaluation are a point. "
+        f"Bands: 95% bootstrap CIs, where a variant has {T.MIN_CI_RUNS}+ runs.{grey}",
         "",
         "![learning curves](learning_curves.png)",
         "",

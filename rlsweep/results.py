@@ -43,15 +43,18 @@ import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from rlsweep import formatting, procgen, storage
+from rlsweep import formatting, history, procgen, storage
 from rlsweep import metrics as M
 from rlsweep.experiment_dir import sweep_spec
 from rlsweep.spec import CELL_INDEX, TRIAL_FILE, VARIANT, SweepSpec
+
+if TYPE_CHECKING:
+    from rlsweep.recovery import Restart
 
 TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
@@ -137,10 +140,11 @@ def _read_results(path: Path) -> tuple[list[dict[str, Any]], str]:
 
 
 def _error_file_text(trial_dir: Path) -> str:
+    """The first line of the reason of the trial's last failure (`history.reason`); its full
+    text, every failure's, is the trial dir's error.txt."""
     txt = trial_dir / "error.txt"
     if txt.exists():
-        lines = [ln.strip() for ln in txt.read_text(errors="replace").splitlines() if ln.strip()]
-        return (lines[-1] if lines else "error.txt (empty)")[:300]
+        return history.reason(txt.read_text(errors="replace")) or "error.txt (empty)"
     if (trial_dir / "error.pkl").exists():
         return "error.pkl (a pickled exception; see the trial dir)"
     return ""
@@ -390,10 +394,10 @@ def trials_table(spec: SweepSpec, experiment: str) -> pd.DataFrame:
     return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
 
 
-def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
+def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart]) -> list[str]:
     """What `resume_sweep` does with each trial, a line each: kept (finished, or ended early by
-    a scheduler), or continued from iteration N and its env steps (its last checkpoint), or
-    from scratch (no checkpoint)."""
+    a scheduler), or continued from iteration N and its env steps (its newest complete
+    checkpoint, `recovery.reconcile`'s `restarts`), or from scratch (no checkpoint)."""
     try:
         local = experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
         final = final_scores(load_curves(local))
@@ -407,34 +411,28 @@ def resume_points(spec: SweepSpec, experiment: str) -> list[str]:
         f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
         f"continue, {max(spec.num_trials - len(final), 0)} not started"
     ]
-    restored = False
-    for row in final[~done].itertuples():
-        at = _last_checkpoint(local / row.trial_id, local=not storage.is_uri(experiment))
-        restored |= at is not None
-        where = (
-            f"from iteration {at[0]}, {formatting.steps(at[1])} env steps"
-            if at
-            else "from scratch: no checkpoint"
-        )
-        lines.append(f"  {row.trial_id}: {where}")
-    if restored:
+    continued = set(final.loc[~done, "trial_id"])
+    for r in restarts:
+        if r.trial not in continued:
+            continue
+        if r.checkpoint is None:
+            where = "from scratch: no checkpoint"
+        else:
+            where = f"from iteration {r.iteration}, {formatting.count(r.env_steps)} env steps"
+            if r.checkpoint != r.tune_checkpoint:
+                where += (
+                    f" ({r.checkpoint}: newer than the {r.tune_checkpoint or 'no checkpoint'} "
+                    "Tune's saved state names)"
+                )
+        if r.rows_dropped:
+            where += f"; its {r.rows_dropped} later row(s) dropped, to be reported again"
+        lines.append(f"  {r.trial}: {where}")
+    if any(r.checkpoint is not None and r.trial in continued for r in restarts):
         lines.append(
             "  (their envs start new episodes there: from then on their numbers are not an "
             f"uninterrupted run's, and their rows say {M.RESUMED_AT})"
         )
     return lines
-
-
-def _last_checkpoint(trial_dir: Path, local: bool) -> tuple[int, float] | None:
-    """(iteration, env steps) of the last checkpoint result.json names (and, for a local
-    sweep, that is still on disk), or None."""
-    rows, _ = _read_results(trial_dir / "result.json")
-    found = None
-    for row in rows:
-        name = row.get("checkpoint_dir_name")
-        if name and (not local or (trial_dir / name).is_dir()):
-            found = (int(row.get("training_iteration", 0)), float(row.get(M.ENV_STEPS, 0)))
-    return found
 
 
 def _ended_early(local: Path) -> set[str]:
@@ -460,12 +458,20 @@ def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
 def _tune_trials(local: Path) -> list[Any]:
     """Tune's trials as its experiment state saved them (status, config, dir); [] where no
     state is readable here. This imports Ray (and starts none)."""
+    import logging
+
     from ray.tune import ExperimentAnalysis
 
+    # It also reads every trial's metrics, which this does not use: its warning of trials that
+    # never started (no result files) is no news to a resume, which says what ran.
+    analysis = logging.getLogger(ExperimentAnalysis.__module__)
+    disabled, analysis.disabled = analysis.disabled, True
     try:
         return ExperimentAnalysis(str(local)).trials
     except (FileNotFoundError, ValueError):
         return []
+    finally:
+        analysis.disabled = disabled
 
 
 # --- an experiment: trials labelled by variant --------------------------------------------
@@ -504,10 +510,22 @@ class Experiment:
         return repeats(self.final[_aggregable(self.final)], self.pooled)
 
     def scores(self, variant: str, metric: str = M.TEST_RETURN_NORM) -> list[np.ndarray]:
-        """Finished runs' final `metric` per game (games in order; empty if none finished)."""
+        """Finished runs' final `metric` per game (games in order; empty if none finished).
+        One variant's: a loop over variants calls `all_scores` once instead."""
+        return self.all_scores(metric, [variant])[variant]
+
+    def all_scores(
+        self, metric: str = M.TEST_RETURN_NORM, variants: Iterable[str] | None = None
+    ) -> dict[str, list[np.ndarray]]:
+        """`scores` of every variant (or of `variants`), from one pass over the counted trials:
+        a report's work stays linear in trials, however many variants it has."""
+        wanted = list(self.variants if variants is None else variants)
         c = self.counted
-        c = c[c["variant"] == variant].sort_values(["seed", "trial_id"])
-        return [c.loc[c["game"] == g, metric].to_numpy(dtype=float) for g in self.games]
+        c = c[c["variant"].isin(wanted)].sort_values(["seed", "trial_id"], kind="stable")
+        values = c[metric].to_numpy(dtype=float)
+        groups = c.groupby(["variant", "game"], sort=False).indices if len(c) else {}
+        none = np.empty(0, dtype=int)
+        return {v: [values[groups.get((v, g), none)] for g in self.games] for v in wanted}
 
     def complete(self, variant: str) -> bool:
         """Has at least one finished run on every game (aggregates need the same games)."""
@@ -515,12 +533,26 @@ class Experiment:
 
     def runs(self, variant: str, game: str | None = None) -> list[pd.DataFrame]:
         """The curves of the variant's finished runs (on `game`, or on every game)."""
+        per_game = self.all_runs([variant])[variant]
+        if game is not None:
+            return per_game.get(game, [])
+        return [run for runs in per_game.values() for run in runs]
+
+    def all_runs(
+        self, variants: Iterable[str] | None = None
+    ) -> dict[str, dict[str, list[pd.DataFrame]]]:
+        """`runs` of every variant (or of `variants`), by game, from one pass over the curves:
+        each run's frame, ordered by game, seed and trial."""
+        wanted = list(self.variants if variants is None else variants)
         c = self.counted
-        c = c[(c["variant"] == variant) & ((c["game"] == game) if game is not None else True)]
-        keys = set(zip(c["sweep"], c["trial_id"], strict=True))
-        cur = self.curves
-        mask = [k in keys for k in zip(cur["sweep"], cur["trial_id"], strict=True)]
-        return [run for _, run in cur[mask].groupby(["game", "seed", "trial_id"], dropna=False)]
+        c = c.loc[c["variant"].isin(wanted), ["sweep", "trial_id", "variant"]]
+        cur = self.curves.drop(columns="variant", errors="ignore")
+        cur = cur.merge(c, on=["sweep", "trial_id"], how="inner", sort=False)
+        out: dict[str, dict[str, list[pd.DataFrame]]] = {v: {} for v in wanted}
+        keys = ["variant", "game", "seed", "trial_id"]
+        for (v, game, *_), run in cur.groupby(keys, dropna=False, sort=True):
+            out[v].setdefault(game, []).append(run)
+        return out
 
 
 def choose_by(final: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
@@ -567,27 +599,64 @@ def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _label(by: Sequence[str], values: Iterable[object]) -> str:
+LABEL_DIGITS = 3
+"""Significant digits of a sampled value in a variant's label (`lr=2.24e-4, gamma=0.998`);
+more only where two variants would otherwise read alike."""
+
+
+def _value_text(v: object, digits: int | None) -> str:
+    """A value as its label shows it: as written, unless it is a float with more than `digits`
+    significant digits (a sampled one), which is rounded (`formatting.significant`)."""
+    if digits is None or isinstance(v, bool) or not isinstance(v, float | np.floating):
+        return f"{v}"
+    if not math.isfinite(v) or float(f"{v:.{digits}g}") == v:
+        return f"{v}"  # a grid's value (0.0005, 0.01) reads as it was written
+    return formatting.significant(float(v), digits)
+
+
+def _label(by: Sequence[str], values: Iterable[object], digits: int | None = None) -> str:
     # A trial without a variant label (a plain sweep's, beside an ablation's) shows none.
     parts = [
-        f"{p}={v}" for p, v in zip(by, values, strict=True) if not (p == VARIANT and _missing(v))
+        f"{p}={_value_text(v, digits)}"
+        for p, v in zip(by, values, strict=True)
+        if not (p == VARIANT and _missing(v))
     ]
     return ", ".join(parts) or f"{VARIANT}=none"
+
+
+def _short_labels(by: Sequence[str], combos: Sequence[tuple]) -> dict[str, str]:
+    """Each combo's full label (every digit) -> the label people read: LABEL_DIGITS significant
+    digits, more for the combos that would otherwise share a label (two sampled lr's that
+    agree to 3 digits), each one different."""
+    full = {_label(by, c): c for c in combos}
+    short: dict[str, str] = {}
+    for digits in range(LABEL_DIGITS, 18):
+        pending = {f: _label(by, c, digits) for f, c in full.items() if f not in short}
+        if not pending:
+            break
+        counts = pd.Series(list(pending.values())).value_counts()
+        taken = set(short.values())
+        short.update(
+            (f, text) for f, text in pending.items() if counts[text] == 1 and text not in taken
+        )
+    return {f: short.get(f, f) for f in full}
 
 
 def label_variants(
     df: pd.DataFrame, by: list[str], declared: Iterable[tuple] = ()
 ) -> tuple[pd.Series, list[str]]:
     """A `p=v, q=w` label per row, and the labels in value order: those of the rows and the
-    `declared` value tuples (variants a spec runs that have no trial here)."""
+    `declared` value tuples (variants a spec runs that have no trial here). Sampled values show
+    LABEL_DIGITS significant digits (`_short_labels`)."""
     if not by:
         return pd.Series("all", index=df.index), ["all"]
-    combos = [*df[by].drop_duplicates().itertuples(index=False), *declared]
+    combos = [*df[by].drop_duplicates().itertuples(index=False, name=None), *declared]
     combos = sorted(combos, key=lambda t: [_sort_key(v) for v in t])
+    short = _short_labels(by, combos)
     # Row by row, each value keeps its column's type (a row Series would turn ints to floats).
     rows = df[by].itertuples(index=False, name=None)
-    labels = pd.Series([_label(by, r) for r in rows], index=df.index, dtype=object)
-    return labels, list(dict.fromkeys(_label(by, c) for c in combos))
+    labels = pd.Series([short[_label(by, r)] for r in rows], index=df.index, dtype=object)
+    return labels, list(dict.fromkeys(short[_label(by, c)] for c in combos))
 
 
 def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:

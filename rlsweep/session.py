@@ -17,7 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlsweep._ray_compat import DRIVER_LOGS, bundled_jemalloc, quiet_local_ray
+from rlsweep._ray_compat import (
+    DRIVER_LOGS,
+    RAYLET_MESSAGES,
+    bundled_jemalloc,
+    quiet_local_ray,
+    raylet_messages_to,
+)
 from rlsweep.environ import set_env
 from rlsweep.experiment_dir import DRIVER_LOG, append_text
 from rlsweep.placement import starts_local_ray
@@ -126,10 +132,42 @@ def _init(
             **kwargs,
             **quiet_kwargs,
         )
+    if not local:
+        joined = (getattr(ctx, "address_info", None) or {}).get("address") or address
+        if joined not in _announced:  # once per cluster and process (validate, then run)
+            _announced.add(joined)
+            print(cluster_line(joined), flush=True)
     if dashboard is not None and ctx.dashboard_url:
         print(f"rlsweep: Ray dashboard at http://{ctx.dashboard_url}", flush=True)
         if os.environ.get("RAY_AUTH_MODE", "token") != "disabled":
             print("rlsweep: its login token is in ~/.ray/auth_token", flush=True)
+
+
+_announced: set[str] = set()
+
+
+def _amounts(resources: dict[str, float]) -> str:
+    cpus, gpus = resources.get("CPU", 0), resources.get("GPU", 0)
+    return f"{cpus:g} CPU{'s' if cpus != 1 else ''}, {gpus:g} GPU{'s' if gpus != 1 else ''}"
+
+
+def cluster_line(address: str) -> str:
+    """What a joined cluster offers, in a line: its address, nodes, CPUs and GPUs, and what
+    other jobs hold of them now (what this sweep's trials cannot have until they let go)."""
+    import ray
+
+    total, free = ray.cluster_resources(), ray.available_resources()
+    held = {k: max(total.get(k, 0) - free.get(k, 0), 0) for k in ("CPU", "GPU")}
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    others = (
+        f"other jobs hold {_amounts(held)} (free: {_amounts(free)})"
+        if any(held.values())
+        else "no other job holds any"
+    )
+    return (
+        f"rlsweep: joined the Ray cluster at {address}: {nodes} node{'s' if nodes != 1 else ''}, "
+        f"{_amounts(total)}; {others}"
+    )
 
 
 def ray_running() -> bool:
@@ -146,12 +184,13 @@ def ray_running() -> bool:
 def quiet_console(experiment: str, verbose: bool) -> Iterator[None]:
     """For the length of a sweep on this driver (Ray's start included): Ray's log lines that a
     sweep's user cannot act on (`_ray_compat.DRIVER_LOGS`: Tune's own timing, token auth, ...)
-    go to the experiment's `driver.log` instead of the console; with `verbose` only those
-    rlsweep says in its own words do. Unless `verbose`, Tune's output engine is off too
-    (RAY_AIR_NEW_OUTPUT=0, with verbosity 0: silent): its experiment box and a TensorBoard hint
-    pointing into /tmp/ray/session_* (the trial dirs in results/<name> hold the TensorBoard
-    files) give way to rlsweep's progress view. A sweep stored at a URI gets its driver log
-    uploaded at the end."""
+    go to the experiment's `driver.log` instead of the console, and so do the raylet's
+    messages of a dead worker (`_ray_compat.RAYLET_MESSAGES`: rlsweep.history says it in a
+    line); with `verbose` only those rlsweep says in its own words do. Unless `verbose`,
+    Tune's output engine is off too (RAY_AIR_NEW_OUTPUT=0, with verbosity 0: silent): its
+    experiment box and a TensorBoard hint pointing into /tmp/ray/session_* (the trial dirs in
+    results/<name> hold the TensorBoard files) give way to rlsweep's progress view. A sweep
+    stored at a URI gets its driver log uploaded at the end."""
     fs, root = filesystem(experiment)
     local = Path(root) if fs is None else Path(tempfile.mkdtemp(prefix="rlsweep-driver-log-"))
     log = _LazyFileHandler(local / DRIVER_LOG)
@@ -162,8 +201,13 @@ def quiet_console(experiment: str, verbose: bool) -> Iterator[None]:
     filters = [(logging.getLogger(name), _ToDriverLog(t, log)) for name, t in texts.items()]
     for logger, f in filters:
         logger.addFilter(f)
+    raylet = (
+        contextlib.nullcontext()
+        if verbose
+        else raylet_messages_to(lambda line: log.handle(_raylet_record(line)), RAYLET_MESSAGES)
+    )
     try:
-        with set_env({} if verbose else {"RAY_AIR_NEW_OUTPUT": "0"}):
+        with set_env({} if verbose else {"RAY_AIR_NEW_OUTPUT": "0"}), raylet:
             yield
     finally:
         for logger, f in filters:
@@ -171,6 +215,10 @@ def quiet_console(experiment: str, verbose: bool) -> Iterator[None]:
         log.close()
         if fs is not None:
             _upload_log(experiment, local)
+
+
+def _raylet_record(line: str) -> logging.LogRecord:
+    return logging.LogRecord("raylet", logging.WARNING, "", 0, line, None, None)
 
 
 class _ToDriverLog(logging.Filter):

@@ -16,6 +16,7 @@ import functools
 import itertools
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,11 @@ import yaml
 from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
+from rlsweep.overrides import Override
+from rlsweep.overrides import apply as apply_overrides
+from rlsweep.overrides import named as name_overrides
+from rlsweep.overrides import parse as parse_override
+from rlsweep.procgen import GAMES
 from rlsweep.space import apply_conditions, parse_space
 from rlsweep.spec_checks import SpecChecks, not_a_parameter
 from rlsweep.storage import is_uri
@@ -33,11 +39,17 @@ from rlsweep.validators import (
     Validated,
     build,
     checked,
+    did_you_mean,
+    failures,
     flag,
     integer,
+    is_number,
     mapping,
+    non_negative,
     one_of,
     optional,
+    refused,
+    rule_of,
     text,
     unknown,
 )
@@ -122,6 +134,61 @@ class SearchConfig(Validated):
     go: that is the spec's `storage_path`.)"""
 
 
+REFERENCE_SPLITS = ("train", "test")
+"""Which levels a published number was measured on: the training levels, or unseen ones."""
+ERROR_KINDS = ("std", "sem", "ci95")
+"""What a published ± is: a standard deviation over seeds, a standard error of the mean, the
+half-width of a 95% confidence interval."""
+_NUMBER = Rule(is_number, "a number", convert=float)
+_SOURCE = Rule(
+    lambda v: isinstance(v, str) and v.strip() != "", "text saying where it was published"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reference(Validated):
+    """A published number set beside the sweep's own (`ablation.md` shows it in columns of its
+    own, beside rlsweep's mean [CI] on the same levels; it is never averaged into rlsweep's
+    statistics). A spec's `reference:` is a list of these."""
+
+    game: str = checked(rule=one_of(GAMES))
+    """The Procgen game it was measured on."""
+    variant: str | None = checked(None, rule=optional(text))
+    """The spec's variant it stands beside (one of `variants`' labels); null: context for the
+    game, a number from another setup (shown in a row of its own)."""
+    value: float = checked(rule=_NUMBER)
+    """The published score: a raw episode return, as rlsweep's `train/return`, `test/return`."""
+    error: float | None = checked(None, rule=optional(non_negative))
+    """Its ± as published (2.71 for "16.46 ± 2.71"); `error_kind` or `note` says what it is."""
+    error_kind: str | None = checked(None, rule=optional(one_of(ERROR_KINDS), "(not said)"))
+    """What `error` is: std (over seeds) | sem (standard error) | ci95 (a 95% CI's half-width)."""
+    split: str = checked(rule=one_of(REFERENCE_SPLITS))
+    """The levels it was measured on, and so the score it is set beside: train (the training
+    levels: `train/return`; also a run on the full level distribution's) | test (unseen levels:
+    `test/return`)."""
+    budget: int = checked(rule=integer(1))
+    """Env steps it was measured at (4e6)."""
+    seeds: int | None = checked(rule=optional(integer(1), "(unknown)"))
+    """Runs it is over: 1 = a single run; null: unknown (write it: null is not a default)."""
+    source: str = checked(rule=_SOURCE)
+    """Where it was published: repository and file, or paper and table."""
+    note: str | None = checked(None, rule=optional(text))
+    """What else a reader must know to compare it ("full level distribution")."""
+
+    def _across_fields(self) -> list[ConfigError]:
+        kind = self.error_kind is None or self.error is not None
+        return failures(self, [("error_kind", kind, "null where there is no error")])
+
+    @classmethod
+    def required(cls) -> list[str]:
+        """The keys a reference must write."""
+        return [
+            f.name
+            for f in dataclasses.fields(cls)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+
+
 @dataclass
 class SweepSpec(SpecChecks):
     """A sweep: every game x seed x grid combination (x num_samples) becomes one trial."""
@@ -151,12 +218,19 @@ class SweepSpec(SpecChecks):
     """max or min."""
     max_concurrent: int | None = checked(None, rule=optional(integer(1)))
     """Cap on trials running at once (None: as many as resources allow)."""
+    keep_checkpoints: int = checked(1, rule=integer(1))
+    """Checkpoints kept per trial, the newest ones: what a resume needs is 1 (Tune deletes the
+    older only once the newer is whole on disk); more keeps a choice of earlier weights, at
+    their size each. pbt keeps them all (it restores other trials' checkpoints at any time)."""
     storage_path: str = checked("results", rule=_DIRECTORY)
     """Directory (or s3:// URI) holding `<name>/`."""
     tags: list[str] = checked(rule=_STRINGS, factory=list)
     """Free-form labels (W&B run tags, next to the ones rlsweep derives)."""
     description: str | None = checked(None, rule=optional(text))
     """What the sweep is for, in a line (free text; baselines carry one too)."""
+    reference: list[Reference] = field(default_factory=list)
+    """Published numbers to set beside the sweep's (`Reference`): `ablation.md` shows each in
+    its own columns, never in the statistics."""
     smoke: dict[str, Any] = checked(rule=_SMOKE, factory=dict)
     """Overrides for a quick run of the whole machinery (`--smoke`; see `smoke_spec`): `params`
     merge into the spec's, other keys replace theirs. Validated with the spec."""
@@ -164,10 +238,13 @@ class SweepSpec(SpecChecks):
     """File the spec was read from (for error messages)."""
     _given: frozenset[str] | None = field(default=None, init=False, compare=False, repr=False)
     """Top-level keys the spec's file (or dict) wrote; None: built in Python, all chosen."""
+    _overrides: tuple[str, ...] = field(default=(), init=False, compare=False, repr=False)
+    """The command line's overrides of the file's keys, as written (`rlsweep.overrides`)."""
 
     def __post_init__(self) -> None:
         errors: list[SpecError] = []
         self.search = self._search(errors)
+        self.reference = self._references(errors)
         space_errors: list[ConfigError] = []
         self.space = parse_space(self.space, errors=space_errors)  # the keys that parsed
         errors += [self._placed(e) for e in space_errors]
@@ -191,6 +268,47 @@ class SweepSpec(SpecChecks):
         except ConfigError as e:
             errors += self._placed(e.under("search")).errors
             return SearchConfig()  # the other checks run on a neutral search
+
+    def _references(self, errors: list[SpecError]) -> list[Reference]:
+        """`reference` built, each entry's errors (missing keys, bad values, a variant label the
+        spec does not have) added to `errors` at its key path (`reference[1].variant`); the
+        entries that built."""
+        raw = self.reference
+        if not isinstance(raw, list | tuple):
+            allowed = f"a list of mappings, each of {', '.join(Reference.required())} and more"
+            errors.append(self._placed(refused("reference", raw, allowed)))
+            return []
+        labels = [str(k) for k in self.variants] if isinstance(self.variants, dict) else []
+        context = "or null (context for the game)" if labels else "null (the spec has no variants)"
+        built = []
+        for i, entry in enumerate(raw):
+            at = f"reference[{i}]"
+            missing = [
+                k for k in Reference.required() if isinstance(entry, dict) and k not in entry
+            ]
+            if missing:  # it cannot be built: the keys it has are checked one by one
+                errors += [
+                    self._error(f"{at}.{k}", "missing; every reference needs it") for k in missing
+                ]
+                known = [f.name for f in dataclasses.fields(Reference)]
+                for k, v in entry.items():
+                    rule = rule_of(Reference, k)
+                    if k not in known:
+                        errors.append(self._error(f"{at}.{k}", unknown("key", str(k), known)))
+                    elif rule is not None and not rule(v):
+                        errors.append(self._placed(refused(f"{at}.{k}", v, rule.allowed)))
+                continue
+            try:
+                ref = build(Reference, entry)
+            except ConfigError as e:
+                errors.append(self._placed(e.under(at)))
+                continue
+            if ref.variant is not None and ref.variant not in labels:
+                hint = did_you_mean(ref.variant, labels)
+                why = f"got {ref.variant!r}{hint}; allowed: {', '.join([*labels, context])}"
+                errors.append(self._error(f"{at}.variant", why))
+            built.append(ref)
+        return built
 
     # --- construction -------------------------------------------------------------------------
     @classmethod
@@ -233,20 +351,39 @@ class SweepSpec(SpecChecks):
         smoke: bool = False,
         budget: int | None = None,
         storage_path: str | None = None,
+        overrides: Sequence[str | Override] = (),
     ) -> SweepSpec:
         """The spec in the YAML file `path`: the one loader of every command and launcher.
 
-        smoke: apply the file's `smoke:` overrides; budget, storage_path: override the file's."""
+        smoke: apply the file's `smoke:` overrides; budget, storage_path: override the file's;
+        overrides: keys set on the command line (`rlsweep.overrides`: `params.lr=1e-4` texts or
+        `Override`s), over the file's and its smoke section's, validated as the file is (an
+        error at a key one set names it)."""
         if isinstance(path, str) and "\n" in path:
             raise SpecError(
                 None, "", "from_yaml takes a file path; for YAML text use SweepSpec.from_yaml_text"
             )
+        given = [o if isinstance(o, Override) else parse_override(o) for o in overrides]
         # A file that names no sweep (a baseline) runs under its own name.
         spec = cls.from_dict(read_yaml(path), source=str(path), default_name=Path(path).stem)
+        spec = spec._overridden([o for o in given if o.path[0] == "smoke"])
         if smoke:
             spec = spec.smoke_spec()
+        spec = spec._overridden([o for o in given if o.path[0] != "smoke"])
         flags = {"budget": budget, "storage_path": storage_path}
-        return spec.with_overrides(**{k: v for k, v in flags.items() if v is not None})
+        spec = spec.with_overrides(**{k: v for k, v in flags.items() if v is not None})
+        spec._overrides = tuple(o.text for o in given)
+        return spec
+
+    def _overridden(self, overrides: Sequence[Override]) -> SweepSpec:
+        """This spec with the command line's `overrides` set (`rlsweep.overrides`)."""
+        if not overrides:
+            return self
+        d = apply_overrides(self._written(), overrides)
+        try:
+            return SweepSpec.from_dict(d, source=self.source, default_name=self.name)
+        except SpecError as e:
+            raise name_overrides(e, overrides) from None
 
     @classmethod
     def from_yaml_text(cls, text: str, source: str | None = None) -> SweepSpec:
@@ -260,7 +397,9 @@ class SweepSpec(SpecChecks):
         if not changes:
             return self
         d = {**self._written(), **changes}
-        return SweepSpec.from_dict(d, source=self.source, default_name=self.name)
+        spec = SweepSpec.from_dict(d, source=self.source, default_name=self.name)
+        spec._overrides = self._overrides
+        return spec
 
     def smoke_spec(self) -> SweepSpec:
         """The spec with its `smoke:` overrides applied, named `<name>-smoke`."""
@@ -303,10 +442,15 @@ class SweepSpec(SpecChecks):
         d["variants"] = {k: dict(v) for k, v in self.variants.items()}
         d["search"] = dataclasses.asdict(self.search)
         d["search"]["mutations"] = list(self.search.mutations)
+        d["reference"] = [dataclasses.asdict(r) for r in self.reference]
         return d
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        """The spec as YAML; the command line's overrides, if any, in a comment at the top."""
+        text = yaml.safe_dump(self.to_dict(), sort_keys=False)
+        if self._overrides:
+            text = f"# overridden on the command line: {' '.join(self._overrides)}\n{text}"
+        return text
 
     # --- what it expands to -------------------------------------------------------------------
     # A spec is validated, and its baseline and defaults fixed, at construction: change one with

@@ -117,6 +117,14 @@ class SpecChecks:
                     f"got games {self.games}",
                 )
             )
+        if s.scheduler == "pbt" and getattr(self, "keep_checkpoints", 1) != 1:
+            found.append(
+                (
+                    "keep_checkpoints",
+                    "pbt keeps every checkpoint (it restores other trials' at any time); "
+                    "leave keep_checkpoints out",
+                )
+            )
         for i, key in enumerate(s.mutations if s.scheduler == "pbt" else ()):
             if key not in sampled:
                 allowed = f"a sampled parameter of space ({', '.join(sampled) or 'none'})"

@@ -10,7 +10,8 @@ Definitions (rliable's `metrics`): mean = mean over games of the per-game mean o
 median = median over games of the per-game means (not the median of all scores); IQM = 25%
 trimmed mean of all runs x games scores pooled; optimality gap = 1 − mean of min(score, 1);
 probability of improvement P(X > Y) = per game, the chance a run of X beats a run of Y (ties
-count half: the Mann-Whitney U / (n_x n_y)), averaged over games.
+count half: the Mann-Whitney U / (n_x n_y)), averaged over games; the difference of X and Y =
+mean(X) − mean(Y).
 
 CIs are those of rliable's `get_interval_estimates` (arch's percentile method over its
 `StratifiedBootstrap`, or `StratifiedIndependentBootstrap` for a pair X, Y, with
@@ -130,6 +131,12 @@ def _improvement(*games: np.ndarray) -> np.ndarray:
         xx, yy = x[..., :, None], y[..., None, :]
         probs.append(((xx > yy) + 0.5 * (xx == yy)).mean(axis=(-2, -1)))
     return np.mean(probs, axis=0)
+
+
+def _difference(*games: np.ndarray) -> np.ndarray:
+    # First half: X's games, second half: Y's. rliable's aggregate_mean of X minus that of Y.
+    k = len(games) // 2
+    return _mean(*games[:k]) - _mean(*games[k:])
 
 
 STATISTICS: dict[str, Callable[..., np.ndarray]] = {
@@ -281,6 +288,30 @@ def probability_of_improvement_ci(
     return interval(
         games,
         _improvement,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        sets=(len(games) // 2,) * 2,
+    )
+
+
+def mean_difference(
+    x: Scores,
+    y: Scores,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+) -> Interval:
+    """mean(X) − mean(Y) (each the mean over games of the per-game mean over runs), with a CI
+    resampling X's and Y's runs independently within each game: rliable's
+    `StratifiedIndependentBootstrap` of the pair, as for `probability_of_improvement_ci`. X and
+    Y need not have the same runs (unlike `generalization_gap`, which pairs them). NaN bounds
+    where X or Y has fewer than 2 runs in some game."""
+    games = _two_variants(x, y)
+    return interval(
+        games,
+        _difference,
         n_resamples=n_resamples,
         confidence=confidence,
         seed=seed,

@@ -54,12 +54,13 @@ def s3_endpoint(endpoint: str | None = None) -> str | None:
     return endpoint or next((v for k in ENDPOINT_VARS if (v := os.environ.get(k))), None)
 
 
-def s3_filesystem(endpoint: str | None = None) -> pafs.S3FileSystem:
+def s3_filesystem(endpoint: str | None = None, **options: object) -> pafs.S3FileSystem:
     """pyarrow's S3 filesystem with the endpoint override and region from the environment;
-    credentials come from the SDK's default chain (never explicit, so never pickled)."""
+    credentials come from the SDK's default chain (never explicit, so never pickled).
+    `options`: more of S3FileSystem's (timeouts, a retry strategy)."""
     import pyarrow.fs as pafs
 
-    kwargs: dict[str, str] = {}
+    kwargs: dict[str, object] = dict(options)
     if endpoint := s3_endpoint(endpoint):
         url = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
         kwargs["endpoint_override"] = url.netloc + url.path.rstrip("/")
@@ -85,6 +86,99 @@ def filesystem(
     import pyarrow.fs as pafs
 
     return pafs.FileSystem.from_uri(uri)
+
+
+STORAGE_TIMEOUT_S = 10.0
+"""How long `check_storage` waits for a remote store to answer."""
+SKIP_REMOTE_CHECK = "--no-storage-check"
+"""The flag of validate, plan, run, resume and ablate that skips the remote check: for a cluster
+that reaches storage the driver cannot."""
+
+
+def check_storage(
+    path: str | os.PathLike, *, remote: bool = True, timeout_s: float = STORAGE_TIMEOUT_S
+) -> None:
+    """Raise SpecError (naming `path` and the cause) unless a sweep can keep its results at
+    `path`, a results dir or `<storage>/<name>`: a local directory that exists or can be made,
+    and that can be written; a URI whose bucket answers within `timeout_s` and can be listed
+    with the credentials at hand (`remote=False`: not asked; `SKIP_REMOTE_CHECK`). Checked on
+    the driver before Ray starts; a local check leaves nothing behind."""
+    where = str(path)
+    if not is_uri(where):
+        _check_local(Path(where).expanduser())
+    elif remote:
+        _check_remote(where, timeout_s)
+
+
+def _check_local(path: Path) -> None:
+    import tempfile
+
+    from rlsweep.errors import SpecError
+
+    made: list[Path] = []
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        made.append(existing)
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SpecError(None, "", f"{path}: cannot be made: {existing} is a file")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as e:
+        why = e.strerror or str(e)
+        raise SpecError(None, "", f"{path}: cannot be written: {why}") from None
+    finally:
+        for d in made:  # deepest first: what the check made, and nothing else
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
+def _check_remote(uri: str, timeout_s: float) -> None:
+    import concurrent.futures
+
+    from rlsweep.errors import SpecError
+
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rlsweep-storage")
+    try:
+        pool.submit(_list_remote, uri, timeout_s).result(timeout=timeout_s + 1)
+    except concurrent.futures.TimeoutError:
+        raise SpecError(
+            None, "", f"{uri}: no answer within {timeout_s:g} s (or {SKIP_REMOTE_CHECK})"
+        ) from None
+    except (OSError, ValueError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SpecError(
+            None,
+            "",
+            f"{uri}: cannot be reached or read with the credentials at hand: {why} "
+            f"(where only the cluster reaches it, {SKIP_REMOTE_CHECK})",
+        ) from None
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _list_remote(uri: str, timeout_s: float) -> None:
+    """The bucket's existence, then a listing of `uri` (read access); OSError if refused."""
+    import pyarrow.fs as pafs
+
+    scheme, rest = uri.rstrip("/").split("://", 1)
+    if scheme.lower() == "s3":
+        bucket = rest.split("/", 1)[0]
+        if not bucket:
+            raise ValueError("no bucket")
+        fs = s3_filesystem(
+            connect_timeout=timeout_s,
+            request_timeout=timeout_s,
+            retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1),
+        )
+        if fs.get_file_info(bucket).type == pafs.FileType.NotFound:
+            raise OSError(f"bucket {bucket!r} does not exist (or these credentials cannot see it)")
+        root = rest
+    else:
+        fs, root = filesystem(uri)
+    fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
 
 
 def tune_storage(storage_path: str | os.PathLike) -> tuple[str, pafs.FileSystem | None]:

@@ -29,7 +29,8 @@ from rlsweep.experiment_dir import (
     sweep_spec,
 )
 from rlsweep.fits import check_fits
-from rlsweep.interrupt import Interrupts, SweepInterrupted
+from rlsweep.history import MAX_FAILURES
+from rlsweep.interrupt import Interrupts, SweepInterrupted, TimeLimit
 from rlsweep.placement import starts_local_ray
 from rlsweep.results import resume_points, trials_table
 from rlsweep.session import Dashboard, quiet_console, ray_session
@@ -62,12 +63,13 @@ def run_sweep(
     trainable=None,
     num_cpus: int | None = None,
     jemalloc: bool = True,
-    max_failures: int = 2,
+    max_failures: int = MAX_FAILURES,
     wandb: bool | str | WandbSettings | dict | None = None,
     dashboard: bool | Dashboard = False,
     instance: Instance | None = None,
     overwrite: bool = False,
     verbose: bool = False,
+    time_limit: float | None = None,
 ) -> SweepResult:
     """Run every trial of `spec` and return the per-trial table.
 
@@ -80,6 +82,12 @@ def run_sweep(
     whose `result` holds the table (those trials INCOMPLETE) and whose `command` is the
     `rlsweep resume <dir>` that continues the sweep. Signals are handled when run_sweep is
     called from the main thread (else Tune's default handling applies).
+
+    `time_limit` (seconds, counted from this call): before it, running trials checkpoint after
+    their current iteration and stop, as on Ctrl-C, and this raises `SweepInterrupted` with
+    `exit_code` `interrupt.EXIT_TIME_LIMIT`: for a machine held for a limited time (a spot node,
+    a SLURM allocation, a SageMaker job's max_run). The experiment dir can then be moved
+    anywhere and resumed there (`resume_sweep`).
 
     spec: a SweepSpec or the path of a YAML spec (validated before Ray starts).
     address: a running Ray cluster ("auto", "ray://..."); None starts Ray in-process.
@@ -97,6 +105,7 @@ def run_sweep(
     """
     from rlsweep.tune_bridge import build_tuner
 
+    limit = TimeLimit(time_limit) if time_limit is not None else None
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
     if starts_local_ray(address):  # before Ray starts; a cluster is checked once joined
@@ -106,7 +115,9 @@ def run_sweep(
     wandb_settings = tracking.settings_from(wandb)
     with (
         quiet_console(experiment, verbose),
-        _driver(spec, experiment, address, num_cpus, jemalloc, dashboard, verbose) as interrupts,
+        _driver(
+            spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
+        ) as interrupts,
     ):
         wandb_record = wandb_settings.to_dict() if wandb_settings else None
         record_run(spec, experiment, address=address, instance=instance, wandb=wandb_record)
@@ -121,7 +132,7 @@ def run_sweep(
             verbose=verbose,
         )
         _fit(tuner, wandb_settings)
-    return _finish(spec, experiment, wandb_settings, interrupts.signum)
+    return _finish(spec, experiment, wandb_settings, interrupts)
 
 
 def resume_sweep(
@@ -134,16 +145,24 @@ def resume_sweep(
     wandb: bool | str | WandbSettings | dict | None = None,
     dashboard: bool | Dashboard = False,
     verbose: bool = False,
+    time_limit: float | None = None,
 ) -> SweepResult:
-    """Continue an interrupted sweep (Ctrl-C, driver killed, machine rebooted, spot reclaimed).
+    """Continue an interrupted sweep (Ctrl-C, a time limit, driver killed, machine rebooted, spot
+    reclaimed), wherever its experiment dir now is (moved or copied: nothing in it holds its
+    old path in a way that matters).
 
-    Finished trials are kept as they are; unfinished and errored ones continue from their last
-    checkpoints (or start, if they had none); what each continues from is printed first
-    (`resume_points`). The spec comes from the sweep's own `sweep.yaml`. Interrupts and
-    `verbose` as in `run_sweep`.
+    Finished trials are kept as they are; unfinished and errored ones continue from their
+    newest complete checkpoint on disk, whatever Tune's last saved state says (a driver killed
+    without warning saved it before the trials' last checkpoints), or start, if they had none;
+    rows they reported after that checkpoint are dropped, since they report them again
+    (`recovery.reconcile`). What each continues from is printed first (`resume_points`).
+    The spec comes from the sweep's own `sweep.yaml`. Interrupts, `time_limit` and `verbose` as
+    in `run_sweep`.
     """
+    from rlsweep.recovery import reconcile
     from rlsweep.tune_bridge import check_restorable, restore_tuner
 
+    limit = TimeLimit(time_limit) if time_limit is not None else None
     experiment = str(experiment) if is_uri(str(experiment)) else str(Path(experiment).resolve())
     if not can_resume(experiment):
         raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
@@ -158,9 +177,10 @@ def resume_sweep(
         wandb if wandb is not None else run_info(experiment).get("wandb")
     )
     with quiet_console(experiment, verbose):
-        print("\n".join(resume_points(spec, experiment)), flush=True)
+        restarts = reconcile(experiment)
+        print("\n".join(resume_points(spec, experiment, restarts)), flush=True)
         with _driver(
-            spec, experiment, address, num_cpus, jemalloc, dashboard, verbose
+            spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
         ) as interrupts:
             tuner = restore_tuner(
                 spec,
@@ -170,7 +190,7 @@ def resume_sweep(
                 verbose=verbose,
             )
             _fit(tuner, wandb_settings)
-    return _finish(spec, experiment, wandb_settings, interrupts.signum)
+    return _finish(spec, experiment, wandb_settings, interrupts)
 
 
 def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:
@@ -195,10 +215,11 @@ def _driver(
     jemalloc: bool,
     dashboard: bool | Dashboard,
     verbose: bool,
+    time_limit: TimeLimit | None = None,
 ) -> Iterator[Interrupts]:
-    """For one `fit`: Ray (every trial checked to fit what it offers), graceful interrupts
-    (`rlsweep.interrupt`) and, unless `verbose`, the progress view (`rlsweep.progress`), both
-    fed by Tune's callback events."""
+    """For one `fit`: Ray (every trial checked to fit what it offers), graceful interrupts and
+    the time limit (`rlsweep.interrupt`) and, unless `verbose`, the progress view
+    (`rlsweep.progress`), both fed by Tune's callback events."""
     from rlsweep.progress import ProgressView
     from rlsweep.tune_bridge import listening
 
@@ -207,7 +228,7 @@ def _driver(
     ):
         check_fits(spec, address, num_cpus)
         view = None if verbose else ProgressView(spec)
-        interrupts = Interrupts(say=view.say if view else print)
+        interrupts = Interrupts(say=view.say if view else print, time_limit=time_limit)
         with interrupts, listening(interrupts, *([view] if view else [])):
             where = user_path(experiment)
             print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
@@ -235,14 +256,18 @@ def _fit(tuner, wandb_settings: WandbSettings | None) -> None:
 
 
 def _finish(
-    spec: SweepSpec, experiment: str, wandb_settings: WandbSettings | None, signum: int | None
+    spec: SweepSpec,
+    experiment: str,
+    wandb_settings: WandbSettings | None,
+    interrupts: Interrupts,
 ) -> SweepResult:
     """The table from the experiment dir (as `rlsweep report` reads it); `SweepInterrupted`
-    if a signal stopped the sweep; the W&B report run if the sweep logs to W&B."""
+    if a signal or the time limit stopped the sweep; the W&B report run if the sweep logs to
+    W&B."""
     path = experiment if is_uri(experiment) else Path(experiment)
     result = SweepResult(spec=spec, path=path, trials=trials_table(spec, experiment))
-    if signum is not None:
-        raise SweepInterrupted(result, signum)
+    if interrupts.stopped:
+        raise SweepInterrupted(result, interrupts.signum, interrupts._reason())
     if wandb_settings is not None:
         tracking.log_report(spec, wandb_settings, experiment)
     return result

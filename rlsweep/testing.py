@@ -17,6 +17,7 @@ from ray import tune
 from rlsweep import metrics as M
 from rlsweep import procgen
 from rlsweep.config import TrialConfig
+from rlsweep.manifest import write_manifest
 
 
 def curve(cfg: TrialConfig, env_steps: float) -> tuple[float, float]:
@@ -68,10 +69,14 @@ ITER_S_ENV = "RLSWEEP_FAKE_ITER_S"
 """Seconds each fake iteration sleeps (default 0): lets tests kill a sweep mid-way."""
 
 
-def fake_trial(config: dict[str, Any], stop_at: float = 1.0, crash: bool = False) -> None:
+def fake_trial(
+    config: dict[str, Any], stop_at: float = 1.0, crash: bool = False, die_at: int | None = None
+) -> None:
     """stop_at: the fraction of its budget at which the trial ends itself (`trial/done`), as
     one a scheduler stopped early; `functools.partial(fake_trial, stop_at=0.5)`. crash: the
-    trial raises at its start (Tune marks it ERROR), as one whose node went away."""
+    trial raises at its start (Tune marks it ERROR), as one whose node went away. die_at: its
+    process exits after iteration `die_at` (its worker dead, as one killed), unless it was
+    restored from a checkpoint."""
     from rlsweep import interrupt
 
     cfg = TrialConfig.from_dict(config)
@@ -89,6 +94,8 @@ def fake_trial(config: dict[str, Any], stop_at: float = 1.0, crash: bool = False
     iteration = resumed_at = steps // per_iter
     end = stop_at * cfg.total_env_steps
     while steps < end:
+        if die_at is not None and iteration == die_at and not resumed_at:
+            os._exit(1)  # its report of iteration die_at is in: Tune has it
         time.sleep(pause)
         steps += per_iter
         iteration += 1
@@ -119,6 +126,7 @@ def fake_trial(config: dict[str, Any], stop_at: float = 1.0, crash: bool = False
             with tempfile.TemporaryDirectory() as tmp:
                 with open(os.path.join(tmp, "state.json"), "w") as f:
                     json.dump({"env_steps": steps}, f)
+                write_manifest(tmp, iteration, steps)
                 tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
             saved_at = time.monotonic()
         else:

@@ -239,7 +239,15 @@ def train_trial(config: dict[str, Any]) -> None:
                 }
                 with tempfile.TemporaryDirectory() as tmp:
                     path = os.path.join(tmp, "algo")
-                    checkpoint.save(algo, cfg, path, trial, generators)
+                    checkpoint.save(
+                        algo,
+                        cfg,
+                        path,
+                        trial,
+                        generators,
+                        iteration=iteration,
+                        env_steps=m[ENV_STEPS],
+                    )
                     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(path))
                 saved_at = time.monotonic()
             else:

@@ -237,10 +237,7 @@ def build_tuner(
             callbacks=[*(callbacks or []), DriverCallback(), TrialRecord(resolver(spec))],
             failure_config=tune.FailureConfig(max_failures=max_failures),
             stop=trial_done,
-            # PBT restores other trials' checkpoints at any time: deleting old ones races it.
-            checkpoint_config=tune.CheckpointConfig(
-                num_to_keep=None if spec.search.scheduler == "pbt" else 2
-            ),
+            checkpoint_config=checkpoint_config(spec),
             verbose=tune_verbosity(verbose),
             # Each trial's stdout/stderr (RLlib's config dumps, warnings) in its trial dir, with
             # each checkpoint (Tune keeps them in Ray's session dir unless artifacts sync).
@@ -248,6 +245,14 @@ def build_tuner(
             sync_config=tune.SyncConfig(sync_artifacts=True),
         ),
     )
+
+
+def checkpoint_config(spec: SweepSpec) -> tune.CheckpointConfig:
+    """`keep_checkpoints` per trial, the newest: Tune deletes the oldest of a trial's
+    checkpoints beyond it once the trial's newest is on disk. PBT restores other trials'
+    checkpoints at any time: deleting old ones races it, so it keeps them all."""
+    keep = None if spec.search.scheduler == "pbt" else spec.keep_checkpoints
+    return tune.CheckpointConfig(num_to_keep=keep)
 
 
 def tune_verbosity(verbose: bool) -> int:
@@ -353,6 +358,9 @@ class DriverCallback(tune.Callback):
 
     def on_trial_error(self, iteration, trials, trial, **info):
         self._forward("on_trial_error", iteration, trials, trial, **info)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self._forward("on_trial_recover", iteration, trials, trial, **info)
 
 
 class TrialRecord(tune.Callback):

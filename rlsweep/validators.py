@@ -45,9 +45,38 @@ class Rule:
     test: Callable[[Any], bool]
     allowed: str
     convert: Callable[[Any], Any] | None = None
+    choices: tuple[str, ...] = ()
+    """The names allowed, for a rule of names (`one_of`): a refused one gets a did-you-mean."""
 
     def __call__(self, value: Any) -> bool:
         return bool(self.test(value))
+
+    def hint(self, value: Any) -> str:
+        """What a refused `value` may have meant, as ` (...)` after it in an error, or '': the
+        allowed name it is close to (`BigFish`: did you mean 'bigfish'?), or that it is text in
+        quotes that unquoted would be allowed (`"false"`)."""
+        if not isinstance(value, str):
+            return ""
+        if self.choices:
+            lower = {c.lower(): c for c in self.choices}
+            if value.lower() in lower:
+                return f" (did you mean {lower[value.lower()]!r}?)"
+            if close := difflib.get_close_matches(value.lower(), list(lower), n=1):
+                return f" (did you mean {lower[close[0]]!r}?)"
+        unquoted = _plain_yaml(value)
+        if not isinstance(unquoted, str) and unquoted is not None and self(unquoted):
+            return f" (a string, in quotes; unquoted, {value} is allowed)"
+        return ""
+
+
+def _plain_yaml(text: str) -> Any:
+    """`text` as YAML reads it unquoted (None where it is no YAML scalar)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
 
 
 def integer(minimum: int) -> Rule:
@@ -64,7 +93,9 @@ mapping = Rule(lambda v: isinstance(v, dict), "a mapping")
 
 
 def one_of(choices: Sequence[str]) -> Rule:
-    return Rule(lambda v: isinstance(v, str) and v in choices, ", ".join(choices))
+    return Rule(
+        lambda v: isinstance(v, str) and v in choices, ", ".join(choices), choices=tuple(choices)
+    )
 
 
 def optional(rule: Rule, meaning: str = "") -> Rule:
@@ -74,6 +105,7 @@ def optional(rule: Rule, meaning: str = "") -> Rule:
         lambda v: v is None or rule(v),
         " ".join(filter(None, (f"{rule.allowed}, or null", meaning))),
         None if convert is None else lambda v: None if v is None else convert(v),
+        rule.choices,
     )
 
 
@@ -105,9 +137,10 @@ def _rules(cls: type) -> dict[str, Rule]:
     return {f.name: f.metadata[RULE] for f in fields(cls) if RULE in f.metadata}
 
 
-def refused(key: str, value: Any, allowed: str) -> ConfigError:
-    """The error of a value that is not allowed: `key: got <value>; allowed: <allowed>`."""
-    return ConfigError(key, f"got {value!r}; allowed: {allowed}")
+def refused(key: str, value: Any, allowed: str, hint: str = "") -> ConfigError:
+    """The error of a value that is not allowed: `key: got <value>; allowed: <allowed>`
+    (`hint`: what it may have meant, `Rule.hint`)."""
+    return ConfigError(key, f"got {value!r}{hint}; allowed: {allowed}")
 
 
 def check_each_field(obj: Any) -> list[ConfigError]:
@@ -117,7 +150,7 @@ def check_each_field(obj: Any) -> list[ConfigError]:
     for name, rule in _rules(type(obj)).items():
         value = getattr(obj, name)
         if not rule(value):
-            errors.append(refused(name, value, rule.allowed))
+            errors.append(refused(name, value, rule.allowed, rule.hint(value)))
         elif rule.convert is not None:
             object.__setattr__(obj, name, rule.convert(value))
     return errors

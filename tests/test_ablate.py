@@ -8,9 +8,11 @@ import pytest
 from rlsweep.ablate import (
     ABLATIONS_DIR,
     SMOKE_NOTE,
+    STUDIES_DIR,
     ablation_names,
     ablation_path,
     load_ablation,
+    study_names,
     write_ablation_table,
 )
 from rlsweep.spec import SpecError, data_dir
@@ -28,6 +30,34 @@ def test_names_and_paths_resolve(tmp_path):
     plain.write_text("name: plain\n")
     with pytest.raises(SpecError, match=r"plain.yaml: variants: an ablation needs variants"):
         load_ablation(str(plain))
+
+
+def test_the_pooling_study_is_found_by_name_and_asks_issue_38s_question():
+    from rlsweep.plan import make_plan
+
+    assert STUDIES_DIR == ROOT / "search_spaces" / "studies" and "pooling-bigfish" in study_names()
+    assert ablation_path("pooling-bigfish") == STUDIES_DIR / "pooling-bigfish.yaml"
+    with pytest.raises(SpecError, match=r"unknown ablation 'pool'; .* \(studies: pooling-bigfish"):
+        ablation_path("pool")
+    spec = load_ablation("pooling-bigfish")
+    assert (spec.extends, spec.games, spec.seeds, spec.budget) == (
+        "lars12llt",
+        ["bigfish"],
+        [0, 1, 2],
+        4_000_000,
+    )
+    assert list(spec.variants) == ["Avg Pool", "No Pool", "Avg Pool fp32"]
+    pool, no_pool, fp32 = spec.trials()[:3]
+    assert (pool.global_pool, no_pool.global_pool, fp32.global_pool) == (True, False, True)
+    assert (pool.precision, fp32.precision) == ("auto", "fp32")  # auto: bf16 on a GPU
+    assert (pool.distribution_mode, pool.num_levels) == ("easy", 200)
+    assert pool.eval_interval * pool.effective_train_batch_size <= 500_000  # curves: >= 8 points
+    published = {(r.variant, r.value, r.budget, r.seeds) for r in spec.reference}
+    assert {("Avg Pool", 17.7, 4_000_000, 1), ("No Pool", 6.6, 4_000_000, 1)} <= published
+    assert (None, 16.46, 25_000_000, 3) in published
+    smoke = load_ablation("pooling-bigfish", smoke=True)
+    assert list(smoke.variants) == list(spec.variants) and smoke.reference == spec.reference
+    assert make_plan(smoke, cpus=2).est_wall_s < 240  # ~1 min measured on 2 cores
 
 
 def test_smoke_and_overrides_go_through_the_one_loader(tmp_path):
@@ -50,6 +80,7 @@ def test_ablations_ship_in_the_wheel_like_baselines(tmp_path, monkeypatch):
     files = data["data-files"]
     assert files["share/rlsweep/baselines"] == ["baselines/*.yaml"]
     assert files["share/rlsweep/ablations"] == ["search_spaces/ablations/*.yaml"]
+    assert files["share/rlsweep/studies"] == ["search_spaces/studies/*.yaml"]
     installed = tmp_path / "share" / "rlsweep" / "ablations"
     installed.mkdir(parents=True)
     monkeypatch.setattr("sys.prefix", str(tmp_path))
@@ -82,3 +113,140 @@ def test_ablation_table_has_the_write_up_layout(tmp_path):
     assert lines[6].startswith("| leaper | ")
     assert (result.path / "report" / "ablation.csv").exists()
     assert (result.path / "report" / "report.md").exists()
+
+
+# (variant, seed): final raw returns (training levels, unseen levels) on bigfish; the fp32
+# variant's seed 2 never finished (its numbers would move every cell they entered).
+RAW = {
+    ("Avg Pool", 0): (16.0, 10.0),
+    ("Avg Pool", 1): (18.0, 12.0),
+    ("Avg Pool", 2): (20.0, 14.0),
+    ("No Pool", 0): (5.0, 4.0),
+    ("No Pool", 1): (6.0, 5.0),
+    ("No Pool", 2): (7.0, 6.0),
+    ("Avg Pool fp32", 0): (17.0, 11.0),
+    ("Avg Pool fp32", 1): (19.0, 13.0),
+}
+STUDY = """\
+name: study
+games: [bigfish]
+seeds: [0, 1, 2]
+budget: 16384
+params: {distribution_mode: easy}
+variants:
+  Avg Pool: {global_pool: true}
+  No Pool: {}
+  Avg Pool fp32: {global_pool: true, precision: fp32}
+reference:
+  - {game: bigfish, variant: Avg Pool, value: 17.7, split: train, budget: 4e6, seeds: 1,
+     source: LOGS.md}
+  - {game: bigfish, variant: No Pool, value: 6.6, split: train, budget: 4e6, seeds: 1,
+     source: LOGS.md, note: without pooling}
+  - {game: bigfish, value: 16.46, error: 2.71, split: train, budget: 25e6, seeds: 3,
+     source: CleanRL, note: full level distribution}
+"""
+
+
+def _raw_trial(exp: Path, variant: str, seed: int, train: float, test: float, iters: int) -> None:
+    import json
+
+    from rlsweep import metrics as M
+
+    d = exp / f"bigfish_s{seed}_{variant.replace(' ', '_')}"
+    d.mkdir(parents=True)
+    params = {"game": "bigfish", "seed": seed, "variant": variant, "total_env_steps": 16384}
+    (d / "params.json").write_text(json.dumps({**params, "distribution_mode": "easy"}))
+    rows = [
+        {
+            "training_iteration": i,
+            M.ENV_STEPS: 4096 * i,
+            M.TRAIN_RETURN: train,
+            M.TRAIN_RETURN_NORM: train / 40,
+            M.TEST_RETURN: test,
+            M.TEST_RETURN_NORM: test / 40,
+            M.GAP_NORM: (train - test) / 40,
+            M.WALL_S: float(i),
+            M.TEST_FRESH: True,
+        }
+        for i in range(1, iters + 1)
+    ]
+    (d / "result.json").write_text("\n".join(map(json.dumps, rows)) + "\n")
+
+
+def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tmp_path):
+    """From result files written directly (no Ray): the published numbers sit in columns of
+    their own, never in rlsweep's cells; the first variant against each other one, per levels."""
+    from rlsweep.spec import SweepSpec
+
+    spec = SweepSpec.from_yaml_text(STUDY, source="study.yaml")
+    exp = tmp_path / "study"
+    for (variant, seed), (train, test) in RAW.items():
+        _raw_trial(exp, variant, seed, train, test, iters=4)
+    _raw_trial(exp, "Avg Pool fp32", 2, 99.0, 99.0, iters=2)  # interrupted half-way
+    text = write_ablation_table(spec, exp, n_resamples=200).read_text()
+    raw = text[text.index("## Raw returns beside published numbers") :]
+    rows = [line.split(" | ") for line in raw.splitlines() if line.startswith("| bigfish")]
+    by = {(r[1], r[2]): r for r in rows if r[3]}  # rlsweep's cell, once per variant and levels
+
+    # rlsweep's mean over its own 3 runs (18), not pulled towards 17.7; the reference beside it.
+    avg = by["Avg Pool", "training"]
+    assert avg[3].startswith("18.000 [") and avg[4:9] == ["3", "16.4k", "17.7", "4M", "single run"]
+    assert by["No Pool", "unseen"][3].startswith("5.000 [") and by["No Pool", "unseen"][6] == ""
+    assert by["No Pool", "training"][9:] == ["LOGS.md", "without pooling |"]
+    fp32 = by["Avg Pool fp32", "training"]
+    assert fp32[3:5] == ["18.000 (2 runs: too few for a CI)", "2"]  # 99 never enters it
+    (context,) = [r for r in rows if r[1] == "(context)"]
+    assert context[3:6] == ["", "", ""] and context[6:9] == ["16.46 ± 2.71", "25M", "3 seeds"]
+
+    diffs = text[text.index("## Differences: Avg Pool against each other variant") :]
+    d = {
+        (r[1], r[2]): r[3:]
+        for r in (line.split(" | ") for line in diffs.splitlines())
+        if r[0] == "| bigfish"
+    }
+    assert set(d) == {
+        (levels, f"Avg Pool − {y}")
+        for levels in ("training", "unseen")
+        for y in ("No Pool", "Avg Pool fp32")
+    }
+    pool, p_pool, n_pool = d["training", "Avg Pool − No Pool"]
+    assert pool.startswith("12.000 [") and p_pool == "1.000 [1.000, 1.000]" and n_pool == "3, 3 |"
+    low, high = map(float, pool.removeprefix("12.000 [").removesuffix("]").split(", "))
+    assert 9.0 <= low < 12.0 < high <= 15.0
+    assert d["unseen", "Avg Pool − Avg Pool fp32"] == [
+        "0.000 (2 runs: too few for a CI)",
+        "0.500",
+        "3, 2 |",
+    ]
+
+
+@pytest.mark.rllib
+def test_the_pooling_studys_smoke_runs_real_trials_to_its_ablation_table(tmp_path, rlsweep_cli):
+    """`rlsweep ablate pooling-bigfish --smoke`: the study's three variants as real RLlib trials
+    on real bigfish (lars12llt's network and gap framestack, a tiny rollout), then ablation.md
+    with LOGS.md's and CleanRL's numbers in their own columns and Avg Pool against the others;
+    `rlsweep report` on the dir writes the same table again."""
+    run = rlsweep_cli(
+        "ablate",
+        "pooling-bigfish",
+        "--smoke",
+        "--num-cpus",
+        "2",
+        "--storage",
+        "results",
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = tmp_path / "results" / "study-pooling-bigfish-smoke" / "report"
+    table = (out / "ablation.md").read_text()
+    assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in table
+    assert "## Raw returns beside published numbers" in table
+    assert "17.7" in table and "16.46 ± 2.71" in table and "single run" in table
+    assert "## Differences: Avg Pool against each other variant" in table
+    assert (out / "report.md").exists() and (out / "ablation.csv").exists()
+    (out / "ablation.md").unlink()
+    again = rlsweep_cli("report", "results/study-pooling-bigfish-smoke", cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr
+    rewritten = (out / "ablation.md").read_text()  # the same, less the smoke run's note
+    assert rewritten[rewritten.index("| game |") :] == table[table.index("| game |") :]

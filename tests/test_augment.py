@@ -243,7 +243,11 @@ def test_default_config_is_valid_and_off():
         ({"augment_p": 1.5}, "augment_p", "got 1.5; allowed: a number in [0, 1]"),
         ({"augment_p": -0.1}, "augment_p", "got -0.1; allowed: a number in [0, 1]"),
         ({"augment_p": True}, "augment_p", "got True; allowed: a number in [0, 1]"),
-        ({"augment_p": "0.5"}, "augment_p", "got '0.5'; allowed: a number in [0, 1]"),
+        (
+            {"augment_p": "0.5"},
+            "augment_p",
+            "got '0.5' (a string, in quotes; unquoted, 0.5 is allowed); allowed: a number in [0, 1]",
+        ),
         ({"augment_pad": 0}, "augment_pad", "got 0; allowed: an integer >= 1"),
         ({"augment_pad": 2.5}, "augment_pad", "got 2.5; allowed: an integer >= 1"),
         ({"augment_pad": True}, "augment_pad", "got True; allowed: an integer >= 1"),

@@ -21,7 +21,7 @@ def test_validate_reports_file_key_and_allowed_values(tmp_path, capsys):
     bad.write_text("name: bad\nspace:\n  framestack: [none, gap5]\n")
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert f"{bad}: space.framestack[1]: got 'gap5'; allowed: none, stack, gap" in err
+    assert f"{bad}: space.framestack[1]: got 'gap5' (did you mean 'gap'?); allowed: none, " in err
 
 
 def test_budget_is_written_as_in_the_spec_language(capsys):
@@ -183,6 +183,7 @@ def test_help_version_and_the_ablations(capsys):
         main(["ablate", "--help"])
     out = capsys.readouterr().out
     assert f"ablations: {', '.join(ablation_names())}" in out and "augmentations" in out
+    assert "studies: pooling-bigfish" in out  # found by name as the ablations are
 
 
 def test_resume_of_a_spec_points_at_its_results_dir(tmp_path, monkeypatch, capsys):

@@ -29,7 +29,9 @@ def test_every_trial_must_fit_the_machine_given():
 def test_this_machine_before_ray_starts_or_num_cpus(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     spec = SweepSpec(name="r", params=FOUR_CPUS, source="r.yaml")
-    with pytest.raises(SpecError, match=r"a trial needs 4 CPUs .*; this machine has 3$"):
+    with pytest.raises(
+        SpecError, match=r"a trial needs 4 CPUs .*; this machine at --num-cpus 3 has 3$"
+    ):
         check_fits(spec, num_cpus=3)
     check_fits(spec, num_cpus=4)
 

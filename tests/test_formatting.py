@@ -31,8 +31,40 @@ def test_duration():
         "1h00m",
         "1h02m",
     ]
+    # issue 40: from three days on, days; from a year on, years; with separators
+    assert duration(3 * 86_400 - 60) == "71h59m"
+    assert duration(684 * 3600) == "28.5 days"
+    assert duration(233_429 * 3600 + 13 * 60) == "26.6 years"
+    assert duration(2_000 * 365.25 * 86_400) == "2,000 years"
 
 
 def test_count_is_exact():
     assert [count(n) for n in (3001, 4000.0, 25_000_000)] == ["3,001", "4,000", "25,000,000"]
     assert [count(n) for n in (None, math.nan, math.inf, "n/a")] == ["?"] * 4
+
+
+def test_published_numbers_read_as_their_sources_print_them():
+    from rlsweep.formatting import published, seeds
+
+    assert [published(17.7), published(26.28), published(6.0)] == ["17.7", "26.28", "6"]
+    assert published(16.46, 2.71) == "16.46 ± 2.71"
+    assert published(16.46, 2.71, "std") == "16.46 ± 2.71 (std)"
+    assert [seeds(1), seeds(3), seeds(None)] == ["single run", "3 seeds", "unknown"]
+
+
+@pytest.mark.parametrize(
+    "x, text",
+    [
+        (0.00022434347458680692, "2.24e-4"),
+        (0.9980112570172737, "0.998"),
+        (0.95, "0.95"),
+        (5e-4, "5e-4"),
+        (2048.0, "2050"),
+        (123456.7, "1.23e5"),
+        (-0.000123456, "-1.23e-4"),
+    ],
+)
+def test_significant_is_3_digits_and_a_short_exponent(x, text):
+    from rlsweep.formatting import significant
+
+    assert significant(x) == text

@@ -90,3 +90,22 @@ def test_importances_from_the_persisted_study(tmp_path):
     scores, source = importances(spec, _final(8), experiment)
     assert source == "the persisted Optuna study (5 trials)"
     assert scores.sum() == pytest.approx(1.0)
+
+
+def test_report_study_takes_the_spaces_distributions_else_infers_them():
+    """A search report's figures come from this study: log axes where the space is log
+    (declared by the spec, or inferred from values spanning two decades), in the order given."""
+    from rlsweep.importance import report_study
+
+    D = optuna.distributions
+    spec = SweepSpec(name="r", space=SPACE, search={"algorithm": "random"})
+    final = _final(12).assign(framestack=["none", "gap"] * 6)
+    study = report_study(final, ["lr", "entropy_coeff", "framestack"], [spec])
+    dists = study.trials[0].distributions
+    assert dists["lr"] == D.FloatDistribution(1e-5, 1e-3, log=True)
+    assert dists["entropy_coeff"] == D.FloatDistribution(0.0, 0.02)
+    assert dists["framestack"] == D.CategoricalDistribution(["gap", "none"])
+    assert [t.value for t in study.trials] == pytest.approx(final[M.TEST_RETURN_NORM])
+    inferred = report_study(final, ["lr", "entropy_coeff"]).trials[0].distributions
+    assert inferred["lr"].log and not inferred["entropy_coeff"].log
+    assert inferred["lr"].low == final["lr"].min()

@@ -117,7 +117,10 @@ def test_initial_policy_is_near_uniform():
         ({"widths": []}, "widths: got []"),
         ({"widths": [16, -1]}, "widths: got [16, -1]"),
         ({"dense": 0}, "dense: got 0; allowed: an integer >= 1"),
-        ({"precision": "fp16"}, "precision: got 'fp16'; allowed: fp32, tf32, bf16"),
+        (
+            {"precision": "fp16"},
+            "precision: got 'fp16' (did you mean 'bf16'?); allowed: fp32, tf32, bf16",
+        ),
     ],
 )
 def test_model_config_errors(kwargs, message):

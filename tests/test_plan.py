@@ -75,7 +75,7 @@ DEMO_ITERATION = 0.5 + 1.28 + 6.444
 
 def test_the_estimate_reads_as_a_duration():
     spec = SweepSpec.from_dict({"name": "tiny", "budget": 20_000})
-    plan = make_plan(spec, cpus=2, throughput=Throughput(TRAINING_ONLY))
+    plan = make_plan(spec, cpus=1, throughput=Throughput(TRAINING_ONLY))  # 1 trial, 1 CPU
     assert plan.est_wall_s == pytest.approx(2 * 16384 / 110)  # 2 whole iterations: 297.9 s
     summary = plan.summary()
     assert "estimated wall time 4m58s (Ray's start 0s; the longest trial 4m58s" in summary
@@ -290,7 +290,7 @@ def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
     evals, iterations = scaling_warnings(demo, demo.with_overrides(budget=25_000_000), rate)
     assert evals.startswith(
         "--budget 25,000,000 is 2,035x the spec's 12,288, but eval_interval 6 still evaluates "
-        "every 6,144 env steps: 4,070 evaluations per trial, ~36h10m of its 91h57m; "
+        "every 6,144 env steps: 4,070 evaluations per trial, ~36h10m of its 3.8 days; "
         "eval_interval 12,208 keeps the spec's 2"
     )
     # 24,415 iterations of 8.224 s (55.8 h) where 1,526 of 16,384 env steps would take
@@ -305,12 +305,13 @@ def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
     assert scaling_warnings(demo, demo.with_overrides(budget=12 * 12_288), rate)  # 12x: a warning
     assert scaling_warnings(demo, demo.with_overrides(budget=9 * 12_288), rate) == []  # 9x: none
     # The published setup's iterations: no word of them; its evaluations, counted to bigfish's
-    # time limit of 6,000 steps, cost 7% of a bigfish trial: over the 5% a warning takes.
+    # time limit of 6,000 steps, cost 6% of a bigfish trial: over the 5% a warning takes.
     study = SweepSpec.from_yaml(Path(DEMO).with_name("study.yaml"))
     (warning,) = scaling_warnings(study, study.with_overrides(budget=10 * 25_000_000), rate)
     assert "eval_interval 25 still evaluates every 409,600 env steps: 611 evaluations" in warning
-    assert "~32h35m of its 478h10m" in warning
-    # The CLI warns on stderr, before the plan.
+    assert "~32h35m of its 22.1 days" in warning
+    # The CLI warns on stderr, before the plan (and, after it, that the sweep is long).
     assert main(["plan", DEMO, "--budget", "25e6"]) == 0
-    err = capsys.readouterr().err.splitlines()
+    *err, long = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and all(e.startswith("rlsweep: warning: --budget 25,000,000") for e in err)
+    assert long.startswith("rlsweep: warning: estimated wall time ") and "--allow-long" in long

@@ -4,6 +4,7 @@ what each panel draws, read from matplotlib's objects (lines' data, markers, tic
 
 import json
 import math
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -197,3 +198,118 @@ def test_the_legend_fits_the_figure(demo_like):
     assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0, (box, page)
     assert len(legend.get_texts()) == len(exp.variants) + 2
     plt.close(fig)
+
+
+# --- readable at any number of variants (issues 40 and 41) --------------------------------
+
+
+@pytest.fixture
+def three_seeds(tmp_path) -> Path:
+    """demo_like with 3 seeds (enough for a CI) and framestack none, gap and stack."""
+    exp = tmp_path / "three"
+    steps = [1024 * i for i in range(1, 13)]
+    for fs, base in (("none", 0.1), ("gap", 0.3), ("stack", 0.2)):
+        for seed in (0, 1, 2):
+            params = {"game": "coinrun", "seed": seed, "framestack": fs, **OTHER_PARAMS}
+            score = lambda i, b=base, s=seed: (b + 0.05 * i + 0.02 * s, b + 0.02 * i + 0.03 * s)  # noqa: E731
+            _trial_like_the_trainable(exp, f"coinrun_s{seed}_{fs}", params, steps, {6, 12}, score)
+    return exp
+
+
+def test_bands_are_light_with_edges_in_their_curves_style(three_seeds, demo_like):
+    """Issue 40 (6): each variant one colour, training levels dashed and unseen solid, and
+    each band light enough to see the others through, edged in its curve's colour and style
+    (the demo's four overlapping bands could not be told apart). Two seeds: no band at all."""
+    exp = load_experiment([three_seeds])
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    ax = fig.axes[0]
+    bands = ax.collections
+    assert len(bands) == 2 * len(exp.variants)
+    palette = {to_hex(c) for c in plots.colors(exp.variants).values()}
+    styles = []
+    for band in bands:
+        face, edge = band.get_facecolor()[0], band.get_edgecolor()[0]
+        assert face[3] <= 0.15 and edge[3] >= 0.5 and band.get_linewidth()[0] > 0
+        assert to_hex(face, keep_alpha=False) == to_hex(edge, keep_alpha=False)
+        assert to_hex(edge, keep_alpha=False) in palette
+        offset, dashes = band.get_linestyle()[0]
+        styles.append("--" if dashes else "-")
+    assert sorted(styles) == ["-"] * 3 + ["--"] * 3
+    plt.close(fig)
+    fig = plots.learning_curves_figure(load_experiment([demo_like]), n_resamples=100)
+    assert not fig.axes[0].collections  # 2 seeds: the means alone, too few runs for a CI
+    plt.close(fig)
+
+
+def test_a_single_evaluation_is_drawn_inside_the_axes(tmp_path):
+    """Issue 40 (6): the demo (one evaluation, at the end; asynchronous sampling ends each
+    seed a few env steps apart, as its README table shows) drew its points half clipped at
+    the right edge: two variants' points 20 env steps apart set the axis' data range."""
+    exp_dir = tmp_path / "once"
+    ends = {("gap", 0): 12393, ("gap", 1): 12434, ("none", 0): 12377, ("none", 1): 12380}
+    for (fs, seed), end in ends.items():
+        params = {"game": "coinrun", "seed": seed, "framestack": fs}
+        steps = [1024 * i for i in range(1, 12)] + [end]
+        score = lambda i, s=seed: (0.2 + 0.1 * s, 0.1 + 0.1 * s)  # noqa: E731
+        _trial_like_the_trainable(exp_dir, f"coinrun_s{seed}_{fs}", params, steps, {12}, score)
+    fig = plots.learning_curves_figure(load_experiment([exp_dir]), n_resamples=100)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert len(points) == 4  # 2 variants x train, test
+    box = ax.get_window_extent()
+    for line in points:
+        x = ax.transData.transform((line.get_xdata()[0], 0))[0]
+        radius = line.get_markersize() / 2 * fig.dpi / 72
+        assert box.x0 < x - radius and x + radius < box.x1, (x, radius, box)
+    plt.close(fig)
+
+
+def test_many_variants_top_ones_in_colour_with_3_significant_digits(tmp_path):
+    """Issue 41: a search of 30 configurations draws the top TOP_COLOURED in colour with a
+    legend entry each, labelled to 3 significant digits (`gamma=0.998, lr=2.24e-4`), the other
+    20 in grey without one; the figure no taller than a page."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from report_scale import write_search
+
+    exp = load_experiment([write_search(tmp_path, 30)])
+    assert len(exp.variants) == 30
+    for v in exp.variants:
+        gamma, lr = re.fullmatch(r"gamma=(\S+), lr=(\S+)", v).groups()
+        for value in (gamma, lr):  # 3 significant digits at most, never the full float
+            assert len(re.sub(r"e-?\d+$|^0\.0*|\.", "", value)) <= 3, v
+        assert re.fullmatch(r"\d(\.\d{1,2})?e-4", lr), v
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    ax = fig.axes[0]
+    top = plots.highlighted(exp)
+    assert len(top) == plots.TOP_COLOURED
+    lines = ax.get_lines()
+    grey = [line for line in lines if line.get_color() == plots.GREY]
+    assert len(grey) == 30 - plots.TOP_COLOURED
+    coloured = {to_hex(line.get_color()) for line in lines if line not in grey}
+    assert coloured == {to_hex(c) for c in plots.colors(top).values()}
+    assert to_hex(plots.GREY) not in coloured
+    (legend,) = fig.legends
+    texts = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
+    assert texts[: len(top)] == [f"{v} (n=1 seed)" for v in top]
+    assert texts[len(top) :] == ["20 others (unseen levels)", "training levels", "unseen levels"]
+    assert fig.get_size_inches()[1] <= plots.PAGE_HEIGHT
+    plt.close(fig)
+
+
+def test_labels_that_agree_to_3_digits_get_more():
+    """Labels are a variant's identity: two sampled values that round alike get the digits
+    that tell them apart, and only they; a grid's values read as written."""
+    from rlsweep.results import label_variants
+
+    df = pd.DataFrame({"lr": [2.2434e-4, 2.2436e-4, 5.12345e-4, 5e-4], "framestack": ["gap"] * 4})
+    labels, order = label_variants(df, ["lr", "framestack"])
+    assert list(labels) == [
+        "lr=2.243e-4, framestack=gap",
+        "lr=2.244e-4, framestack=gap",
+        "lr=5.12e-4, framestack=gap",
+        "lr=0.0005, framestack=gap",
+    ]
+    assert order == [labels[0], labels[1], labels[3], labels[2]]

@@ -163,3 +163,54 @@ def test_plain_lines_without_ansi_when_not_a_terminal():
         "trials 0/4 done, 1 running, 3 pending | env steps 0/4,096 (0%) | - steps/s | ETA -"
     )
     assert lines[1].endswith("] a note")
+
+
+def test_the_step_counter_never_goes_back_nor_past_the_total():
+    """Issue 40: at a resume a restored trial reports again from its checkpoint (6,194 ->
+    5,165 was shown), and a trial's last batch may overshoot its budget (33,029/32,768)."""
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR)
+    assert view.measure([_trial(0, "RUNNING", 3)], now=1).steps == 768
+    assert view.measure([_trial(0, "RUNNING", 2)], now=2).steps == 768  # restored at 2
+    trials = [_trial(i, "TERMINATED", 5) for i in range(4)]  # 1,280 steps each of 1,024
+    snap = view.measure(trials, now=3)
+    assert snap.steps == snap.total_steps == 4 * 1024
+    assert "env steps 4,096/4,096 (100%)" in snap.line("test/return_norm")
+
+
+def test_a_sweep_whose_trials_cannot_start_says_why_within_seconds():
+    from rlsweep.progress import STARVED_S, Resources
+
+    state = Resources(total={"CPU": 2.0}, free={"CPU": 0.0}, starting=False)
+    asked = []
+    view = ProgressView(
+        SPEC, stream=io.StringIO(), throughput=PRIOR, resources=lambda: asked.append(1) or state
+    )
+    pending = [_trial(i, "PENDING") for i in range(4)]
+    assert view.measure(pending, now=100.0).waiting is None  # just started: no word yet
+    assert view.measure(pending, now=100.0 + STARVED_S - 1).waiting is None and not asked
+    snap = view.measure(pending, now=100.0 + STARVED_S)
+    assert snap.waiting == (
+        "no trial can start: 4 pending, each needs 1 CPU; free 0 of 2 CPUs (others hold 2)"
+    )
+    assert snap.line("test/return_norm").endswith(snap.waiting)
+    # A trial of the sweep is starting (its placement group is ready): not starved.
+    state = Resources(total={"CPU": 2.0}, free={"CPU": 0.0}, starting=True)
+    assert view.measure(pending, now=200.0).waiting is None
+    # Running trials: the others simply queue.
+    assert view.measure([_trial(0, "RUNNING"), *pending[1:]], now=300.0).waiting is None
+    # Plain lines: printed as soon as it is known (not at the next 30 s line).
+    out = io.StringIO()
+    state = Resources(total={"CPU": 2.0, "GPU": 1.0}, free={"CPU": 2.0}, starting=False)
+    gpu = SweepSpec(name="g", seeds=[0, 1], budget=16384, params={"num_gpus": 1})
+    view = ProgressView(gpu, stream=out, interval_s=3600, throughput=PRIOR, resources=lambda: state)
+    view.on_step_end(0, [_trial(0, "PENDING")])
+    view._idle_since -= STARVED_S
+    view.on_step_end(1, [_trial(0, "PENDING")])
+    assert (
+        out.getvalue()
+        .splitlines()[-1]
+        .endswith(
+            "no trial can start: 2 pending, each needs 1 CPU + 1 GPU; free 2 of 2 CPUs, 0 of 1 GPU "
+            "(others hold 1)"
+        )
+    )

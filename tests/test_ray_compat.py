@@ -30,6 +30,8 @@ def _instances() -> dict[str, object]:
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.train._internal.checkpoint_manager import _CheckpointManager
+    from ray.train._internal.storage import StorageContext
 
     runner = SingleAgentEnvRunner(config=PPOConfig().environment("CartPole-v1"))
     runner.stop()
@@ -41,6 +43,10 @@ def _instances() -> dict[str, object]:
             project="p", mode="offline"
         ),
         "ray._private.parameter.RayParams": RayParams(),
+        "ray.train._internal.checkpoint_manager._CheckpointManager": _CheckpointManager(None),
+        "ray.train._internal.storage.StorageContext": StorageContext(
+            storage_path="/tmp", experiment_dir_name="e"
+        ),
     }
 
 

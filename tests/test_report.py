@@ -2,6 +2,8 @@
 folder of several sweeps (reported one by one, or pooled only where configs agree)."""
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -27,16 +29,18 @@ FINISHED = {
 GOLDEN = """\
 | game | framestack=gap | framestack=none | framestack=stack |
 | :--- | ---: | ---: | ---: |
-| coinrun | 0.500 ± 0.000 | 0.300 ± 0.100 | 0.700 (n=1) |
-| maze | 0.700 ± 0.100 | 0.200 ± 0.100 | — |
-| **IQM** | 0.550 [0.550, 0.650] | 0.250 [0.150, 0.350] | — |
+| coinrun | 0.500 (2 runs: too few for a CI) | 0.300 (2 runs: too few for a CI) | 0.700 (1 run: \
+too few for a CI) |
+| maze | 0.700 (2 runs: too few for a CI) | 0.200 (2 runs: too few for a CI) | — |
+| **IQM** | 0.550 (no CI: a game has < 3 runs) | 0.250 (no CI: a game has < 3 runs) | — |
 
 Normalized return on unseen levels (`test/return_norm`) at the end of training; columns by \
 `framestack`.
 Cells: mean over seeds ± half-width of its 95% bootstrap CI; (n=k): fewer finished seeds than \
-the fullest cell, or too few for a CI; —: no finished seed.
-IQM: interquartile mean of all seeds × games [95% CI, bootstrap stratified by game]; — where a \
-game has no finished seed.
+the fullest cell; (k runs: too few for a CI): fewer than 3 runs, the mean alone (a bootstrap of \
+2 runs that agree gives a CI of width 0); —: no finished seed.
+IQM: interquartile mean of all seeds × games [95% CI, bootstrap stratified by game, where every \
+game has 3+ runs]; — where a game has no finished seed.
 Percentile bootstrap, 2000 resamples, seed 0. Counted: 9 finished trials; not counted: 1 ERROR, \
 2 INCOMPLETE.
 """
@@ -165,7 +169,7 @@ def test_uncalibrated_mode_has_no_normalized_score_and_the_report_says_why(tmp_p
     assert table.startswith(
         "| game | distribution_mode=easy | distribution_mode=memory |\n"
         "| :--- | ---: | ---: |\n"
-        "| maze | 0.500 ± 0.000 | — |\n"
+        "| maze | 0.500 (2 runs: too few for a CI) | — |\n"
     )
     assert "not counted: 2 TERMINATED in a mode without normalization constants." in table
     assert f"Not normalized (NaN, shown as —): {note}; raw returns" in table
@@ -198,9 +202,9 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     assert table.startswith(
         "| game | framestack=gap | framestack=none | framestack=stack |\n"
         "| :--- | ---: | ---: | ---: |\n"
-        "| coinrun | — | 0.250 ± 0.050 | — |\n"
-        "| maze | — | 0.250 ± 0.050 | — |\n"
-        "| **IQM** | — | 0.250 [0.200, 0.300] | — |\n"
+        "| coinrun | — | 0.250 (2 runs: too few for a CI) | — |\n"
+        "| maze | — | 0.250 (2 runs: too few for a CI) | — |\n"
+        "| **IQM** | — | 0.250 (no CI: a game has < 3 runs) | — |\n"
     )
     assert "not counted: 4 ERROR." in table
     md = report.read_text()
@@ -325,8 +329,12 @@ def test_pooled_only_where_configs_agree_except_seed(folder, tmp_path, capsys):
             & final["sweep"].isin(sweeps)
         ]
         assert len(runs) == 4 if budget == 2048 else 2
-        assert cell.startswith(f"{runs[M.TEST_RETURN_NORM].mean():.3f} ± ")
-        assert cell.endswith("(n=2)") == (budget == 6144)
+        mean = f"{runs[M.TEST_RETURN_NORM].mean():.3f}"
+        # 2 runs (6,144 env steps): the mean alone, too few for a CI (issue 40)
+        few = budget == 6144
+        assert (
+            cell == f"{mean} (2 runs: too few for a CI)" if few else cell.startswith(f"{mean} ± ")
+        )
     assert "—" not in _iqm_row(table) and "nan" not in table
     assert "columns by `entropy_coeff`, `total_env_steps` (`total_env_steps` added" in table
     assert "Counted: 10 finished trials; not counted: 4 repeating a counted trial's" in table
@@ -360,3 +368,69 @@ def test_gpu_memory_section_only_for_sweeps_with_gpu_trials(experiment, tmp_path
     md = build_report([experiment], out=tmp_path / "gpu").read_text()
     assert "## GPU memory" in md
     assert "| syn | 2 | 9.2 | 8.25 | 9.00 | 6.00 |" in md  # median of 7.5 and 9.0
+
+
+# --- two kinds of report (issue 41): an ablation compares, a search ranks -----------------
+
+
+def test_an_ablation_says_what_it_is_and_that_its_trials_are_short(experiment, tmp_path):
+    """The fixture's trials run 4,000 env steps: the report says at its top that such scores
+    are typically a near-random policy's (issue 40); its kind, and why, come next."""
+    md = build_report([experiment], out=tmp_path / "out", n_resamples=200).read_text()
+    short = md.index("> **Short trials**: none ran more than 4,002 env steps.")
+    kind = md.index("**An ablation's report**: 3 variants, compared with each other (by ")
+    assert short < kind < md.index("## Unseen-level score")
+    assert "Computed among every variant that ran every game (2)." in md
+    assert "search_params.png" not in md
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from report_scale import write_search  # noqa: E402
+
+
+def _section(md: str, title: str) -> list[str]:
+    """The table rows (after the header and rule) of report.md's section `title`."""
+    part = md.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in part.splitlines() if line.startswith("| ")]
+    return rows[2:]
+
+
+def test_a_search_of_300_trials_is_ranked(tmp_path):
+    """100 sampled configurations x 3 seeds, written as Tune writes them (the benchmark's
+    `write_search`): the report is a search's, ranked. Its parts: the top 10 with a CI each
+    (the seeds repeat), score against each searched hyperparameter and the search's history
+    (Optuna's figures), importances; P(X > Y) among the top 5 only; no figure taller than a
+    page."""
+    from PIL import Image
+
+    from rlsweep import plots
+    from rlsweep.report import PAIRWISE_TOP, SEARCH_FILES, TOP
+
+    exp = write_search(tmp_path, 300, seeds=(0, 1, 2))
+    report = build_report([exp], n_resamples=200)
+    out, md = report.parent, report.read_text()
+    assert (
+        "**A search's report**: the spec samples `lr` (loguniform), `gamma` (uniform) with "
+        "random search: 100 configurations." in md
+    )
+    top = _section(md, "Top configurations")
+    assert len(top) == TOP and [r.split(" | ")[0] for r in top] == [f"| {i}" for i in range(1, 11)]
+    scores = [float(r.split(" | ")[2]) for r in top]
+    assert scores == sorted(scores, reverse=True)
+    for row in top:  # lr=2.24e-4, gamma=0.998: 3 significant digits; a CI from 3 seeds
+        config, ci, seeds = row.split(" | ")[1], row.split(" | ")[3], row.split(" | ")[4]
+        assert re.fullmatch(r"gamma=0\.\d{1,3}, lr=\d(\.\d{1,2})?e-4", config), config
+        assert re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", ci) and seeds == "0, 1, 2"
+    assert (out / "table.md").read_text().startswith("| rank | configuration | score |")
+    assert len(pd.read_csv(out / "ranking.csv")) == 100
+    assert len(_section(md, "Probability of improvement")) == PAIRWISE_TOP
+    assert f"among the top {PAIRWISE_TOP} configurations only (of 100)" in md
+    assert len(_section(md, "Aggregates")) == TOP
+    assert _section(md, "Hyperparameter importance")  # as an ablation's: fANOVA
+    for name in (*FILES, *SEARCH_FILES, "importance.png"):
+        assert (out / name).stat().st_size > 0, name
+        if name.endswith(".png"):
+            with Image.open(out / name) as im:
+                assert im.size[1] <= plots.PAGE_HEIGHT * plots.DPI, name
+            assert f"]({name})" in md or name in ("importance.png",)
+    assert "the other 90 in grey" in md

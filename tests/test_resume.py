@@ -7,6 +7,8 @@
   counting on, its progress.csv one table, its numbers an uninterrupted run's up to the
   checkpoint;
 - a trial's process killed mid-run: Tune retries it from its last checkpoint;
+- the driver killed with SIGKILL: `rlsweep resume` continues from the newest checkpoint on
+  disk, whatever Tune's saved state names, and no iteration is reported twice;
 - a diverging trial (NaN loss) stops and is reported failed with the reason, without retries.
 """
 
@@ -261,6 +263,60 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
 
     for d in (finished, stopped):
         _progress_csv_is_result_json(d)
+
+
+def _complete(checkpoint: Path) -> bool:
+    import pyarrow.fs as pafs
+
+    from rlsweep.manifest import complete_manifest
+
+    return complete_manifest(pafs.LocalFileSystem(), str(checkpoint)) is not None
+
+
+def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_path, rlsweep_cli):
+    """The driver killed with SIGKILL (an OOM kill, a reclaimed node) the moment its trial's
+    third checkpoint is whole on disk, before Tune's experiment state can name it: Tune saves
+    that state on its own clock (here only when a trial checkpoint forces it, as
+    TUNE_GLOBAL_CHECKPOINT_S rules out its periodic save), so it names an older checkpoint or
+    none. `rlsweep resume` continues the trial from the newest whole checkpoint on disk,
+    names its next checkpoint after that one (overwriting none), and result.json and
+    progress.csv hold each iteration once."""
+    budget = 10 * ITER
+    spec = {
+        "name": "killed",
+        "games": ["leaper"],
+        "seeds": [0],
+        "budget": budget,
+        "params": PARAMS,  # a checkpoint every iteration
+        "storage_path": "results",
+    }
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    experiment = tmp_path / "results" / "killed"
+    env = {"TUNE_GLOBAL_CHECKPOINT_S": "3600"}
+    driver = _rlsweep("run", "spec.yaml", "--num-cpus", "1", cwd=tmp_path, **env)
+    try:
+        trial = _wait(lambda: _trial_dirs(experiment).get(0), 180, "the trial dir", driver)
+        third = trial / "checkpoint_000002"
+        _wait(lambda: third.is_dir() and _complete(third), 240, "a third checkpoint", driver)
+    finally:
+        _kill_group(driver)  # SIGKILL: nothing runs after it
+    before = [r["training_iteration"] for r in _rows(trial)]
+    assert before[-1] <= 3, before  # result.json may not have its row yet
+
+    resumed = _rlsweep("resume", "results/killed", "--num-cpus", "1", cwd=tmp_path, **env)
+    try:
+        out, _ = resumed.communicate(timeout=300)
+    finally:
+        _kill_group(resumed)
+    assert resumed.returncode == 0, out
+    assert f"{trial.name}: from iteration 3, " in out, out
+    rows = _rows(trial)
+    assert [r["training_iteration"] for r in rows] == list(range(1, len(rows) + 1)), rows
+    assert rows[-1][M.ENV_STEPS] >= budget
+    after = [r for r in rows if r[M.RESUMED_AT] == 3]
+    assert after[0]["training_iteration"] == 4
+    assert after[0]["checkpoint_dir_name"] == "checkpoint_000003"  # checkpoint_000002 was kept
+    _progress_csv_is_result_json(trial)
 
 
 @pytest.fixture

@@ -85,3 +85,31 @@ def test_a_sweep_that_starts_ray_keeps_its_token_warning_off_the_console(tmp_pat
     assert p.returncode == 0, p.stderr
     assert "WARNING" not in p.stderr and "Token authentication" not in p.stderr, p.stderr
     assert "Token authentication is enabled" in (tmp_path / "quiet" / "driver.log").read_text()
+
+
+def test_joining_a_cluster_says_what_it_has_and_what_others_hold(ray_local, monkeypatch, capsys):
+    """Issue 40: `--address auto` joined another job's Ray and sat at `0 started` without a
+    word; joining now prints the cluster's address, CPUs and GPUs, and what other jobs hold."""
+    import types
+
+    import ray
+    from ray.util import placement_group, remove_placement_group
+
+    from rlsweep import session
+
+    other_job = placement_group([{"CPU": 1}])
+    ray.get(other_job.ready(), timeout=60)
+    try:
+        assert session.cluster_line("10.0.0.1:6379") == (
+            "rlsweep: joined the Ray cluster at 10.0.0.1:6379: 1 node, 2 CPUs, 0 GPUs; other "
+            "jobs hold 1 CPU, 0 GPUs (free: 1 CPU, 0 GPUs)"
+        )
+    finally:
+        remove_placement_group(other_job)
+    # Said once per cluster and process: validate's join, then run's, print it once.
+    ctx = types.SimpleNamespace(address_info={"address": "10.0.0.2:6379"}, dashboard_url=None)
+    monkeypatch.setattr(ray, "init", lambda **kw: ctx)
+    monkeypatch.setattr(session, "cluster_line", lambda address: f"joined {address}")
+    for _ in range(2):
+        session._init("auto", None, jemalloc=False, dashboard=None, verbose=False)
+    assert capsys.readouterr().out == "joined 10.0.0.2:6379\n"

@@ -4,11 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.spec import SearchConfig, SpecError, SweepSpec
+from rlsweep.spec import Reference, SearchConfig, SpecError, SweepSpec
 from rlsweep.validators import rule_of
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = sorted((ROOT / "search_spaces").glob("*.yaml"))
+SHIPPED = sorted(
+    [*(ROOT / "search_spaces").glob("*.yaml"), *(ROOT / "search_spaces").glob("studies/*.yaml")]
+)
 ABLATIONS = sorted(p.stem for p in (ROOT / "search_spaces" / "ablations").glob("*.yaml"))
 BASELINES = sorted(p.stem for p in (ROOT / "baselines").glob("*.yaml"))
 
@@ -179,7 +181,7 @@ BAD = [
     ),
     (
         {"space": {"framestack": ["none", "gap4"]}},
-        "space.framestack[1]: got 'gap4'; allowed: none, stack, gap",
+        "space.framestack[1]: got 'gap4' (did you mean 'gap'?); allowed: none, stack, gap",
     ),
     (
         {"space": {"lr": []}},
@@ -218,7 +220,10 @@ BAD = [
         "space.framestack: optuna samples every parameter; write {choice: [...]}",
     ),
     ({"search": {"algorithm": "bayes"}}, "search.algorithm: got 'bayes'; allowed: grid, random"),
-    ({"search": {"synch": "yes"}}, "search.synch: got 'yes'; allowed: true, false"),
+    (
+        {"search": {"synch": "yes"}},
+        "search.synch: got 'yes' (a string, in quotes; unquoted, yes is allowed); allowed: true,",
+    ),
     (
         {"search": {"reduction_factor": 1}},
         "search.reduction_factor: got 1; allowed: an integer >= 2",
@@ -365,7 +370,8 @@ def test_variants_expand_and_validate():
     )
     assert spec.num_trials == 4
     assert [t.augment for t in spec.trials()] == ["none", "flip", "none", "flip"]
-    with pytest.raises(SpecError, match=r"^variants.Flip.augment: got 'flop'; allowed: none"):
+    flop = r"^variants.Flip.augment: got 'flop' \(did you mean 'flip'\?\); allowed: none"
+    with pytest.raises(SpecError, match=flop):
         SweepSpec(name="v", variants={"Flip": {"augment": "flop"}})
     with pytest.raises(SpecError, match=r"^variants.X.augmnt: unknown parameter \(did you mean"):
         SweepSpec(name="v", variants={"X": {"augmnt": "flip"}})
@@ -442,7 +448,7 @@ def test_every_independent_error_is_reported_at_once(tmp_path):
     assert str(e.value).splitlines()[0] == (
         f"{f}: budegt: unknown key (did you mean 'budget'?); allowed: name, extends, games, "
         "seeds, budget, params, space, variants, search, metric, mode, max_concurrent, "
-        "storage_path, tags, description, smoke"
+        "keep_checkpoints, storage_path, tags, description, reference, smoke"
     )
     # Once the keys are known, every field's own value error at once, then the trials' rules.
     f.write_text(
@@ -551,8 +557,9 @@ def test_what_the_file_wrote_is_no_key_and_not_compared(tmp_path):
 
 def test_every_spec_key_declares_its_rule_but_the_sections_parsed_on_their_own():
     unruled = [key for key in SweepSpec.key_names() if rule_of(SweepSpec, key) is None]
-    assert unruled == ["space", "search"]  # space.parse_space, SearchConfig
+    assert unruled == ["space", "search", "reference"]  # parse_space, SearchConfig, Reference
     assert all(rule_of(SearchConfig, f.name) for f in dataclasses.fields(SearchConfig))
+    assert all(rule_of(Reference, f.name) for f in dataclasses.fields(Reference))
 
 
 def test_a_search_reports_every_bad_value_at_once():
@@ -564,3 +571,78 @@ def test_a_search_reports_every_bad_value_at_once():
         "search.mutations: got 'lr'; allowed: a list of parameter names",
     ]
     assert SweepSpec(name="s", search={"mutations": ["lr"]}).search.mutations == ("lr",)
+
+
+REFERENCE = {
+    "game": "bigfish",
+    "variant": "Avg Pool",
+    "value": 17.7,
+    "split": "train",
+    "budget": "4e6",
+    "seeds": 1,
+    "source": "LOGS.md",
+}
+POOLING = {"name": "r", "variants": {"Avg Pool": {"global_pool": True}, "No Pool": {}}}
+
+
+def test_references_validate_round_trip_and_survive_smoke():
+    context = {**REFERENCE, "variant": None, "value": 16, "error": 2.71, "error_kind": "std"}
+    spec = SweepSpec.from_dict(
+        {**POOLING, "reference": [REFERENCE, context], "smoke": {"budget": 16384}}
+    )
+    first, second = spec.reference
+    assert first == Reference(
+        game="bigfish",
+        variant="Avg Pool",
+        value=17.7,
+        split="train",
+        budget=4_000_000,
+        seeds=1,
+        source="LOGS.md",
+    )
+    assert (second.variant, second.value, second.error, second.error_kind) == (
+        None,
+        16.0,
+        2.71,
+        "std",
+    )
+    assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec  # sweep.yaml keeps them
+    assert spec.smoke_spec().reference == spec.reference
+    assert SweepSpec(name="p").reference == []
+
+
+def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed():
+    bad = [
+        {**REFERENCE, "variant": "Avg pool"},
+        {**REFERENCE, "split": "val", "budget": 0},
+        {"game": "bigfish", "value": "high", "sed": 1},
+        3,
+        {**REFERENCE, "seeds": None, "error": -1.0},
+        {**REFERENCE, "error_kind": "std"},  # a rule across fields: checked once they pass
+    ]
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_dict({**POOLING, "reference": bad}, source="s.yaml")
+    lines = str(e.value).splitlines()
+    expected = [
+        "s.yaml: reference[0].variant: got 'Avg pool' (did you mean 'Avg Pool'?); allowed: "
+        "Avg Pool, No Pool, or null (context for the game)",
+        "s.yaml: reference[1].split: got 'val'",
+        "s.yaml: reference[1].budget: got 0; allowed: an integer >= 1",
+        "s.yaml: reference[5].error_kind: got 'std'; allowed: null where there is no error",
+        "s.yaml: reference[2].split: missing; every reference needs it",
+        "s.yaml: reference[2].source: missing; every reference needs it",
+        "s.yaml: reference[2].value: got 'high'; allowed: a number",
+        "s.yaml: reference[2].sed: unknown key (did you mean 'seeds'?)",
+        "s.yaml: reference[3]: got 3; allowed: a mapping",
+        "s.yaml: reference[4].error: got -1.0; allowed: a number >= 0, or null",
+    ]
+    for want in expected:
+        assert any(line.startswith(want) for line in lines), (want, lines)
+    assert not any("reference[4].seeds" in line for line in lines)  # null: unknown, allowed
+    with pytest.raises(SpecError, match=r"^s.yaml: reference\[0\].game: got 'bigfsh'"):
+        SweepSpec.from_dict({**POOLING, "reference": [{**REFERENCE, "game": "bigfsh"}]}, "s.yaml")
+    without = r"reference\[0\].variant: got 'Avg Pool'; allowed: null \(the spec has no variants\)"
+    with pytest.raises(SpecError, match=without):
+        SweepSpec.from_dict({"name": "r", "reference": [REFERENCE]})
+    with pytest.raises(SpecError, match=r"^reference: got \{.*allowed: a list of mappings"):
+        SweepSpec.from_dict({"name": "r", "reference": REFERENCE})

@@ -129,3 +129,25 @@ def test_pointwise_mean():
     assert m.tolist() == [1.0, 1.0] and lo.tolist() == [0.0, 1.0] and hi.tolist() == [2.0, 1.0]
     m, lo, hi = S.pointwise_mean(v[:, :1])
     assert m.tolist() == [0.0, 1.0] and np.isnan(lo).all() and np.isnan(hi).all()
+
+
+def test_mean_difference_resamples_x_and_y_independently():
+    x, y = np.array([[0.0], [1.0]]), np.array([[10.0], [10.0]])
+    # X's resampled means: 0, 0.5, 1 (chances 1/4, 1/2, 1/4); Y's always 10.
+    iv = S.mean_difference(x, y, **FAST)
+    assert (iv.value, iv.low, iv.high) == pytest.approx((-9.5, -10.0, -9.0))
+    # The same runs on both sides: a paired resampling would give 0 every time; an independent
+    # one (rliable's for a pair) spreads around 0.
+    z = np.array([[0.0], [1.0], [2.0]])
+    iv = S.mean_difference(z, z, **FAST)
+    assert iv.value == 0 and iv.low < 0 < iv.high
+
+
+def test_mean_difference_takes_unequal_runs_and_says_when_there_is_no_ci():
+    # Per game: X - Y = mean(1, 2, 3) - mean(0, 1) = 1.5; and (10, 12) - (11, 11) = 0.
+    iv = S.mean_difference([[1.0, 2.0, 3.0], [10.0, 12.0]], [[0.0, 1.0], [11.0, 11.0]], **FAST)
+    assert iv.value == pytest.approx(0.75) and iv.low < 0.75 < iv.high
+    one = S.mean_difference([[1.0]], [[0.0, 1.0]], **FAST)  # X has a single run
+    assert one.value == pytest.approx(0.5) and not one.has_ci
+    with pytest.raises(ValueError, match="same games"):
+        S.mean_difference([[1.0, 2.0]], [[1.0, 2.0], [3.0, 4.0]])

@@ -2,9 +2,10 @@
 tests/fixtures/make_rliable_fixture.py in a venv of its own: rliable cannot be installed here).
 
 Point estimates must equal rliable's. CIs are checked twice:
-- exactly, at every seed in the fixture (100 per matrix, 20 per pair): `stratified_bootstrap`
-  draws the indices rliable's bootstraps draw after `np.random.seed(seed)`, in the same order,
-  and takes the same percentiles, so the bounds agree to rounding (measured: 2.2e-16 at worst);
+- exactly, at every seed in the fixture (100 per matrix and per difference of means, 20 per
+  probability of improvement): `stratified_bootstrap` draws the indices rliable's bootstraps
+  draw after `np.random.seed(seed)`, in the same order, and takes the same percentiles, so the
+  bounds agree to rounding (measured: 2.2e-16 at worst);
 - statistically, on a stream the fixture has not seen (seed OTHER_SEED): bootstrap bounds from
   different streams differ by Monte Carlo noise only, so each bound must lie within
   `_tolerance` of rliable's, which is set from how much rliable's own bounds move across its
@@ -24,6 +25,7 @@ REPS = FIXTURE["reps"]
 CI_SEED = FIXTURE["ci_seed"]
 AGGREGATES = FIXTURE["aggregates"]
 PAIRS = FIXTURE["probability_of_improvement"]
+DIFFERENCES = FIXTURE["difference"]
 
 POINT_TOL = 1e-9
 EXACT_TOL = 1e-12  # same draws, same percentiles: only summation order differs
@@ -49,7 +51,8 @@ def test_fixture_is_rliable_1_2_0():
     assert FIXTURE["versions"]["rliable"] == "1.2.0"
     assert FIXTURE["method"] == "percentile" and not FIXTURE["task_bootstrap"]
     assert FIXTURE["confidence"] == S.CONFIDENCE
-    for c in [*AGGREGATES.values(), *PAIRS.values()]:
+    assert FIXTURE["difference_versions"]["rliable"] == "1.2.0"
+    for c in [*AGGREGATES.values(), *PAIRS.values(), *DIFFERENCES.values()]:
         assert OTHER_SEED not in c["seeds"] and CI_SEED in c["seeds"]
 
 
@@ -122,4 +125,23 @@ def test_probability_of_improvement_ci_agrees_with_rliable_on_another_stream(cas
     c = PAIRS[case]
     x, y = np.array(c["x"]), np.array(c["y"])
     got = S.probability_of_improvement_ci(x, y, n_resamples=REPS, seed=OTHER_SEED)
+    _within_noise(got, c["ci"], c["ci_spread"], c["ci_by_seed"])
+
+
+@pytest.mark.parametrize("case", DIFFERENCES)
+def test_mean_difference_is_rliables_at_every_seed(case):
+    """mean(X) − mean(Y) with rliable's independent bootstrap of the pair, as rliable computes
+    `aggregate_mean(x) - aggregate_mean(y)` through `get_interval_estimates`."""
+    c = DIFFERENCES[case]
+    x, y = np.array(c["x"]), np.array(c["y"])
+    for i, seed in enumerate(c["seeds"]):
+        iv = S.mean_difference(x, y, n_resamples=REPS, seed=seed)
+        assert iv.value == pytest.approx(c["point"], abs=POINT_TOL, rel=0)
+        assert [iv.low, iv.high] == pytest.approx(c["ci_by_seed"][i], abs=EXACT_TOL, rel=0), seed
+
+
+@pytest.mark.parametrize("case", DIFFERENCES)
+def test_mean_difference_agrees_with_rliable_on_another_stream(case):
+    c = DIFFERENCES[case]
+    got = S.mean_difference(np.array(c["x"]), np.array(c["y"]), n_resamples=REPS, seed=OTHER_SEED)
     _within_noise(got, c["ci"], c["ci_spread"], c["ci_by_seed"])

@@ -122,6 +122,14 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
 }
 
 PART_ALLOWED = {"precision": "fp32, tf32, bf16"}  # a part runs one; a trial may say `auto`
+QUOTED = " (a string, in quotes; unquoted, {} is allowed)"
+HINTS = {  # what a refused value may have meant (issue 40): a close name, or unquoted YAML
+    "framestack": " (did you mean 'gap'?)",
+    "precision": " (did you mean 'bf16'?)",
+    **{k: QUOTED.format(RULES[k][0]) for k in ("reward_shaping", "channels_last", "cuda_graph")},
+    **{k: QUOTED.format(RULES[k][0]) for k in ("kl_coeff", "overlap", "deterministic")},
+    **{k: QUOTED.format(RULES[k][0]) for k in ("double_q", "checkpoint_replay_buffer")},
+}
 
 
 def test_every_field_of_a_trial_declares_a_rule():
@@ -137,12 +145,15 @@ def test_a_bad_value_names_the_trial_key_and_what_is_allowed(key):
     assert rule_of(TrialConfig, key).allowed == allowed
     with pytest.raises(ConfigError) as e:
         TrialConfig.from_dict({key: bad}, path="params")
-    assert [str(x) for x in e.value.errors] == [f"params.{key}: got {bad!r}; allowed: {allowed}"]
+    hint = HINTS.get(key, "")
+    assert [str(x) for x in e.value.errors] == [
+        f"params.{key}: got {bad!r}{hint}; allowed: {allowed}"
+    ]
     (part,) = [cls for cls in SUB_CONFIGS if key in {f.name for f in dataclasses.fields(cls)}]
     with pytest.raises(ConfigError) as e:
         part(**{key: bad})
     allowed = PART_ALLOWED.get(key, allowed)
-    assert str(e.value) == f"{key}: got {bad!r}; allowed: {allowed}"
+    assert str(e.value) == f"{key}: got {bad!r}{hint}; allowed: {allowed}"
 
 
 @pytest.mark.parametrize("module", ["rlsweep", "rlsweep.spec"])

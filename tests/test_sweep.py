@@ -183,7 +183,11 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path):
     final = R.final_scores(R.load_curves(tmp_path / "early"))
     assert sorted(final["variant"]) == ["A", "B"] and (final["status"] == "INCOMPLETE").all()
     # Tune will not restart them on resume, so resume does not promise to continue them.
-    assert R.resume_points(spec, str(tmp_path / "early")) == [
+    from rlsweep.recovery import reconcile
+
+    restarts = reconcile(str(tmp_path / "early"))
+    assert restarts == []  # both TERMINATED in Tune's state: nothing to continue
+    assert R.resume_points(spec, str(tmp_path / "early"), restarts) == [
         "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
         "kept, 0 to continue, 0 not started"
     ]

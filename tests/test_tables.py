@@ -48,7 +48,7 @@ def test_gap_table_shows_the_ci_or_says_why_there_is_none():
         "| variant | train − test [95% CI] | runs |",
         "| --- | --- | --- |",
         f"| A | {gap.value:.3f} [{gap.low:.3f}, {gap.high:.3f}] | 3 |",
-        "| B | 0.100 (no CI: a game has < 2 runs) | 1 |",
+        "| B | 0.100 (no CI: a game has < 3 runs) | 1 |",
     ]
     # A training score missing for every run of some game (older trials): no row at all.
     exp.final.loc[exp.final["variant"] == "B", M.TRAIN_RETURN_NORM] = np.nan
@@ -56,7 +56,7 @@ def test_gap_table_shows_the_ci_or_says_why_there_is_none():
 
 
 def test_score_table_has_a_column_for_every_variant():
-    exp = _experiment({("A", "coinrun", 0): (0.5, 0.25), ("A", "coinrun", 1): (0.5, 0.75)})
+    exp = _experiment({("A", "coinrun", s): (0.5, 0.25 * (s + 1)) for s in range(3)})
     exp.variants = ["A", "B"]  # B: declared by the spec, no finished trial
     lines = T.score_table(exp, n_resamples=200).splitlines()
     assert lines[0] == "| game | A | B |"
@@ -64,11 +64,34 @@ def test_score_table_has_a_column_for_every_variant():
     assert lines[3].startswith("| **IQM** | 0.500 [") and lines[3].endswith(" | — |")
 
 
+def test_two_runs_give_the_mean_alone_and_say_why():
+    """Issue 40 (5): two seeds that agree gave "0.000 ± 0.000" and an IQM "CI" [0.000, 0.000]
+    (a bootstrap over 2 runs is no CI). Below MIN_CI_RUNS runs a game, every table shows the
+    estimate alone and says why; from 3 runs, the CI."""
+    two = {("A", "coinrun", s): (0.5, 0.0) for s in range(2)}
+    two |= {("B", "coinrun", s): (0.5, 0.1 * s) for s in range(3)}
+    exp = _experiment(two)
+    lines = T.score_table(exp, n_resamples=200).splitlines()
+    assert lines[2].startswith("| coinrun | 0.000 (2 runs: too few for a CI) | 0.100 ± 0.")
+    assert lines[3].startswith("| **IQM** | 0.000 (no CI: a game has < 3 runs) | 0.100 [0.")
+    assert "0.000 ± 0.000" not in "\n".join(lines) and "[0.000, 0.000]" not in lines[3]
+    aggs = T.aggregates(exp.all_scores(), n_resamples=200)
+    assert not any(iv.has_ci for iv in aggs["A"].values())
+    assert all(iv.has_ci for iv in aggs["B"].values())
+    rows = T.improvement_table(exp, ["A", "B"], n_resamples=200)
+    assert rows[2:] == ["| A |  | 0.167 |", "| B | 0.833 |  |"]  # P alone, no "[x, y]"
+    assert T.gap_table(exp, ["A"], n_resamples=200)[2] == (
+        "| A | 0.500 (no CI: a game has < 3 runs) | 2 |"
+    )
+    # Straight from stats (rliable's rule, 2 runs) the same scores had a zero-width "CI".
+    assert S.interval(exp.scores("A"), "iqm", n_resamples=200).has_ci
+
+
 def test_improvement_table_is_pairwise():
     exp = _experiment(
         {
-            **{("A", "coinrun", s): (1.0, 0.8 + 0.01 * s) for s in range(2)},
-            **{("B", "coinrun", s): (1.0, 0.1 + 0.01 * s) for s in range(2)},
+            **{("A", "coinrun", s): (1.0, 0.8 + 0.01 * s) for s in range(3)},
+            **{("B", "coinrun", s): (1.0, 0.1 + 0.01 * s) for s in range(3)},
         }
     )
     rows = T.improvement_table(exp, ["A", "B"], n_resamples=200)
@@ -107,3 +130,31 @@ def test_runs_on_a_shared_grid():
 )
 def test_usd_text(usd, text):
     assert T.usd_text(usd) == text
+
+
+def test_a_search_is_ranked_in_one_pass_with_a_ci_where_seeds_repeat():
+    runs = {("lr=1e-4", "coinrun", s): (0.5, 0.2 + 0.01 * s) for s in range(3)}
+    runs |= {("lr=3e-4", "coinrun", 0): (0.5, 0.9), ("lr=5e-4", "coinrun", 0): (0.5, 0.1)}
+    exp = _experiment(runs)
+    ranked = T.ranking(exp)
+    assert list(ranked["variant"]) == ["lr=3e-4", "lr=1e-4", "lr=5e-4"]
+    assert ranked["score"].tolist() == pytest.approx([0.9, 0.21, 0.1])
+    assert ranked["seeds"].tolist() == [[0], [0, 1, 2], [0]]
+    rows = T.top_table(exp, ranked, 2, n_resamples=200)
+    assert rows[0] == "| rank | configuration | score | 95% CI | seeds | games | trials |"
+    assert (
+        rows[2]
+        == "| 1 | lr=3e-4 | 0.900 | — (1 run: too few for a CI) | 0 | 1 | lr=3e-4_coinrun_0 |"
+    )
+    assert rows[3].startswith("| 2 | lr=1e-4 | 0.210 | [0.20") and "| 0, 1, 2 | 1 |" in rows[3]
+    assert len(rows) == 4  # the top 2 only
+
+
+def test_trials_in_the_order_tune_started_them():
+    final = pd.DataFrame(
+        {
+            "sweep": ["s"] * 4,
+            "trial_id": ["maze_s0_ab_00001", "coinrun_s0_ab_00002", "coinrun_s0_ab_00000", "x"],
+        }
+    )
+    assert T.trial_order(final).tolist() == [1, 2, 0, 3]  # by Tune's number, not by name

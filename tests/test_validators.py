@@ -103,7 +103,7 @@ def test_every_field_is_checked_and_every_error_raised_at_once():
         Whole(low=-1, high="2", size=0)
     assert [str(x) for x in e.value.errors] == [
         "low: got -1; allowed: an integer >= 0",
-        "high: got '2'; allowed: an integer >= 0",
+        "high: got '2' (a string, in quotes; unquoted, 2 is allowed); allowed: an integer >= 0",
         "size: got 0; allowed: an integer >= 1",
     ]
 
@@ -163,3 +163,27 @@ def test_unknown_suggests_the_closest_known_name_or_none():
 def test_num_gpus_is_a_fraction_of_one_gpu_or_whole_gpus(num_gpus, ok):
     """Ray's rule: a trial holds a fraction 0 < x <= 1 of one GPU, or whole GPUs."""
     assert check_num_gpus(num_gpus) is ok
+
+
+def test_a_refused_value_says_what_it_may_have_meant():
+    """Issue 40: `games: [BigFish]` gets a did-you-mean; a quoted "false" is said to be a
+    string, which unquoted would pass."""
+    from rlsweep.errors import SpecError
+    from rlsweep.spec import SweepSpec
+
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_dict(
+            {"name": "s", "games": ["BigFish", "coinrn"], "params": {"num_levels": 200}}
+        )
+    assert [x.message.split("; allowed")[0] for x in e.value.errors] == [
+        "got 'BigFish' (did you mean 'bigfish'?)",
+        "got 'coinrn' (did you mean 'coinrun'?)",
+    ]
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml_text('name: s\nparams: {normalize_reward: "false"}\n', "s.yaml")
+    assert str(e.value) == (
+        "s.yaml: params.normalize_reward: got 'false' (a string, in quotes; unquoted, false is "
+        "allowed); allowed: true, false"
+    )
+    assert one_of(("none", "gap")).hint("pong") == ""  # nothing close: no guess
+    assert integer(1).hint("x") == "" and integer(1).hint("0") == ""  # 0 would fail too

@@ -1,0 +1,185 @@
+"""A sweep stopped by its time limit, moved, and resumed at its new path (Tune plumbing, with the
+fake trainable); what a resume picks from disk (rlsweep.recovery, rlsweep.manifest). The real
+trial killed with SIGKILL and resumed is in tests/test_resume.py."""
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+
+from rlsweep import metrics as M
+from rlsweep.errors import SpecError
+from rlsweep.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
+from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
+from rlsweep.recovery import _newest_complete, _trim_results
+from rlsweep.report import build_report
+from rlsweep.spec import SweepSpec
+from rlsweep.sweep import resume_sweep, run_sweep
+from rlsweep.testing import ITER_S_ENV, fake_trial
+from rlsweep.tune_bridge import checkpoint_config
+
+ITER = 16384  # the fake trial's env steps per iteration (TrialConfig's default batch)
+BUDGET = 30 * ITER
+SAME = (M.ENV_STEPS, M.TRAIN_RETURN, M.TEST_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM)
+
+
+@pytest.fixture
+def no_ray_running():
+    import ray
+
+    if ray.is_initialized():  # each run_sweep below starts Ray with this test's env
+        ray.shutdown()
+
+
+def _rows(trial_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (trial_dir / "result.json").read_text().splitlines()]
+
+
+def _table(df):
+    keep = ["game", "seed", "status", "iteration", *SAME]
+    return df[keep].sort_values(["game", "seed"]).reset_index(drop=True)
+
+
+def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table(
+    tmp_path, monkeypatch, no_ray_running
+):
+    """`time_limit`: the running trials checkpoint after their current iteration and stop well
+    before the limit, the sweep raises with exit code 3 and the resume command; the experiment
+    dir, moved to another path, resumes there to the end; its table is the uninterrupted
+    run's, each iteration in result.json and progress.csv once, and `report` reads it. Each
+    trial keeps its newest `keep_checkpoints` checkpoints (1 by default)."""
+    spec = SweepSpec(
+        name="limited",
+        games=["coinrun"],
+        seeds=[0, 1],
+        budget=BUDGET,
+        params={"checkpoint_interval": 4},
+        storage_path=str(tmp_path),
+    )
+    monkeypatch.setenv(ITER_S_ENV, "0.4")  # 12 s a trial: the limit falls mid-way
+    limit = SHUTDOWN_S + 15
+    start = time.monotonic()
+    with pytest.raises(SweepInterrupted) as stopped:
+        run_sweep(spec, trainable=fake_trial, num_cpus=2, time_limit=limit)
+    assert time.monotonic() - start < limit
+    e = stopped.value
+    assert e.exit_code == EXIT_TIME_LIMIT == 3 and e.signum is None
+    assert str(e).startswith(f"time limit {limit:.0f}s: sweep limited stopped with 0 of 2")
+    assert e.command == f"rlsweep resume {tmp_path / 'limited'}"
+    df = e.result.trials
+    assert (df["status"] == "INCOMPLETE").all() and (df["iteration"] < 30).all(), df
+    for d in df["trial_dir"]:
+        assert _rows(Path(d))[-1][M.TRIAL_INTERRUPTED] is True  # it checkpointed on the way out
+
+    moved = tmp_path / "elsewhere" / "copy"
+    shutil.move(tmp_path / "limited", moved)
+    monkeypatch.setenv(ITER_S_ENV, "0")
+    resumed = resume_sweep(moved, trainable=fake_trial, num_cpus=2).trials
+    assert all(Path(d).parent == moved for d in resumed["trial_dir"])
+    reference = run_sweep(
+        spec.with_overrides(storage_path=str(tmp_path / "ref"), keep_checkpoints=3),
+        trainable=fake_trial,
+        num_cpus=2,
+    ).trials
+    assert _table(resumed).equals(_table(reference)), (_table(resumed), _table(reference))
+    for d in resumed["trial_dir"]:
+        rows = _rows(Path(d))
+        assert [r["training_iteration"] for r in rows] == list(range(1, 31))
+        csv = (Path(d) / "progress.csv").read_text().splitlines()
+        assert len(csv) == 31  # header + one row per iteration
+    assert "2 TERMINATED" in build_report([moved]).read_text()
+    kept = [sorted(p.name for p in Path(d).glob("checkpoint_*")) for d in resumed["trial_dir"]]
+    assert [len(k) for k in kept] == [1, 1], kept
+    kept = [sorted(p.name for p in Path(d).glob("checkpoint_*")) for d in reference["trial_dir"]]
+    assert [k[-3:] for k in kept] == [
+        ["checkpoint_000005", "checkpoint_000006", "checkpoint_000007"]
+    ] * 2
+
+
+def test_keep_checkpoints_is_a_count_and_pbt_keeps_them_all():
+    with pytest.raises(SpecError, match=r"keep_checkpoints: got 0; allowed: an integer >= 1"):
+        SweepSpec(name="k", keep_checkpoints=0)
+    pbt = {"algorithm": "random", "scheduler": "pbt", "mutations": ["lr"]}
+    space = {"lr": {"loguniform": [1e-5, 1e-3]}}
+    with pytest.raises(SpecError, match="pbt keeps every checkpoint"):
+        SweepSpec(name="k", keep_checkpoints=2, search=pbt, space=space)
+    assert checkpoint_config(SweepSpec(name="k", search=pbt, space=space)).num_to_keep is None
+    assert checkpoint_config(SweepSpec(name="k", keep_checkpoints=2)).num_to_keep == 2
+
+
+def test_the_time_limit_asks_two_of_the_longest_iterations_before_its_end():
+    limit = TimeLimit(600, start=0.0)
+    assert limit.end_at == 600 - SHUTDOWN_S and limit.ask_at == limit.end_at
+    limit.saw_iteration(20.0)
+    limit.saw_iteration(5.0)
+    assert limit.ask_at == 600 - SHUTDOWN_S - 40 and limit.text() == "time limit 10m00s"
+    with pytest.raises(ValueError):
+        TimeLimit(0)
+
+
+def _checkpoint(trial: Path, index: int, iteration: int, torn: bool = False) -> None:
+    path = trial / f"checkpoint_{index:06d}"
+    path.mkdir(parents=True)
+    (path / "weights.bin").write_bytes(b"w" * 1000)
+    write_manifest(str(path), iteration, iteration * 256.0)
+    if torn:  # the driver died while the trial's files were being copied to storage
+        (path / "weights.bin").write_bytes(b"w" * 10)
+
+
+def test_the_newest_whole_checkpoint_is_the_one_a_resume_takes(tmp_path):
+    trial = tmp_path / "t"
+    _checkpoint(trial, 0, 2)
+    _checkpoint(trial, 1, 4)
+    _checkpoint(trial, 2, 6, torn=True)
+    fs = pafs.LocalFileSystem()
+    name, index, manifest = _newest_complete(fs, str(trial))
+    assert (name, index, manifest["iteration"]) == ("checkpoint_000001", 1, 4)
+    assert complete_manifest(fs, str(trial / "checkpoint_000002")) is None
+    (trial / "checkpoint_000001" / MANIFEST).unlink()  # an rlsweep before manifests wrote it
+    assert _newest_complete(fs, str(trial))[0] == "checkpoint_000000"
+
+
+def test_rows_after_the_checkpoint_are_dropped_and_each_iteration_kept_once(tmp_path):
+    """A trial that reported iterations 1-5, was restored at 3 by an earlier resume (3-5 again),
+    then its driver died mid-line; continued from iteration 4, its files keep 1-4 once each."""
+    its = [1, 2, 3, 4, 5, 3, 4, 5]
+    lines = [
+        json.dumps({"training_iteration": k, M.ENV_STEPS: 256 * k, "n": i})
+        for i, k in enumerate(its)
+    ]
+    (tmp_path / "result.json").write_text("\n".join(lines) + '\n{"training_iter')
+    csv = ["training_iteration,env_steps", *(f"{k},{256 * k}" for k in its)]
+    (tmp_path / "progress.csv").write_text("\n".join(csv) + "\n")
+    dropped = _trim_results(pafs.LocalFileSystem(), str(tmp_path), 4)
+    rows = _rows(tmp_path)
+    assert [(r["training_iteration"], r["n"]) for r in rows] == [(1, 0), (2, 1), (3, 5), (4, 6)]
+    assert dropped == 5  # 1, 2 kept as they were; 3, 4 kept once; 5 (twice) and the torn line
+    assert (tmp_path / "progress.csv").read_text().splitlines()[1:] == [
+        "1,256",
+        "2,512",
+        "3,768",
+        "4,1024",
+    ]
+
+
+def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
+    from rlsweep.cli import parser
+    from rlsweep.formatting import parse_duration
+
+    assert [parse_duration(t) for t in ("8m30s", "2h", "1d", "540", "1.5h")] == [
+        510,
+        7200,
+        86400,
+        540,
+        5400,
+    ]
+    args = parser().parse_args(["resume", "results/x", "--time-limit", "9m"])
+    assert args.time_limit == 540
+    for cmd in (["run", "spec.yaml"], ["ablate", "model"], ["resume", "results/x"]):
+        for bad in ("0", "soon", "5 m"):
+            with pytest.raises(SystemExit) as e:
+                parser().parse_args([*cmd, "--time-limit", bad])
+            assert e.value.code == 2
