@@ -68,7 +68,13 @@ def target_machine(address: str | None = None, num_cpus: float | None = None) ->
 
     with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
         total = ray.cluster_resources()
-    return Machine(total.get("CPU", 0), total.get("GPU", 0), where="the cluster")
+        nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+    return Machine(
+        total.get("CPU", 0),
+        total.get("GPU", 0),
+        where="the cluster",
+        node_cpus=max(nodes, default=0),
+    )
 
 
 def _this_machine(num_cpus: float | None, look_up_gpus: bool) -> Machine:

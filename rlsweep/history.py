@@ -182,11 +182,14 @@ def trial_events(trial_dir: Path) -> list[Event]:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    """result.json's rows in the order written (a restored trial appends again)."""
-    if not path.exists():
-        return []
+    return result_rows(path.read_text()) if path.exists() else []
+
+
+def result_rows(text: str) -> list[dict[str, Any]]:
+    """result.json's whole rows in the order written (a restored trial appends again; a torn
+    line, its driver killed mid-write, is not a row)."""
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError:

@@ -102,7 +102,7 @@ def choose(
     if machine.gpus < 1:
         return _cpu_layout(n, machine)
     gpus = math.floor(machine.gpus)
-    cpus_per_gpu = max(1, int(machine.cpus // gpus))
+    cpus_per_gpu = max(1, int(min(machine.cpus // gpus, _node_cpus(machine))))
     trials = spec.trials()
 
     def holds(k: int) -> bool:
@@ -150,12 +150,17 @@ _UNSET = "the spec sets no resources (num_gpus, num_cpus, num_env_runners)"
 def _cpu_layout(n: int, machine: Machine) -> Layout:
     """CPU trials, sampling in their own processes: 1 CPU each, or the CPUs the sweep's `n`
     trials leave spare shared out among them (up to CPU_TRIAL_MAX_CPUS)."""
-    cpus = max(1, min(int(machine.cpus // max(n, 1)), CPU_TRIAL_MAX_CPUS))
+    cpus = max(1, min(int(machine.cpus // max(n, 1)), CPU_TRIAL_MAX_CPUS, _node_cpus(machine)))
     spare = f"its {machine.cpus:g} CPUs shared among the sweep's {n:,} trials"
     why = f"{machine.where} has no GPU" + (f", {spare}" if cpus > 1 else "")
     head = f"CPU trials, {cpus} CPU{'s' if cpus != 1 else ''} each, sampling in the trial's process"
     params = {"num_gpus": 0, "num_cpus": cpus, "num_env_runners": 0} if cpus > 1 else {}
     return Layout(params=params, why=f"{head}: {why}; {_UNSET}")
+
+
+def _node_cpus(machine: Machine) -> int:
+    """The most CPUs one trial can have there: a cluster's largest node's."""
+    return int(machine.cpus if machine.node_cpus is None else machine.node_cpus)
 
 
 def _gpu_params(k: int, cpus_per_gpu: int) -> dict[str, Any]:

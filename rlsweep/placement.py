@@ -321,6 +321,9 @@ class Machine:
     """Memory of each GPU; None: unknown, not checked."""
     where: str = "this machine"
     """How error messages name it."""
+    node_cpus: float | None = None
+    """A cluster's: the CPUs of its largest node, the most one trial can have (None: one
+    machine, `cpus`)."""
 
 
 def check_fits(cfg: TrialConfig, machine: Machine) -> None:

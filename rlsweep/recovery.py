@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from rlsweep import metrics as M
+from rlsweep.history import result_rows
 from rlsweep.manifest import complete_manifest
 from rlsweep.storage import filesystem
 
@@ -132,22 +133,11 @@ def _write(fs: pafs.FileSystem, path: str, text: str) -> None:
         f.write(text.encode())
 
 
-def _result_rows(fs: pafs.FileSystem, trial_dir: str) -> list[dict[str, Any]]:
-    """result.json's whole rows, in order (a torn last line, the driver killed mid-write, is
-    not a row)."""
-    rows = []
-    for line in (_read(fs, f"{trial_dir}/result.json") or "").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
-
-
 def _result_row(fs: pafs.FileSystem, trial_dir: str, checkpoint: str) -> dict[str, Any] | None:
     """The result the trial reported with `checkpoint` (None: the driver died before writing
     it)."""
-    rows = [r for r in _result_rows(fs, trial_dir) if r.get("checkpoint_dir_name") == checkpoint]
+    text = _read(fs, f"{trial_dir}/result.json") or ""
+    rows = [r for r in result_rows(text) if r.get("checkpoint_dir_name") == checkpoint]
     return rows[-1] if rows else None
 
 

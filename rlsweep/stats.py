@@ -284,15 +284,7 @@ def probability_of_improvement_ci(
     seed: int = 0,
 ) -> Interval:
     """P(X > Y) with a CI resampling X's and Y's runs independently within each game."""
-    games = _two_variants(x, y)
-    return interval(
-        games,
-        _improvement,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
-        sets=(len(games) // 2,) * 2,
-    )
+    return _pair_interval(_improvement, x, y, n_resamples, confidence, seed)
 
 
 def mean_difference(
@@ -308,10 +300,23 @@ def mean_difference(
     `StratifiedIndependentBootstrap` of the pair, as for `probability_of_improvement_ci`. X and
     Y need not have the same runs (unlike `generalization_gap`, which pairs them). NaN bounds
     where X or Y has fewer than 2 runs in some game."""
+    return _pair_interval(_difference, x, y, n_resamples, confidence, seed)
+
+
+def _pair_interval(
+    statistic: Callable[..., np.ndarray],
+    x: Scores,
+    y: Scores,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+) -> Interval:
+    """`statistic` of X's games then Y's, with the CI of rliable's independent bootstrap of a
+    pair (X's draws, then Y's)."""
     games = _two_variants(x, y)
     return interval(
         games,
-        _difference,
+        statistic,
         n_resamples=n_resamples,
         confidence=confidence,
         seed=seed,

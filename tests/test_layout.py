@@ -68,6 +68,18 @@ def test_cpu_trials_where_there_is_none_and_a_spec_that_sets_resources_keeps_the
     assert layout.pinned(variants) == ["variants.a.num_cpus"]
 
 
+def test_a_trial_on_a_cluster_gets_no_more_cpus_than_its_largest_node_has():
+    """A cluster's CPUs are summed over nodes, but one trial runs on one node: two 1-CPU
+    workers give a lone trial 1 CPU, not 2 (it would wait for a node that never comes)."""
+    one = SweepSpec(name="one", games=["leaper"], seeds=[0], budget=16384)
+    two_nodes = Machine(cpus=2, where="the cluster", node_cpus=1)
+    assert layout.choose(one, two_nodes, DEFAULT_GPU_PACKED).params == {}
+    assert layout.choose(one, Machine(cpus=2), DEFAULT_GPU_PACKED).params["num_cpus"] == 2
+    gpu_nodes = Machine(cpus=40, gpus=2, gpu_memory_gib=79.6, where="the cluster", node_cpus=16)
+    spec = SweepSpec.from_yaml(STUDY)
+    assert layout.choose(spec, gpu_nodes, DEFAULT_GPU_PACKED).params["num_cpus"] == 2  # 16 / 8
+
+
 def test_shipped_specs_pin_no_resources():
     shipped = [*ROOT.glob("search_spaces/*.yaml"), *ROOT.glob("search_spaces/ablations/*.yaml")]
     assert len(shipped) >= 8
