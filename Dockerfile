@@ -26,7 +26,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends python3.12 python3.12-venv rsync openssh-client \
     && rm -rf /var/lib/apt/lists/*
 
-# The system libraries of rlsweep.qt.SYSTEM_LIBRARIES, exactly (Ubuntu 24.04's apt installs
+# The system libraries of rlsweep.envs.qt.SYSTEM_LIBRARIES, exactly (Ubuntu 24.04's apt installs
 # libglib2.0-0t64 for libglib2.0-0).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \

@@ -56,12 +56,12 @@ gpu-check:
 	$(GPU_PYTHON) benchmarks/gpu_check.py run --wheelhouse $(WHEELHOUSE) $(if $(NO_INSTALL),--no-install) \
 		$(if $(QUICK),--quick) -- $(GPU_ARGS)
 
-# The .debs of the system libraries Procgen's Qt runtime needs (rlsweep.qt.SYSTEM_LIBRARIES),
+# The .debs of the system libraries Procgen's Qt runtime needs (rlsweep.envs.qt.SYSTEM_LIBRARIES),
 # from this machine's apt, into syslibs/: carry it beside the wheelhouse to a node without an index.
 syslibs:
 	$(PYTHON) benchmarks/gpu_check.py fetch-syslibs --dest syslibs
 
-# An offline install for a node without a package index (rlsweep/wheelhouse.py): wheels for
+# An offline install for a node without a package index (rlsweep/node/wheelhouse.py): wheels for
 # Python $(PY) on $(PLATFORM), less the projects in EXCLUDE (and those in HAVE, the node's
 # `pip freeze`), with the projects in THIN shipped as thinned wheels (default: envpool's MuJoCo
 # assets, cut to the files `import envpool` reads; THIN=none ships them whole), pinned by
@@ -77,7 +77,7 @@ THIN     ?=
 CONSTRAINTS ?=
 WHEELHOUSE ?= wheelhouse
 wheelhouse: $(STAMP)
-	$(BIN)/python -m rlsweep.wheelhouse build --python $(PY) --platform $(PLATFORM) \
+	$(BIN)/python -m rlsweep.node.wheelhouse build --python $(PY) --platform $(PLATFORM) \
 		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
 		$(if $(THIN),--thin $(filter-out none,$(THIN))) \
 		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)

@@ -21,7 +21,7 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
     every CPU; steady env steps/s from its progress (after the first iteration, evaluation time
     excluded).
     Then the same trial with `overlap: true` (sampling the next batch beside the update: one
-    update of policy lag, `rlsweep.overlap`).
+    update of policy lag, `rlsweep.trial.overlap`).
 (d) K rlsweep trials packed on the GPU (num_gpus 1/K, CPUs / K each): aggregate env steps/s
     (the sum of their steady rates; they run concurrently), the largest K first.
 (c) and (d) evaluate once, at each trial's end, with a trial's default `eval_episodes` (32 envs
@@ -45,7 +45,7 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
 order a, b, c, e, d.
 
 For (c) and every K: each trial's peak GPU memory (`perf/gpu_reserved_peak_gib`,
-`perf/gpu_allocated_peak_gib`: its process's allocator) beside `rlsweep.placement.gpu_memory`'s
+`perf/gpu_allocated_peak_gib`: its process's allocator) beside `rlsweep.plan.placement.gpu_memory`'s
 estimate, and whether `validate` accepts the packing (and K = 16's) on this GPU.
 
 Every stage prints its lines as soon as it has its figures and rewrites the JSON record and the
@@ -75,7 +75,7 @@ from typing import Any
 
 import torch
 
-from rlsweep.subconfigs import PRECISIONS
+from rlsweep.spec.subconfigs import PRECISIONS
 
 HERE = Path(__file__).resolve().parent
 GIB = 2**30
@@ -155,7 +155,7 @@ def trial_params(s: Setup, k: int = 1) -> dict[str, Any]:
 
 def trial_config(s: Setup, k: int = 1, **overrides: Any):
     """The TrialConfig the estimates are of: a trial of (c) or (d)."""
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
 
     return TrialConfig(game=s.game, **trial_params(s, k), **overrides)
 
@@ -166,12 +166,12 @@ def model_bound(s: Setup, precision: str) -> dict[str, float]:
     over a minibatch, the env-steps/s bound they imply, and the training step's peak GPU memory
     (allocated and reserved, the step alone: weights, Adam, the minibatch, activations,
     workspaces)."""
-    from rlsweep.models import ImpalaActorCritic, ModelConfig
+    from rlsweep.trial.models import ImpalaActorCritic, ModelConfig
 
     if s.device == "cuda":
         torch.cuda.empty_cache()  # the other precision's blocks
         torch.cuda.reset_peak_memory_stats()
-        tf32 = "tf32" if precision == "tf32" else "ieee"  # as rlsweep.device sets it
+        tf32 = "tf32" if precision == "tf32" else "ieee"  # as rlsweep.trial.device sets it
         torch.backends.cuda.matmul.fp32_precision = tf32
         torch.backends.cudnn.conv.fp32_precision = tf32
         torch.backends.cudnn.benchmark = True  # a trial's default (deterministic: false)
@@ -273,10 +273,10 @@ def packed_trials(
     """(c) for k = 1, (d) otherwise: k trials through Tune sharing the GPU (and the CPUs), with
     each trial's steady rate, peak GPU memory and status; `overrides`: TrialConfig fields."""
     from rlsweep import metrics as M
-    from rlsweep import plan
-    from rlsweep.results import load_curves
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.plan import plan
+    from rlsweep.results.results import load_curves
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
 
     params = {**trial_params(s, k), **(overrides or {})}
     cfg = trial_config(s, k, **(overrides or {}))
@@ -336,7 +336,7 @@ def breakdown_main(s: Setup, overrides: dict[str, Any]) -> None:
     one JSON line: seconds per timed iteration by part."""
     import ray
 
-    from rlsweep import algos
+    from rlsweep.trial import algos
 
     cfg = trial_config(s, **overrides)
     ray.init(
@@ -439,7 +439,7 @@ def host_syncs(step: Callable[[], Any]) -> dict[str, int]:
 
 def breakdown_stage(s: Setup, overrides: dict[str, Any]) -> dict[str, float]:
     """(e) in a process of its own, with the jemalloc a trial's process has."""
-    from rlsweep.session import runtime_env
+    from rlsweep.run.session import runtime_env
 
     env = {**os.environ, **runtime_env()["env_vars"]}
     setup = json.dumps({**asdict(s), "overrides": overrides})
@@ -483,7 +483,7 @@ def breakdown_lines(s: Setup, overrides: dict[str, Any], parts: dict[str, float]
 def estimate(cfg) -> dict[str, float]:
     """placement's estimate for one trial (GiB): the total its process holds, the allocator's
     reserved and allocated parts, and the training step alone."""
-    from rlsweep.placement import gpu_memory
+    from rlsweep.plan.placement import gpu_memory
 
     m = gpu_memory(cfg)
     return {
@@ -497,7 +497,7 @@ def estimate(cfg) -> dict[str, float]:
 def packing_check(s: Setup, k: int) -> str:
     """What `rlsweep validate` says of K trials of (d)'s config on this machine."""
     from rlsweep.errors import ConfigError
-    from rlsweep.placement import check_fits, local_machine
+    from rlsweep.plan.placement import check_fits, local_machine
 
     cfg = trial_config(s, k)
     try:

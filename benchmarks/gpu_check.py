@@ -12,7 +12,7 @@ results/benchmarks/, gpu.py's), so a run stopped by a time limit still leaves wh
    "Offline install"); every later stage finds the wheelhouse's packages on PYTHONPATH, behind
    this checkout (the code being checked) and in front of the node's own (torch). `--no-install`
    uses this Python's environment as it is.
-2. system libraries: those of `rlsweep.qt.SYSTEM_LIBRARIES` that do not load here are unpacked
+2. system libraries: those of `rlsweep.envs.qt.SYSTEM_LIBRARIES` that do not load here are unpacked
    from their .debs in SYSLIBS (fetched with `fetch-syslibs`, i.e. `make syslibs`, on a machine
    with an index) and put on LD_LIBRARY_PATH for the later stages: a node without a package
    index cannot apt-get them.
@@ -61,9 +61,11 @@ DEFAULT_OUT = REPO / "results" / "benchmarks"
 
 @functools.cache
 def qt_module() -> ModuleType:
-    """rlsweep/qt.py of this checkout, loaded as a file (once): `import rlsweep` would need the
+    """rlsweep/envs/qt.py of this checkout, loaded as a file (once): `import rlsweep` would need the
     dependencies this script may be about to install."""
-    spec = importlib.util.spec_from_file_location("rlsweep_qt_file", REPO / "rlsweep" / "qt.py")
+    spec = importlib.util.spec_from_file_location(
+        "rlsweep_qt_file", REPO / "rlsweep" / "envs" / "qt.py"
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
@@ -119,7 +121,7 @@ def provide_system_libraries(syslibs: Path, dest: Path, log) -> tuple[list[str],
     qt = qt_module()
     missing = qt.missing_system_libraries()
     if not missing:
-        log(f"system libraries: all {len(qt.SYSTEM_LIBRARIES)} of rlsweep.qt load here")
+        log(f"system libraries: all {len(qt.SYSTEM_LIBRARIES)} of rlsweep.envs.qt load here")
         return [], []
     log("system libraries that do not load: " + ", ".join(lib.soname for lib, _ in missing))
     packages = qt.apt_packages(tuple(lib for lib, _ in missing))

@@ -106,8 +106,8 @@ def main() -> None:
 
     import ray
 
-    from rlsweep import algos
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
+    from rlsweep.trial import algos
 
     cfg = TrialConfig(game=GAME, **TRIAL)
     ray.init(

@@ -73,9 +73,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-    from rlsweep import algos
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
     from rlsweep.testing import NARROW_PPO
+    from rlsweep.trial import algos
 
     gpus = 1 if torch.cuda.is_available() else 0
     cfg = (

@@ -1,4 +1,4 @@
-"""What the learner's host syncs cost on a GPU, without Ray (torch and rlsweep.models alone):
+"""What the learner's host syncs cost on a GPU, without Ray (torch and rlsweep.trial.models alone):
 one PPO update's 24 minibatches of 2048 (the IMPALA net, bf16 autocast, Adam, global-norm
 clipping as RLlib clips) with RLlib's per-minibatch syncs (TorchLearner.apply_gradients'
 `isfinite(grad).all()` per parameter, twice; the PPO loss's two tensors made on the host) and
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from rlsweep.models import ImpalaActorCritic  # noqa: E402
-from rlsweep.subconfigs import ModelConfig  # noqa: E402
+from rlsweep.spec.subconfigs import ModelConfig  # noqa: E402
+from rlsweep.trial.models import ImpalaActorCritic  # noqa: E402
 
 ROWS, MINIBATCH, EPOCHS, CLIP = 16_384, 2048, 3, 0.5
 

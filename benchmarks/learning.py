@@ -14,8 +14,8 @@ of the mean final test score overlap, and writes both learning curves to a PNG.
 
 With `--precision P`, the two arms are rlsweep trials in fp32 and in P instead (the same seeds,
 budget and evaluator): whether P learns as fp32 does, which is how a GPU trial's default
-precision was chosen (`rlsweep.subconfigs.GPU_PRECISION`; bf16 autocast runs on the CPU too).
-With `--overlap`, they are rlsweep trials without and with `overlap: true` (`rlsweep.overlap`:
+precision was chosen (`rlsweep.spec.subconfigs.GPU_PRECISION`; bf16 autocast runs on the CPU too).
+With `--overlap`, they are rlsweep trials without and with `overlap: true` (`rlsweep.trial.overlap`:
 one update of policy lag): what the lag costs in learning.
 
 Default game: starpilot. It moves earliest of the 16 games: its reward is dense from the first
@@ -39,9 +39,10 @@ import torch
 from plain_ppo import PlainPPO, PPOArgs  # benchmarks/, beside this script
 
 from rlsweep import metrics as M
-from rlsweep import procgen, stats
-from rlsweep.config import TrialConfig
-from rlsweep.evaluation import evaluate, evaluation_envs, sampling_policy
+from rlsweep.envs import procgen
+from rlsweep.results import stats
+from rlsweep.spec.config import TrialConfig
+from rlsweep.trial.evaluation import evaluate, evaluation_envs, sampling_policy
 
 BATCH = 64 * 256  # cobbe2019's iteration
 DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 min on 2 cores
@@ -52,9 +53,9 @@ def run_rlsweep(
 ) -> dict[int, list[dict]]:
     """rlsweep trials as a user runs them, in `precision`, with or without `overlap`; returns
     each seed's evaluated rows."""
-    from rlsweep.results import load_curves
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.results.results import load_curves
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
 
     params = {
         "distribution_mode": "easy",

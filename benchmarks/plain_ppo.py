@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch.distributions import Categorical
 
-from rlsweep import procgen
-from rlsweep.models import ImpalaActorCritic, ModelConfig
+from rlsweep.envs import procgen
+from rlsweep.trial.models import ImpalaActorCritic, ModelConfig
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class PPOArgs:
     """Seeds torch, the envs and the minibatch permutations."""
     device: str = "cpu"
     precision: str = "fp32"
-    """The network's arithmetic, as rlsweep.models.ModelConfig.precision: on a GPU, fp32 keeps
+    """The network's arithmetic, as rlsweep.trial.models.ModelConfig.precision: on a GPU, fp32 keeps
     matmuls and convolutions in full float32 (TF32 off) and tf32 lets them use TF32."""
     """Where the network trains and infers."""
 
@@ -230,7 +230,7 @@ def ppo_update(
 
 def make_envpool(args: PPOArgs):
     """envpool's Procgen, raw: training levels, no reward processing."""
-    from rlsweep.qt import load_qt5
+    from rlsweep.envs.qt import load_qt5
 
     load_qt5()  # envpool's Procgen links Qt5
     import envpool

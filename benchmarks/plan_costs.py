@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/plan_costs.py [--quick] [--out FILE]
 
-The parts of `rlsweep.plan.Costs`, each measured where a sweep spends it:
+The parts of `rlsweep.plan.plan.Costs`, each measured where a sweep spends it:
 
-- ray_start_s: `rlsweep.session.ray_session` (a local Ray with rlsweep's settings, as `run_sweep`
-  starts it) entered and left, timed around.
+- ray_start_s: `rlsweep.run.session.ray_session` (a local Ray with rlsweep's settings, as
+  `run_sweep` starts it) entered and left, timed around.
 - a real sweep in that Ray (`run_sweep`): the demo's trial shape (coinrun easy, 16 envs x 64
   steps, minibatch 512, 1 CPU), at 3 epochs (the demo's) and at 1, the two side by side as the
   demo runs two trials on 2 cores, each ITERATIONS iterations, evaluating every EVAL_INTERVAL
@@ -18,7 +18,7 @@ The parts of `rlsweep.plan.Costs`, each measured where a sweep spends it:
     untrained coinrun policy's slowest of 32 does reach the limit (its mean episode lasts
     ~650 steps), so this is the rate of the plan's convention: an evaluation counted at the
     time limit;
-- the training's parts (`rlsweep.plan.Costs`: per vector step, per env step, per minibatch, per
+- the training's parts (`rlsweep.plan.plan.Costs`: per vector step, per env step, per minibatch, per
   sample and epoch, per iteration), in this process (`build_algorithm`, then `train()` timed:
   the median of TIMED iterations) on six small iterations that differ in one part each
   (`SHAPES`), solved for the five; then all five scaled by one factor, so that they give the
@@ -61,7 +61,7 @@ PARAMS = {
 """The demo's trial (search_spaces/demo.yaml) less its framestack, and its epochs (EPOCHS)."""
 ITERATIONS, EVAL_INTERVAL = 6, 3
 EPOCHS = (3, 1)
-"""The two trials' num_epochs: the demo's (`rlsweep.plan.REFERENCE`'s), and one."""
+"""The two trials' num_epochs: the demo's (`rlsweep.plan.plan.REFERENCE`'s), and one."""
 QUICK = {"iterations": 2, "eval_interval": 2, "timed": 2}
 TIMED = 10
 """Iterations timed of each of SHAPES (after one warm-up)."""
@@ -82,8 +82,8 @@ def measure_shapes(timed: int) -> dict[str, float]:
     """Median seconds of an iteration of each of `SHAPES` (1 CPU, 1 torch thread)."""
     import torch
 
-    from rlsweep.algos import build_algorithm
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
+    from rlsweep.trial.algos import build_algorithm
 
     torch.set_num_threads(1)
     medians = {}
@@ -132,8 +132,8 @@ def parts(t: dict[str, float]) -> dict[str, float]:
 def measure_sweep(storage: str, iterations: int, eval_interval: int) -> dict[str, Any]:
     """The demo-shaped sweep: its wall time and each trial's last report."""
     from rlsweep import metrics as M
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
 
     spec = SweepSpec(
         name="plan-costs",
@@ -166,9 +166,9 @@ def measure_sweep(storage: str, iterations: int, eval_interval: int) -> dict[str
 
 
 def costs(ray_s: float, sweep: dict[str, Any], training: dict[str, float]) -> dict[str, float]:
-    """The `rlsweep.plan.Costs` fields from the measurements (`training`: `parts`' five)."""
-    from rlsweep import plan
-    from rlsweep.config import TrialConfig
+    """The `rlsweep.plan.plan.Costs` fields from the measurements (`training`: `parts`' five)."""
+    from rlsweep.plan import plan
+    from rlsweep.spec.config import TrialConfig
 
     trials, cpus = sweep["trials"], PARAMS["num_cpus"]
     cfg = TrialConfig(game=GAME, eval_interval=EVAL_INTERVAL, num_epochs=max(EPOCHS), **PARAMS)
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if a.quick
         else (ITERATIONS, EVAL_INTERVAL, TIMED)
     )
-    from rlsweep.session import ray_session
+    from rlsweep.run.session import ray_session
 
     load = [os.getloadavg()[0]]
     print(f"load average {load[0]:.2f} at start", flush=True)
@@ -214,8 +214,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     figures = costs(ray_s, sweep, parts(shapes))
     for key, value in figures.items():
         print(f"{key:>24} {value:10.6f}")
-    from rlsweep import plan
-    from rlsweep.config import TrialConfig
+    from rlsweep.plan import plan
+    from rlsweep.spec.config import TrialConfig
 
     (one,) = [t for t in sweep["trials"] if t["num_epochs"] == min(EPOCHS)]
     cfg = TrialConfig(game=GAME, num_epochs=min(EPOCHS), **PARAMS)

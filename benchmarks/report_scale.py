@@ -71,9 +71,9 @@ def write_search(
     write it. Each sampled configuration runs on every game x seed (as an Optuna sweep's
     proposals do; with one game and one seed, a random search's trials): `n_trials` must be a
     multiple of games x seeds. Returns the dir."""
-    from rlsweep.config import TrialConfig
-    from rlsweep.experiment_dir import RUN_FILE, SWEEP_FILE
-    from rlsweep.spec import TRIAL_FILE, SweepSpec
+    from rlsweep.experiment.experiment_dir import RUN_FILE, SWEEP_FILE
+    from rlsweep.spec.config import TrialConfig
+    from rlsweep.spec.spec import TRIAL_FILE, SweepSpec
 
     cells = [(g, s) for g in games for s in seeds]
     if n_trials % len(cells):
@@ -188,8 +188,8 @@ def time_report(n_trials: int, work: Path) -> dict[str, Any]:
 _SWEEP_CHILD = """
 import json, os, sys, threading, time
 import ray
-from rlsweep.spec import SweepSpec
-from rlsweep.sweep import run_sweep
+from rlsweep.spec.spec import SweepSpec
+from rlsweep.run.sweep import run_sweep
 from rlsweep.testing import fake_trial
 
 n, storage, space, budget = int(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])

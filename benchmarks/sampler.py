@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/sampler.py [--steps 64] [--rounds 5] [--quick]
 
-The arms are the trial's own EnvRunner class (`rlsweep.env_runner`: BatchedEnvRunner, or
+The arms are the trial's own EnvRunner class (`rlsweep.trial.env_runner`: BatchedEnvRunner, or
 CentralInferenceEnvRunner with the module on the GPU when there is one) built from the default
 trial's config (coinrun easy, IMPALA-CNN [16, 32, 32], 64 envs, this machine's CPUs): "rllib"
 forces RLlib's own loop (`batched_loop_applies` false), "batched" runs rlsweep's, and a third
@@ -48,9 +48,9 @@ from typing import Any
 import torch
 
 PARTS = ("sample", "env step", "inference forward", "actions and outputs to host", "episodes")
-"""Timed from outside; "actions and outputs to host" is `rlsweep.connectors.rollout_columns`
+"""Timed from outside; "actions and outputs to host" is `rlsweep.trial.connectors.rollout_columns`
 (one host copy of the outputs, and the actions' sampling where the forward leaves it: rlsweep's
-PPO and APPO modules sample in the forward, `rlsweep.models.sample_categorical`), "episodes"
+PPO and APPO modules sample in the forward, `rlsweep.trial.models.sample_categorical`), "episodes"
 the batched loop's bulk episode writes (`_extend`, `to_numpy`: RLlib's loop does this per env
 and step, inside its other work)."""
 
@@ -79,11 +79,11 @@ def envs_alone(env_config: dict[str, Any], steps: int, rounds: int, copy: str = 
     """Median seconds to step the trial's vector env `steps` times with random actions; with
     `copy` ("torch" or "numpy"), each step's frames first copied as a GPU trial's rollout
     stages them (into pinned memory where there is a GPU) by that library: torch's copy runs on
-    its OpenMP pool, whose threads spin on after it (`rlsweep.models.pinned_frames`)."""
+    its OpenMP pool, whose threads spin on after it (`rlsweep.trial.models.pinned_frames`)."""
     import numpy as np
 
-    from rlsweep.algos import make_procgen_env
-    from rlsweep.models import pinned_frames
+    from rlsweep.trial.algos import make_procgen_env
+    from rlsweep.trial.models import pinned_frames
 
     env = make_procgen_env(env_config)
     try:
@@ -182,8 +182,8 @@ def actions_alone(module: Any, envs: int, steps: int, rounds: int, cuda: bool) -
     the module's CUDA graph replays the latter's sampling; its noise is drawn outside)."""
     from ray.rllib.core.columns import Columns
 
-    from rlsweep.connectors import rollout_columns
-    from rlsweep.models import sample_categorical
+    from rlsweep.trial.connectors import rollout_columns
+    from rlsweep.trial.models import sample_categorical
 
     device = next(module.parameters()).device
     n = module.net.pi.out_features
@@ -255,10 +255,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.envs, args.steps, args.rounds = 8, 8, 2
 
-    from rlsweep import connectors, env_runner
-    from rlsweep.algos import algorithm_config
-    from rlsweep.config import TrialConfig
-    from rlsweep.placement import placement
+    from rlsweep.plan.placement import placement
+    from rlsweep.spec.config import TrialConfig
+    from rlsweep.trial import connectors, env_runner
+    from rlsweep.trial.algos import algorithm_config
 
     rollout_columns, _extend = connectors.rollout_columns, env_runner._extend
 

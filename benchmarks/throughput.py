@@ -13,7 +13,7 @@ per iteration, minibatch 2048, 3 epochs, on 2 CPUs / 2 torch threads:
   the end here). Ray's start-up and shut-down are not counted (printed apart).
 - peer: `benchmarks/plain_ppo.py --bench`, CleanRL's single-process loop outside Ray, in a process
   of its own started from a clean environment (no RAY_*, OMP_*, LD_PRELOAD, MALLOC_CONF from
-  ours). It shares only the network definition (`rlsweep.models.ImpalaActorCritic`) with the
+  ours). It shares only the network definition (`rlsweep.trial.models.ImpalaActorCritic`) with the
   trial. Its allocator is its own choice: jemalloc preloaded with the `MALLOC_CONF` below (the
   setup the issue measured); `--glibc` adds a row with the plain glibc allocator.
 

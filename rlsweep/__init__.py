@@ -1,9 +1,12 @@
 """rlsweep: what makes PPO generalize on Procgen? Sweeps on Ray Tune + RLlib."""
 
+from rlsweep import _moved
 from rlsweep._version import __version__ as __version__
-from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError, SpecError
-from rlsweep.spec import SweepSpec
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import SweepSpec
+
+_moved.install()  # the modules' paths before the layers became folders (old experiment dirs)
 
 __all__ = [
     "ConfigError",
@@ -20,7 +23,7 @@ __all__ = [
 def __getattr__(name: str):
     # Ray is imported only when a sweep actually runs.
     if name in ("run_sweep", "resume_sweep", "SweepResult", "SweepInterrupted"):
-        from rlsweep import sweep
+        from rlsweep.run import sweep
 
         return getattr(sweep, name)
     raise AttributeError(name)

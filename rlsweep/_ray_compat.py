@@ -1,16 +1,16 @@
 """Every private Ray / RLlib hook rlsweep relies on, in one place.
 
 rlsweep reaches past Ray's public API to make RLlib's PPO learner do the reference update
-(`LearnerHooks`, used by `rlsweep.ppo_learner.RlsweepPPOLearner`), to sample a step of all envs in
-one batched operation (`EnvRunnerHooks`, used by `rlsweep.env_runner.BatchedEnvRunner`) and a
-train batch as PPO does (`sample_train_batch`, `rlsweep.overlap`), to keep
-credentials out of the runtime envs Ray logs in plain text (`keyless_wandb_callback_class`,
-`stop_propagating_env_vars`), to find the jemalloc Ray ships (`bundled_jemalloc`), to start a
-local Ray without the background work nobody reads (`quiet_local_ray`), to stop Tune's
-loop the way Ctrl-C does (`end_tune_loop`), to share the sweep's stop flag through the GCS
-(`kv_put`, `kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the
-console (`DRIVER_LOGS`: matched by their wording, which is no API either). `HOOKS` lists each
-private name with the Ray version it was checked against.
+(`LearnerHooks`, used by `rlsweep.trial.ppo_learner.RlsweepPPOLearner`), to sample a step of all
+envs in one batched operation (`EnvRunnerHooks`, used by
+`rlsweep.trial.env_runner.BatchedEnvRunner`) and a train batch as PPO does (`sample_train_batch`,
+`rlsweep.trial.overlap`), to keep credentials out of the runtime envs Ray logs in plain text
+(`keyless_wandb_callback_class`, `stop_propagating_env_vars`), to find the jemalloc Ray ships
+(`bundled_jemalloc`), to start a local Ray without the background work nobody reads
+(`quiet_local_ray`), to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to share the sweep's
+stop flag through the GCS (`kv_put`, `kv_get`), and to keep Ray's log lines that a sweep's user
+cannot act on off the console (`DRIVER_LOGS`: matched by their wording, which is no API either).
+`HOOKS` lists each private name with the Ray version it was checked against.
 
 Upgrading Ray: `pytest tests/test_ray_compat.py` says which hooked names are gone (fast, no Ray
 cluster); `pytest -m rllib tests/test_ppo_reference.py` says whether the learner still computes
@@ -60,7 +60,7 @@ _ENV_RUNNER = "ray.rllib.env.env_runner.EnvRunner"
 _SA_ENV_RUNNER = "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner"
 
 HOOKS: tuple[Hook, ...] = (
-    # RlsweepPPOLearner (rlsweep.ppo_learner), through LearnerHooks below.
+    # RlsweepPPOLearner (rlsweep.trial.ppo_learner), through LearnerHooks below.
     Hook(
         _LEARNER,
         "_make_batch_if_necessary",
@@ -99,12 +99,12 @@ HOOKS: tuple[Hook, ...] = (
     ),
     Hook(_TORCH_LEARNER, "_set_optimizer_lr", "LearnerHooks.set_optimizer_lr: see lr_schedules"),
     # RLModule's forward passes: RLlib documents these as the methods a custom module
-    # overrides (rlsweep.rl_module), but they are underscore names all the same.
+    # overrides (rlsweep.trial.rl_module), but they are underscore names all the same.
     Hook(_RL_MODULE, "_forward", "rl_module: inference pass"),
     Hook(_RL_MODULE, "_forward_exploration", "rl_module: rollout pass (with values)"),
     Hook(_RL_MODULE, "_forward_train", "rl_module: training pass (augmentation)"),
     Hook(_RL_MODULE, "_forward_inference", "rl_module: DQN's epsilon-greedy evaluation"),
-    # BatchedEnvRunner (rlsweep.env_runner), through EnvRunnerHooks below.
+    # BatchedEnvRunner (rlsweep.trial.env_runner), through EnvRunnerHooks below.
     Hook(_SA_ENV_RUNNER, "_sample", "overridden as EnvRunnerHooks.sample_steps: batched loop"),
     Hook(_ENV_RUNNER, "_reset_envs_and_episodes", "EnvRunnerHooks.reset_envs_and_episodes"),
     Hook(_ENV_RUNNER, "_log_env_steps", "EnvRunnerHooks.count_sampled: Ray's step counter"),
@@ -147,7 +147,7 @@ HOOKS: tuple[Hook, ...] = (
         "EnvRunnerHooks.count_env_step: Ray's counter of vector env steps",
         kind="instance",
     ),
-    # sample_train_batch (rlsweep.overlap): PPO's own sampling call.
+    # sample_train_batch (rlsweep.trial.overlap): PPO's own sampling call.
     Hook(
         "ray.rllib.execution.rollout_ops.synchronous_parallel_sample",
         "_uses_new_env_runners",
@@ -160,7 +160,7 @@ HOOKS: tuple[Hook, ...] = (
         "sample_train_batch: the EnvRunners' metrics with the episodes",
         kind="parameter",
     ),
-    # keyless_wandb_callback_class (rlsweep.tracking).
+    # keyless_wandb_callback_class (rlsweep.run.tracking).
     Hook(_WANDB, "_start_logging_actor", "overridden: logging actors without WANDB_API_KEY"),
     Hook(_WANDB, "_remote_logger_class", "set before Ray's own code would", kind="instance"),
     Hook(_WANDB, "_logger_actor_cls", "the actor class made remote"),
@@ -176,9 +176,9 @@ HOOKS: tuple[Hook, ...] = (
         "ENV_VARS_TO_PROPAGATE",
         "AWS credential variables removed: not copied into trials' runtime_env",
     ),
-    # bundled_jemalloc (rlsweep.session.runtime_env).
+    # bundled_jemalloc (rlsweep.run.session.runtime_env).
     Hook("ray", "core/libjemalloc.so", "LD_PRELOADed into trial processes", kind="file"),
-    # quiet_local_ray (rlsweep.session.ray_session).
+    # quiet_local_ray (rlsweep.run.session.ray_session).
     Hook(
         "ray._private.parameter.RayParams",
         "include_log_monitor",
@@ -192,7 +192,7 @@ HOOKS: tuple[Hook, ...] = (
     ),
     # ray_session_dir (tests read Ray's logs for leaked credentials).
     Hook("ray._private.worker", "_global_node", "the session dir of this process's Ray"),
-    # end_tune_loop, set_restored_verbosity (rlsweep.interrupt, rlsweep.tune_bridge).
+    # end_tune_loop, set_restored_verbosity (rlsweep.experiment.interrupt, rlsweep.run.tune_bridge).
     Hook(
         "ray.tune.tune",
         "_setup_signal_catching",
@@ -203,11 +203,12 @@ HOOKS: tuple[Hook, ...] = (
         "get_run_config",
         "set_restored_verbosity: a resumed sweep's console (through Tuner._local_tuner)",
     ),
-    # kv_put / kv_get / kv_delete (rlsweep.interrupt's stop flag).
+    # kv_put / kv_get / kv_delete (rlsweep.experiment.interrupt's stop flag).
     Hook("ray.experimental.internal_kv", "_internal_kv_put", "kv_put: the stop flag is set"),
     Hook("ray.experimental.internal_kv", "_internal_kv_get", "kv_get: trials read the flag"),
     Hook("ray.experimental.internal_kv", "_internal_kv_del", "kv_delete: the flag is removed"),
-    # TuneState (rlsweep.recovery: a resume from each trial's newest complete checkpoint).
+    # TuneState (rlsweep.experiment.recovery: a resume from each trial's newest complete
+    # checkpoint).
     Hook(
         "ray.tune.execution.experiment_state",
         "_find_newest_experiment_checkpoint",
@@ -286,11 +287,12 @@ DRIVER_LOGS: tuple[DriverLog, ...] = (
         verbose=True,
     ),
     # A trial's worker died or its task raised: Tune logs Ray's traceback (~30 lines), once per
-    # failure; rlsweep says it in a line (rlsweep.history), the trial's error.txt holds it all.
+    # failure; rlsweep says it in a line (rlsweep.experiment.history), the trial's error.txt holds
+    # it all.
     DriverLog(
         "ray.tune.execution.tune_controller",
         "Trial task failed for trial",
-        "rlsweep.history says it in a line",
+        "rlsweep.experiment.history says it in a line",
     ),
     # After Ctrl-C, Tune's results table tries trials that never started (no result files).
     DriverLog(
@@ -300,12 +302,12 @@ DRIVER_LOGS: tuple[DriverLog, ...] = (
         verbose=True,
     ),
 )
-"""Ray's log records rlsweep keeps off the driver's console (`rlsweep.session`): written to the
+"""Ray's log records rlsweep keeps off the driver's console (`rlsweep.run.session`): written to the
 sweep's driver log instead."""
 HOOKS = (*HOOKS, *DRIVER_LOGS)
 RAYLET_MESSAGES: tuple[str, ...] = ("A worker died or was killed",)
 """What the raylet pushes to the driver's console that rlsweep keeps off it (a trial's dead
-worker: rlsweep.history says it in a line): written to the sweep's driver log instead
+worker: rlsweep.experiment.history says it in a line): written to the sweep's driver log instead
 (`raylet_messages_to`; the raylet's C++ words, not checked against Ray's Python)."""
 HOOKS = (
     *HOOKS,

@@ -12,7 +12,7 @@ import sys
 import warnings
 
 from rlsweep.errors import SpecError
-from rlsweep.spec import SweepSpec
+from rlsweep.spec.spec import SweepSpec
 
 EXIT_FAILED_TRIALS = 1
 EXIT_BAD_INPUT = 2
@@ -47,9 +47,9 @@ def _read(args: argparse.Namespace, budget: bool = True) -> SweepSpec:
 
 
 def _overrides(args: argparse.Namespace) -> list:
-    """The spec keys the command line sets (`rlsweep.overrides`): --games, --seeds, then each
+    """The spec keys the command line sets (`rlsweep.spec.overrides`): --games, --seeds, then each
     KEY=VALUE in order."""
-    from rlsweep import overrides
+    from rlsweep.spec import overrides
 
     flags = [
         overrides.list_flag(flag, key, value)
@@ -73,7 +73,7 @@ def positive_int(text: str) -> int:
 def _checked(args: argparse.Namespace, spec: SweepSpec, warn: bool = True):
     """`preflight.check` of `spec` where `args` say it runs; prints its layout (stdout) and,
     for a long sweep, a warning (stderr) if `warn`."""
-    from rlsweep import preflight
+    from rlsweep.run import preflight
 
     checked = preflight.check(
         spec,
@@ -120,7 +120,7 @@ def time_limit(text: str) -> float:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Everything `run` checks before it starts the sweep: the spec (with its smoke: section),
     the overrides, its storage, and that every trial fits where it would run (in the layout
-    it would run in); a sweep too long to start unasked is warned of (`rlsweep.preflight`)."""
+    it would run in); a sweep too long to start unasked is warned of (`rlsweep.run.preflight`)."""
     spec = _checked(args, _load(args)).spec
     print(f"{args.spec}: ok — {spec.num_trials:,} trials of {spec.budget:,} env steps")
     return 0
@@ -131,10 +131,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from rlsweep import preflight
-    from rlsweep.cost import load_prices
-    from rlsweep.placement import gpus_may_exist, local_machine
-    from rlsweep.plan import make_plan, scaling_warnings
+    from rlsweep.plan.cost import load_prices
+    from rlsweep.plan.placement import gpus_may_exist, local_machine
+    from rlsweep.plan.plan import make_plan, scaling_warnings
+    from rlsweep.run import preflight
 
     for flag, value in (
         ("--instances", args.instances),
@@ -177,8 +177,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rlsweep import preflight
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run import preflight
+    from rlsweep.run.sweep import run_sweep
 
     where = _where(args)
     spec = _load(args)
@@ -191,8 +191,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from rlsweep.run.sweep import resume_sweep
     from rlsweep.storage import check_storage
-    from rlsweep.sweep import resume_sweep
 
     if args.overrides:
         raise SpecError(
@@ -216,7 +216,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def _ablation_table(result) -> None:
     """An ablation's (or study's) ablation.md, once its sweep has run (`ablate`, `resume`)."""
-    from rlsweep.ablate import ablation_of, write_ablation_table
+    from rlsweep.results.ablate import ablation_of, write_ablation_table
 
     if (spec := ablation_of(result.path)) is not None:
         table = write_ablation_table(spec, result.path)
@@ -231,8 +231,8 @@ def _not_a_spec(path: str) -> None:
     """`rlsweep resume spec.yaml`: say which results dir that spec's sweep lives in."""
     from pathlib import Path
 
-    from rlsweep.experiment_dir import can_resume, experiment_path
-    from rlsweep.interrupt import resume_command
+    from rlsweep.experiment.experiment_dir import can_resume, experiment_path
+    from rlsweep.experiment.interrupt import resume_command
 
     if not (path.endswith((".yaml", ".yml")) and Path(path).is_file()):
         return
@@ -246,8 +246,8 @@ def _not_a_spec(path: str) -> None:
 
 def _where(args: argparse.Namespace) -> dict:
     """run_sweep's "where and how to run" options, shared by run, resume and ablate."""
-    from rlsweep.experiment_dir import Instance
-    from rlsweep.session import Dashboard
+    from rlsweep.experiment.experiment_dir import Instance
+    from rlsweep.run.session import Dashboard
 
     # Flags left unset are not passed: run_sweep's, WandbSettings' and Dashboard's defaults hold
     # (each written once, there).
@@ -290,15 +290,15 @@ def _exit_code(result) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from rlsweep.ablate import ablation_of, write_ablation_table
-    from rlsweep.report import build_report
+    from rlsweep.results.ablate import ablation_of, write_ablation_table
+    from rlsweep.results.report import build_report
 
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
     # One ablation's dir, reported as `ablate` reports it: report/ with ablation.md.
     plain = len(args.dirs) == 1 and not (by or args.out or args.pool)
     ablation = ablation_of(args.dirs[0]) if plain else None
     try:
-        # --resamples unset: build_report's default (rlsweep.tables.REPORT_RESAMPLES)
+        # --resamples unset: build_report's default (rlsweep.results.tables.REPORT_RESAMPLES)
         n = {"n_resamples": args.resamples} if args.resamples is not None else {}
         with warnings.catch_warnings(record=True) as caught:  # e.g. repeated trials
             warnings.simplefilter("always", UserWarning)
@@ -320,9 +320,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from rlsweep import preflight
-    from rlsweep.ablate import SMOKE_NOTE, load_ablation, write_ablation_table
-    from rlsweep.sweep import run_sweep
+    from rlsweep.results.ablate import SMOKE_NOTE, load_ablation, write_ablation_table
+    from rlsweep.run import preflight
+    from rlsweep.run.sweep import run_sweep
 
     where = _where(args)
     spec = load_ablation(
@@ -348,10 +348,10 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """One line per check as it finishes (rlsweep.doctor); exit code 1 if any failed."""
+    """One line per check as it finishes (rlsweep.node.doctor); exit code 1 if any failed."""
     import json
 
-    from rlsweep import doctor
+    from rlsweep.node import doctor
 
     results = []
     for check in doctor.run(gpu=args.gpu):
@@ -368,7 +368,7 @@ SPEC_HELP = "sweep spec YAML (e.g. search_spaces/demo.yaml; an ablation file too
 
 def _add_spec(p: argparse.ArgumentParser, help: str = SPEC_HELP, **kw: str) -> None:
     """The spec argument and its overrides, the same on validate, plan, run and ablate."""
-    from rlsweep.overrides import EXAMPLE
+    from rlsweep.spec.overrides import EXAMPLE
 
     p.add_argument("spec", help=help, **kw)
     p.add_argument(
@@ -410,8 +410,8 @@ def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
     sweep records when it starts (--max-failures in Tune's state, --instance in run.json) are
     left out, as a resumed sweep keeps them; each is its own decision, not one hidden by the
     other."""
-    from rlsweep.history import MAX_FAILURES
-    from rlsweep.plan import ALLOW_LONG
+    from rlsweep.experiment.history import MAX_FAILURES
+    from rlsweep.plan.plan import ALLOW_LONG
 
     _add_machine(p)
     if recorded:
@@ -490,8 +490,8 @@ def _parser(sub, name: str, help: str, examples: str, description: str = "", **k
 
 def parser() -> argparse.ArgumentParser:
     from rlsweep import __version__
-    from rlsweep.ablate import ablation_names, study_names
     from rlsweep.launch import ec2, sagemaker
+    from rlsweep.results.ablate import ablation_names, study_names
 
     p = argparse.ArgumentParser(
         prog="rlsweep",
@@ -564,7 +564,9 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument(
         "--head", metavar="TYPE", help="add a head node of this type (on-demand, runs no trials)"
     )
-    pl.add_argument("--prices", metavar="FILE", help="price table (default: rlsweep/prices.yaml)")
+    pl.add_argument(
+        "--prices", metavar="FILE", help="price table (default: rlsweep/plan/prices.yaml)"
+    )
     pl.set_defaults(func=cmd_plan)
 
     r = _parser(
@@ -687,7 +689,7 @@ def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Names
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rlsweep.interrupt import SweepInterrupted
+    from rlsweep.experiment.interrupt import SweepInterrupted
 
     args = _parse(parser(), argv)
     try:

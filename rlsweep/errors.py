@@ -1,7 +1,7 @@
 """The one error type for bad user input: every command exits 2 on it (`rlsweep.cli.main`).
 
 `SpecError` names the file (if any), the key path and what is allowed. `ConfigError` (a bad
-TrialConfig value, not yet tied to a file), `rlsweep.cost.PriceError` (a price table) and
+TrialConfig value, not yet tied to a file), `rlsweep.plan.cost.PriceError` (a price table) and
 `LaunchError` (a launcher's flags or cluster settings) are kinds of it.
 
 One error may stand for several independent problems of the same input (`SpecError.several`),

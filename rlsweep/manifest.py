@@ -2,11 +2,11 @@
 
 A driver killed without warning (SIGKILL, an OOM kill, a reclaimed node) can leave a trial's
 newest checkpoint half copied to storage. The manifest lists every other file of the checkpoint
-with its size, so a resume (`rlsweep.recovery`) tells a whole checkpoint from a torn one by
-reading the files' sizes, without loading any of them. It also says which iteration the
+with its size, so a resume (`rlsweep.experiment.recovery`) tells a whole checkpoint from a torn one
+by reading the files' sizes, without loading any of them. It also says which iteration the
 checkpoint holds, for a checkpoint whose result row the driver never wrote.
 
-Pure and torch-free: the trial writes it (`rlsweep.checkpoint.save`), the driver reads it.
+Pure and torch-free: the trial writes it (`rlsweep.trial.checkpoint.save`), the driver reads it.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ TORCH_THREADS = "perf/torch_threads"
 """torch's intra-op threads in the trial's process."""
 PRECISION = "perf/precision"
 """The arithmetic the trial's network ran: fp32, tf32 or bf16 (its `precision`, `auto` resolved by
-device: rlsweep.subconfigs.resolved_precision)."""
+device: rlsweep.spec.subconfigs.resolved_precision)."""
 CPU_S = "perf/cpu_s"
 """CPU seconds the trial's process has used, all threads, plus those of the processes it was
 restored from (summed as time/wall_s; benchmarks/throughput.py reads it)."""
@@ -86,7 +86,8 @@ NODE_ID = "trial/node_id"
 
 TRIAL_INTERRUPTED = "trial/interrupted"
 """True on the report a trial makes when the sweep is interrupted (Ctrl-C, SIGTERM): it carries
-the trial's last checkpoint, and the trial then waits to be stopped (`rlsweep.interrupt`)."""
+the trial's last checkpoint, and the trial then waits to be stopped
+(`rlsweep.experiment.interrupt`)."""
 
 RESUMED_AT = "trial/resumed_at_iteration"
 """0 in a trial's first process; in a process restored from a checkpoint (`rlsweep resume`, a
@@ -100,7 +101,7 @@ GPU_ALLOCATED_PEAK_GIB = "perf/gpu_allocated_peak_gib"
 """Peak GPU memory the trial's tensors took at once (GiB), since the process started."""
 GPU_LIMIT_GIB = "perf/gpu_limit_gib"
 """What the allocator may reserve (GiB): the trial's share of its GPU less the CUDA context
-(rlsweep.placement.memory_fraction), or the whole GPU's memory for a whole-GPU trial."""
+(rlsweep.plan.placement.memory_fraction), or the whole GPU's memory for a whole-GPU trial."""
 GPU_METRICS = (GPU_RESERVED_PEAK_GIB, GPU_ALLOCATED_PEAK_GIB, GPU_LIMIT_GIB)
 """Reported by GPU trials only: absent from a CPU trial's results (no NaN columns for the
 common case); results keep them as columns where any trial reported them."""

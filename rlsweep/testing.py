@@ -1,6 +1,7 @@
 """A fake trainable for testing Tune plumbing without RLlib: deterministic learning curves that
-report the same keys as the real trial (`rlsweep.trainable.train_trial`) and checkpoint the same
-way (so PBT and restores can be exercised). Never a stand-in for the real path outside tests."""
+report the same keys as the real trial (`rlsweep.trial.trainable.train_trial`) and checkpoint the
+same way (so PBT and restores can be exercised). Never a stand-in for the real path outside
+tests."""
 
 from __future__ import annotations
 
@@ -15,9 +16,9 @@ import ray
 from ray import tune
 
 from rlsweep import metrics as M
-from rlsweep import procgen
-from rlsweep.config import TrialConfig
+from rlsweep.envs import procgen
 from rlsweep.manifest import write_manifest
+from rlsweep.spec.config import TrialConfig
 
 
 def curve(cfg: TrialConfig, env_steps: float) -> tuple[float, float]:
@@ -77,7 +78,7 @@ def fake_trial(
     trial raises at its start (Tune marks it ERROR), as one whose node went away. die_at: its
     process exits after iteration `die_at` (its worker dead, as one killed), unless it was
     restored from a checkpoint."""
-    from rlsweep import interrupt
+    from rlsweep.experiment import interrupt
 
     cfg = TrialConfig.from_dict(config)
     if crash:

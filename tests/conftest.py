@@ -165,8 +165,8 @@ def run_fake_sweep(tmp_path_factory):
     and seeds 0, 1 of the given games; returns (spec, SweepResult)."""
 
     def run(games: list[str], budget: int):
-        from rlsweep.spec import SweepSpec
-        from rlsweep.sweep import run_sweep
+        from rlsweep.run.sweep import run_sweep
+        from rlsweep.spec.spec import SweepSpec
         from rlsweep.testing import fake_trial
 
         spec = SweepSpec(
@@ -184,14 +184,14 @@ def run_fake_sweep(tmp_path_factory):
 
 @pytest.fixture
 def libraries_unavailable(monkeypatch):
-    """`make(*sonames, qt=rlsweep.qt)`: that qt module's loader refuses `sonames` as a system
+    """`make(*sonames, qt=rlsweep.envs.qt)`: that qt module's loader refuses `sonames` as a system
     without them would (a missing file; libQt5Gui, which needs libGL and libGLX, fails with
     them) and loads everything else for real."""
     import ctypes
 
-    import rlsweep.qt
+    import rlsweep.envs.qt
 
-    def make(*sonames: str, qt=rlsweep.qt) -> None:
+    def make(*sonames: str, qt=rlsweep.envs.qt) -> None:
         def dlopen(name: str, mode: int = ctypes.RTLD_LOCAL):
             base = name.rsplit("/", 1)[-1]
             if base == "libQt5Gui.so.5" and {"libGL.so.1", "libGLX.so.0"} & set(sonames):

@@ -1,11 +1,11 @@
-"""rlsweep.ablate: named ablations, their smoke runs and the write-up-style table."""
+"""rlsweep.results.ablate: named ablations, their smoke runs and the write-up-style table."""
 
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from rlsweep.ablate import (
+from rlsweep.results.ablate import (
     ABLATIONS_DIR,
     SMOKE_NOTE,
     STUDIES_DIR,
@@ -15,7 +15,7 @@ from rlsweep.ablate import (
     study_names,
     write_ablation_table,
 )
-from rlsweep.spec import SpecError, data_dir
+from rlsweep.spec.spec import SpecError, data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def test_names_and_paths_resolve(tmp_path):
 
 
 def test_the_pooling_study_is_found_by_name_and_asks_issue_38s_question():
-    from rlsweep.plan import make_plan
+    from rlsweep.plan.plan import make_plan
 
     assert STUDIES_DIR == ROOT / "search_spaces" / "studies" and "pooling-bigfish" in study_names()
     assert ablation_path("pooling-bigfish") == STUDIES_DIR / "pooling-bigfish.yaml"
@@ -95,7 +95,7 @@ def test_ablation_table_has_the_write_up_layout(tmp_path):
     demo`-like time; see the README). Ray starts for this test only (~10 s)."""
     import ray
 
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
     from rlsweep.testing import fake_trial
 
     spec = load_ablation("augmentations", smoke=True, storage_path=str(tmp_path))
@@ -178,7 +178,7 @@ def _raw_trial(exp: Path, variant: str, seed: int, train: float, test: float, it
 def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tmp_path):
     """From result files written directly (no Ray): the published numbers sit in columns of
     their own, never in rlsweep's cells; the first variant against each other one, per levels."""
-    from rlsweep.spec import SweepSpec
+    from rlsweep.spec.spec import SweepSpec
 
     spec = SweepSpec.from_yaml_text(STUDY, source="study.yaml")
     exp = tmp_path / "study"

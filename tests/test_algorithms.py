@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import TINY_DQN, TINY_PPO
 
 TINY = dict(TINY_PPO, num_epochs=1, widths=[8, 16, 16], dense=64)
@@ -58,8 +58,8 @@ def test_bad_algorithm_values_name_the_key(overrides, message):
 
 
 def test_ppo_vf_clip_modes_reach_rllib():
-    from rlsweep.algos import algorithm_config
-    from rlsweep.ppo_learner import PPO2_VF_CLIP
+    from rlsweep.trial.algos import algorithm_config
+    from rlsweep.trial.ppo_learner import PPO2_VF_CLIP
 
     c = algorithm_config(TrialConfig(vf_clip_param=0.2, vf_clip_mode="ppo2"))
     assert c.vf_clip_param == math.inf and c.learner_config_dict[PPO2_VF_CLIP] == 0.2
@@ -71,15 +71,15 @@ def test_ppo_vf_clip_modes_reach_rllib():
 def test_discrete_actions_skip_rllibs_unsquash_and_clip(algorithm):
     # Procgen's actions are Discrete(15): unsquashing/clipping is a no-op that deep-copies each
     # env's action on every rollout step.
-    from rlsweep.algos import algorithm_config
+    from rlsweep.trial.algos import algorithm_config
 
     c = algorithm_config(TrialConfig(algorithm=algorithm))
     assert (c.normalize_actions, c.clip_actions) == (False, False)
 
 
 def test_dqn_config_mapping():
-    from rlsweep.algos import algorithm_config
-    from rlsweep.rl_module import ImpalaDQNModule
+    from rlsweep.trial.algos import algorithm_config
+    from rlsweep.trial.rl_module import ImpalaDQNModule
 
     cfg = TrialConfig(
         algorithm="dqn",
@@ -131,8 +131,8 @@ def test_dqn_config_mapping():
 
 @pytest.mark.parametrize("algorithm", ["impala", "appo"])
 def test_vtrace_config_mapping(algorithm):
-    from rlsweep.algos import algorithm_config
-    from rlsweep.rl_module import ImpalaAPPOModule, ImpalaPPOModule
+    from rlsweep.trial.algos import algorithm_config
+    from rlsweep.trial.rl_module import ImpalaAPPOModule, ImpalaPPOModule
 
     cfg = TrialConfig(
         algorithm=algorithm,
@@ -160,7 +160,7 @@ def test_vtrace_config_mapping(algorithm):
 
 
 def test_dqn_module_evaluates_epsilon_greedy_and_trains_against_its_target():
-    from rlsweep.rl_module import ImpalaDQNModule
+    from rlsweep.trial.rl_module import ImpalaDQNModule
 
     m = ImpalaDQNModule(
         observation_space=gym.spaces.Box(0, 255, (3, 64, 64), np.uint8),
@@ -198,7 +198,7 @@ def _weights(algo) -> dict[str, np.ndarray]:
     ids=["impala", "appo", "dqn"],
 )
 def test_algorithm_trains_on_procgen(ray_local, overrides, changed_key):
-    from rlsweep.algos import build_algorithm, read_result
+    from rlsweep.trial.algos import build_algorithm, read_result
 
     algo = build_algorithm(TrialConfig(**overrides))
     try:
@@ -250,7 +250,7 @@ def test_algorithm_trains_on_procgen(ray_local, overrides, changed_key):
 )
 def test_read_result_maps_every_algorithm_to_the_same_keys(learner, expected):
     """Stable keys for all; NaN for a loss an algorithm does not have."""
-    from rlsweep.algos import read_result
+    from rlsweep.trial.algos import read_result
 
     m = read_result({"learners": {"default_policy": learner}, "env_runners": {}})
     ppo_keys = read_result({"learners": {"default_policy": {}}, "env_runners": {}}).keys()
@@ -261,7 +261,7 @@ def test_read_result_maps_every_algorithm_to_the_same_keys(learner, expected):
 
 def test_no_update_reads_as_zero_samples_trained_and_nan_losses():
     """DQN before learning_starts: trainable.py must not mistake that for a diverged loss."""
-    from rlsweep.algos import read_result
+    from rlsweep.trial.algos import read_result
 
     m = read_result({"env_runners": {"num_env_steps_sampled_lifetime": 256}})
     assert m["train/module_steps_trained"] == 0 and math.isnan(m["loss/total"])
@@ -272,8 +272,8 @@ def test_read_result_keys_are_metric_constants_no_evaluator_key_overwrites():
     after it in each report) would overwrite: RLlib's training-episode count was reported as
     `train/episodes` and then replaced by the evaluator's episode count."""
     from rlsweep import metrics as M
-    from rlsweep.algos import read_result
-    from rlsweep.evaluation import EvalResult, score_metrics
+    from rlsweep.trial.algos import read_result
+    from rlsweep.trial.evaluation import EvalResult, score_metrics
 
     constants = {v for k, v in vars(M).items() if k.isupper() and isinstance(v, str)}
     keys = set(read_result({}))

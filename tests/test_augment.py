@@ -1,7 +1,9 @@
 import pytest
 import torch
 
-from rlsweep.augment import (
+from rlsweep.errors import ConfigError
+from rlsweep.spec.subconfigs import AUGMENTATIONS
+from rlsweep.trial.augment import (
     TRANSFORMS,
     AugmentConfig,
     _apply_one,
@@ -14,8 +16,6 @@ from rlsweep.augment import (
     sample_params,
     translate,
 )
-from rlsweep.errors import ConfigError
-from rlsweep.subconfigs import AUGMENTATIONS
 
 
 def images(batch: int = 8, frames: int = 1, size: int = 64, seed: int = 0) -> torch.Tensor:
@@ -246,7 +246,8 @@ def test_default_config_is_valid_and_off():
         (
             {"augment_p": "0.5"},
             "augment_p",
-            "got '0.5' (a string, in quotes; unquoted, 0.5 is allowed); allowed: a number in [0, 1]",
+            "got '0.5' (a string, in quotes; unquoted, 0.5 is allowed); "
+            "allowed: a number in [0, 1]",
         ),
         ({"augment_pad": 0}, "augment_pad", "got 0; allowed: an integer >= 1"),
         ({"augment_pad": 2.5}, "augment_pad", "got 2.5; allowed: an integer >= 1"),

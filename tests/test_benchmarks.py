@@ -142,8 +142,8 @@ def test_plan_costs_parts_solve_the_shapes_and_scale_to_the_sweep():
     """Iteration times made from known parts give those parts back; scaled so that the sweep's
     3-epoch trial (6 iterations, evaluating at 3 and 6: 2 x 2 splits x 32 envs x coinrun's
     1,000 steps each) gets the training time it took, in a sweep 30 s longer than it."""
-    from rlsweep.config import TrialConfig
-    from rlsweep.plan import Costs
+    from rlsweep.plan.plan import Costs
+    from rlsweep.spec.config import TrialConfig
 
     known = {
         "vector_step_s": 0.004,

@@ -1,4 +1,4 @@
-"""rlsweep.checkpoint: what a trial's checkpoint keeps beside RLlib's own state (the replay
+"""rlsweep.trial.checkpoint: what a trial's checkpoint keeps beside RLlib's own state (the replay
 buffer, every RNG, the trainable's state), on real RLlib algorithms training on real Procgen with
 tiny batches (marked `rllib`)."""
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlsweep import checkpoint
-from rlsweep.algos import build_algorithm, read_result
-from rlsweep.config import TrialConfig
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import TINY_DQN, TINY_PPO
+from rlsweep.trial import checkpoint
+from rlsweep.trial.algos import build_algorithm, read_result
 
 pytestmark = pytest.mark.rllib
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep.cli import main
-from rlsweep.spec import SweepSpec
+from rlsweep.spec.spec import SweepSpec
 
 DEMO = str(Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml")
 
@@ -73,11 +73,11 @@ def test_validate_refuses_a_trial_too_big_for_this_machine(tmp_path):
 
 def test_validate_plan_and_run_decide_sixteen_trials_on_an_80_gb_gpu(tmp_path, monkeypatch, capsys):
     """K = 16 trials of the default batch on one 80 GB GPU with 16 CPUs: refused in fp32 by
-    all three before Ray starts (the one check, rlsweep.placement.check_fits), run in bf16.
+    all three before Ray starts (the one check, rlsweep.plan.placement.check_fits), run in bf16.
     validate and run read this machine from placement.local_machine: an H100 box here."""
     import ray
 
-    from rlsweep import placement
+    from rlsweep.plan import placement
 
     h100 = placement.Machine(cpus=16, gpus=1, gpu_memory_gib=79.6)
     monkeypatch.setattr(placement, "local_machine", lambda cpus=None, look_up_gpus=True: h100)
@@ -167,7 +167,7 @@ def test_plan_takes_runs_overrides(tmp_path, capsys):
 
 def test_help_version_and_the_ablations(capsys):
     from rlsweep import __version__
-    from rlsweep.ablate import ablation_names
+    from rlsweep.results.ablate import ablation_names
 
     for argv in (["--version"], ["ablate", "--help"], ["validate", "--help"], ["run", "--help"]):
         with pytest.raises(SystemExit) as e:
@@ -202,7 +202,7 @@ def test_failed_trials_exit_1_for_run_and_ablate(tmp_path):
     import pandas as pd
 
     from rlsweep.cli import EXIT_FAILED_TRIALS, _exit_code
-    from rlsweep.sweep import SweepResult
+    from rlsweep.run.sweep import SweepResult
 
     spec = SweepSpec(name="x")
     ok = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "TERMINATED"]}))
@@ -231,7 +231,7 @@ def test_validate_plan_and_report_do_not_load_torch_or_ray():
     code = (
         "import sys; from rlsweep.cli import main; "
         "rc = main(['validate', 'search_spaces/demo.yaml']); "
-        "import rlsweep.report, rlsweep.plan; "
+        "import rlsweep.results.report, rlsweep.plan.plan; "
         "print('torch' in sys.modules, 'ray' in sys.modules); sys.exit(rc)"
     )
     root = Path(__file__).resolve().parents[1]

@@ -38,11 +38,11 @@ from ray._private.node import Node
 from ray.cluster_utils import Cluster
 
 from rlsweep import metrics as M
-from rlsweep.config import TrialConfig
-from rlsweep.experiment_dir import RUN_FILE
-from rlsweep.results import final_scores, load_curves
-from rlsweep.spec import SweepSpec
-from rlsweep.sweep import run_sweep
+from rlsweep.experiment.experiment_dir import RUN_FILE
+from rlsweep.results.results import final_scores, load_curves
+from rlsweep.run.sweep import run_sweep
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import ITER_S_ENV, fake_trial
 
 ITER_S = 0.5

@@ -1,12 +1,12 @@
 import pytest
 
-from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
+from rlsweep.spec.config import TrialConfig
 
 
 def test_defaults_are_train_procgens_run():
     """TrialConfig's defaults are baselines/cobbe2019.yaml (train-procgen), field for field."""
-    from rlsweep.spec import load_baseline
+    from rlsweep.spec.spec import load_baseline
 
     cobbe = load_baseline("cobbe2019")
     defaults = TrialConfig().to_dict()
@@ -104,8 +104,8 @@ def test_grad_clip_may_be_disabled():
 
 def test_rllib_config_mapping():
     """The one place RLlib's builder is touched maps every field we own."""
-    from rlsweep.algos import ppo_config
-    from rlsweep.ppo_learner import RlsweepPPOLearner
+    from rlsweep.trial.algos import ppo_config
+    from rlsweep.trial.ppo_learner import RlsweepPPOLearner
 
     cfg = TrialConfig(
         game="maze",

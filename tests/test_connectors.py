@@ -7,10 +7,10 @@ import pytest
 import torch
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-from rlsweep.algos import algorithm_config
-from rlsweep.config import TrialConfig
-from rlsweep.connectors import BatchObservations, SampleActions, to_host_together
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import EPSILON_GREEDY_DQN, NARROW_PPO
+from rlsweep.trial.algos import algorithm_config
+from rlsweep.trial.connectors import BatchObservations, SampleActions, to_host_together
 
 # Leaper and 4 envs: random-policy episodes end within the 8 x 16 x 4 sampled steps.
 SMALL = dict(NARROW_PPO, num_envs_per_env_runner=4)

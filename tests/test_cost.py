@@ -5,7 +5,7 @@ import math
 import pytest
 
 from rlsweep.cli import main
-from rlsweep.cost import (
+from rlsweep.plan.cost import (
     PRICES_PATH,
     InstancePrice,
     PriceError,
@@ -16,8 +16,8 @@ from rlsweep.cost import (
     trial_cost,
     trials_per_instance,
 )
-from rlsweep.plan import Costs, Throughput, make_plan
-from rlsweep.spec import SweepSpec
+from rlsweep.plan.plan import Costs, Throughput, make_plan
+from rlsweep.spec.spec import SweepSpec
 
 # Round numbers, so every expected value below is computed by hand.
 TABLE = """\

@@ -1,4 +1,5 @@
-"""The rollout forward replayed from a CUDA graph (rlsweep.cuda_graphs) computes the eager one.
+"""The rollout forward replayed from a CUDA graph (rlsweep.trial.cuda_graphs) computes the eager
+one.
 
 Those that capture need a GPU (CUDA graphs exist nowhere else): on a machine without one they
 are skipped, and `benchmarks/gpu_check.py` runs them on a GPU node."""
@@ -12,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from rlsweep.cuda_graphs import RolloutGraph
-from rlsweep.models import bf16_weights_for_rollouts
-from rlsweep.rl_module import ImpalaPPOModule
+from rlsweep.trial.cuda_graphs import RolloutGraph
+from rlsweep.trial.models import bf16_weights_for_rollouts
+from rlsweep.trial.rl_module import ImpalaPPOModule
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
 
@@ -96,7 +97,7 @@ def test_a_graph_that_does_not_reproduce_the_eager_forward_is_not_used(caplog):
         return {"y": x.float() + torch.rand(x.shape, device=x.device)}
 
     graph = RolloutGraph(noisy, lambda: [])
-    with caplog.at_level(logging.WARNING, logger="rlsweep.cuda_graphs"):
+    with caplog.at_level(logging.WARNING, logger="rlsweep.trial.cuda_graphs"):
         out = graph((_frames(0, n=4),), torch.device("cuda"))
     assert graph.eager and not graph.captured
     assert "sampling runs eagerly" in caplog.text
@@ -105,7 +106,7 @@ def test_a_graph_that_does_not_reproduce_the_eager_forward_is_not_used(caplog):
 
 def test_a_module_without_a_gpu_samples_eagerly():
     """A CPU module never holds a graph: `graph_rollouts` is for a GPU EnvRunner's module
-    (rlsweep.env_runner.CentralInferenceEnvRunner calls it on CUDA alone)."""
+    (rlsweep.trial.env_runner.CentralInferenceEnvRunner calls it on CUDA alone)."""
     m = _module("fp32")
     out = m.forward_exploration({"obs": _frames(0, n=4)})
     assert m._rollout_graph is None
@@ -117,8 +118,8 @@ def test_a_module_without_a_gpu_samples_eagerly():
 def test_cuda_graph_false_keeps_the_eager_forward():
     """`cuda_graph: false` (ModelConfig) reaches the trial's module, whose `graph_rollouts`
     then leaves the forward eager."""
-    from rlsweep.algos import algorithm_config
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
+    from rlsweep.trial.algos import algorithm_config
 
     for cuda_graph in (True, False):
         spec = algorithm_config(TrialConfig(cuda_graph=cuda_graph)).rl_module_spec
@@ -139,7 +140,7 @@ def test_a_capture_that_fails_leaves_the_eager_forward(caplog, monkeypatch):
     graph = RolloutGraph(m._rollout_outputs, m.parameters)
     monkeypatch.setattr(graph, "_capture", fail)
     frames = _frames(0, n=4)
-    with caplog.at_level(logging.WARNING, logger="rlsweep.cuda_graphs"):
+    with caplog.at_level(logging.WARNING, logger="rlsweep.trial.cuda_graphs"):
         out = graph((frames,), torch.device("cpu"))
     assert graph.eager and not graph.captured
     assert "not permitted" in caplog.text and "sampling runs eagerly" in caplog.text

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsweep.session import Dashboard
-from rlsweep.spec import SweepSpec
-from rlsweep.sweep import run_sweep
+from rlsweep.run.session import Dashboard
+from rlsweep.run.sweep import run_sweep
+from rlsweep.spec.spec import SweepSpec
 
 pytestmark = pytest.mark.rllib
 

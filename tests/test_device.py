@@ -1,13 +1,13 @@
-"""rlsweep.device: a trial process's torch settings and its learner's GPU, on the CPU."""
+"""rlsweep.trial.device: a trial process's torch settings and its learner's GPU, on the CPU."""
 
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from rlsweep.algos import algorithm_config
-from rlsweep.config import TrialConfig
-from rlsweep.device import configure_torch, learner_device
+from rlsweep.spec.config import TrialConfig
+from rlsweep.trial.algos import algorithm_config
+from rlsweep.trial.device import configure_torch, learner_device
 
 
 def test_a_trial_on_a_fraction_of_a_gpu_caps_torchs_allocator_there(monkeypatch):

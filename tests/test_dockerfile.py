@@ -1,12 +1,12 @@
 """The Dockerfile (no Docker engine here: it is parsed, not built) against what rlsweep
-declares: its system packages are exactly `rlsweep.qt.SYSTEM_LIBRARIES`' and it installs
+declares: its system packages are exactly `rlsweep.envs.qt.SYSTEM_LIBRARIES`' and it installs
 rlsweep with the commands docs/cluster.md gives and the pinned torch."""
 
 import re
 import shlex
 from pathlib import Path
 
-from rlsweep import qt
+from rlsweep.envs import qt
 from rlsweep.launch.ec2 import DEFAULT_TORCH
 
 ROOT = Path(__file__).resolve().parents[1]

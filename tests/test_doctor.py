@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from rlsweep import doctor
 from rlsweep.cli import main
+from rlsweep.node import doctor
 
 NAMES = ["python", "torch", "cuda", "gpu-mem", "ray", "qt", "envpool", "procgen"]
 

@@ -1,4 +1,4 @@
-"""rlsweep.env_runner: every trial samples with BatchedEnvRunner (a GPU trial without remote
+"""rlsweep.trial.env_runner: every trial samples with BatchedEnvRunner (a GPU trial without remote
 EnvRunners with its CentralInferenceEnvRunner, in its own process), and the batched loop samples
 what RLlib's own loop samples: the same episodes, chunk for chunk and value for value, the same
 metrics and callbacks (`rllib`: real RLlib on real Procgen, no Ray cluster)."""
@@ -12,11 +12,11 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 from ray.rllib.utils.metrics import ENV_STEP_TIMER, RLMODULE_INFERENCE_TIMER
 
-from rlsweep.algos import algorithm_config
-from rlsweep.config import TrialConfig
-from rlsweep.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
-from rlsweep.models import ImpalaCNN
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import EPSILON_GREEDY_DQN, NARROW_PPO
+from rlsweep.trial.algos import algorithm_config
+from rlsweep.trial.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
+from rlsweep.trial.models import ImpalaCNN
 
 # Leaper and 16 envs: random-policy episodes end and restart within the 8 x 16 x 16 sampled
 # steps, some in the same step (their callbacks then come in env order).

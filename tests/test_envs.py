@@ -1,8 +1,7 @@
 import numpy as np
 import pytest
 
-from rlsweep.envs import (
-    EnvConfig,
+from rlsweep.envs.vector_env import (
     FrameStacker,
     ProcgenVectorEnv,
     RewardNormalizer,
@@ -10,6 +9,7 @@ from rlsweep.envs import (
     shape_reward,
 )
 from rlsweep.errors import ConfigError
+from rlsweep.spec.subconfigs import EnvConfig
 
 
 def test_reward_shaping_formula():
@@ -300,7 +300,7 @@ def test_exploration_mode_plays_procgens_fixed_level_without_level_settings():
 
 
 def test_exploration_mode_errors_name_the_trial_key_path():
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
 
     d = {"game": "coinrun", "distribution_mode": "exploration", "num_levels": 500}
     with pytest.raises(ConfigError) as e:
@@ -328,8 +328,8 @@ def test_exploration_mode_runs_on_envpool_on_its_fixed_level(split):
 
 
 def test_procgen_time_limits_reach_envpool_for_every_game_and_mode():
-    from rlsweep import procgen
-    from rlsweep.envs import _import_envpool
+    from rlsweep.envs import procgen
+    from rlsweep.envs.vector_env import _import_envpool
 
     envpool = _import_envpool()
     differ = set()
@@ -350,7 +350,7 @@ def test_envpool_marks_a_done_truncated_from_the_limit_it_was_given():
     # max_episode_steps only decides `truncated` = done and elapsed >= max_episode_steps
     # (envpool/core/env.h). With jumper memory's registered 1000, a level finished after step
     # 1000 would read as truncated; hence rlsweep passes procgen's limit.
-    from rlsweep.envs import _import_envpool
+    from rlsweep.envs.vector_env import _import_envpool
 
     rng = np.random.default_rng(5)
     kinds = {}

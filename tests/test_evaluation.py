@@ -3,10 +3,11 @@ import math
 import numpy as np
 import torch
 
-from rlsweep import stats
-from rlsweep.config import TrialConfig
-from rlsweep.envs import EnvConfig, ProcgenVectorEnv
-from rlsweep.evaluation import (
+from rlsweep.envs.vector_env import ProcgenVectorEnv
+from rlsweep.results import stats
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.subconfigs import EnvConfig
+from rlsweep.trial.evaluation import (
     SPLITS,
     EvalResult,
     evaluate,

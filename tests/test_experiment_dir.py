@@ -1,5 +1,5 @@
-"""rlsweep.experiment_dir: where a sweep lives, one sweep per dir, and rlsweep's own files in
-it, local and on S3 (moto's server, see conftest.s3_server)."""
+"""rlsweep.experiment.experiment_dir: where a sweep lives, one sweep per dir, and rlsweep's own
+files in it, local and on S3 (moto's server, see conftest.s3_server)."""
 
 import json
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep import __version__
-from rlsweep.experiment_dir import (
+from rlsweep.experiment.experiment_dir import (
     DRIVER_LOG,
     RUN_FILE,
     SWEEP_FILE,
@@ -23,8 +23,8 @@ from rlsweep.experiment_dir import (
     run_info,
     sweep_spec,
 )
-from rlsweep.spec import SweepSpec
-from rlsweep.tracking import WandbSettings
+from rlsweep.run.tracking import WandbSettings
+from rlsweep.spec.spec import SweepSpec
 
 
 def test_a_sweep_lives_at_storage_slash_name(tmp_path, monkeypatch):

@@ -1,12 +1,12 @@
-"""rlsweep.fits: every trial of a spec fits where the sweep runs (the machine plan plans for,
+"""rlsweep.run.fits: every trial of a spec fits where the sweep runs (the machine plan plans for,
 this machine before Ray starts, or what the Ray it runs on offers), with errors at spec keys."""
 
 import pytest
 
 from rlsweep.errors import SpecError
-from rlsweep.fits import check_fits
-from rlsweep.placement import Machine
-from rlsweep.spec import SweepSpec
+from rlsweep.plan.placement import Machine
+from rlsweep.run.fits import check_fits
+from rlsweep.spec.spec import SweepSpec
 
 FOUR_CPUS = {"num_env_runners": 3, "minibatch_size": 512}
 """A trial of 1 + 3 CPUs."""
@@ -37,7 +37,7 @@ def test_this_machine_before_ray_starts_or_num_cpus(monkeypatch):
 
 
 def test_no_gpu_here_suggests_a_cluster_or_a_plan(monkeypatch):
-    from rlsweep.placement import local_machine
+    from rlsweep.plan.placement import local_machine
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     if local_machine().gpus:

@@ -93,7 +93,7 @@ def test_a_missing_library_without_its_deb_is_named_with_the_fix(tmp_path, libra
 def test_every_library_loading_here_unpacks_nothing(tmp_path):
     said = []
     assert gpu_check.provide_system_libraries(tmp_path, tmp_path, said.append) == ([], [])
-    assert said == ["system libraries: all 13 of rlsweep.qt load here"]
+    assert said == ["system libraries: all 13 of rlsweep.envs.qt load here"]
 
 
 def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):

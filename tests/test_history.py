@@ -9,11 +9,11 @@ import json
 import logging
 from types import SimpleNamespace
 
-from rlsweep import history
-from rlsweep import results as R
+from rlsweep.experiment import history
 from rlsweep.metrics import RESUMED_AT, TRIAL_ERROR
-from rlsweep.progress import ProgressView
-from rlsweep.spec import SweepSpec
+from rlsweep.results import results as R
+from rlsweep.run.progress import ProgressView
+from rlsweep.spec.spec import SweepSpec
 
 DIED = (
     "The actor died unexpectedly before finishing this task.\n\tclass_name: ImplicitFunc\n"
@@ -160,7 +160,7 @@ def test_a_resume_reads_tunes_state_without_its_metrics_warning(monkeypatch, cap
 def test_a_dead_worker_is_one_line_its_traceback_in_driver_log(ray_local, tmp_path, capfd):
     """A real Tune sweep of the fake trial whose worker exits after iteration 2: Tune retries
     it from its checkpoint there, and it finishes."""
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
     from rlsweep.testing import fake_trial
 
     spec = SweepSpec(
@@ -192,7 +192,7 @@ def test_a_dead_worker_is_one_line_its_traceback_in_driver_log(ray_local, tmp_pa
     assert (
         row["error"] == "recovered after: The actor died unexpectedly before finishing this task."
     )
-    from rlsweep.report import build_report
+    from rlsweep.results.report import build_report
 
     md = build_report([result.path]).read_text()
     section = md.split("## Retries, resumes and failures", 1)[1].split("\n## ", 1)[0]

@@ -1,4 +1,4 @@
-"""rlsweep.importance: Optuna distributions of space parameters, a study built from finished
+"""rlsweep.results.importance: Optuna distributions of space parameters, a study built from finished
 trials or read from where an Optuna sweep persisted it, and fANOVA importances. No Ray: the
 frames and the SQLite study are made here (tests/test_tracking.py runs the real sweeps)."""
 
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from rlsweep import metrics as M
-from rlsweep.importance import MIN_TRIALS, distribution, importances, study_from_trials
-from rlsweep.space import parse_space
-from rlsweep.spec import SweepSpec
+from rlsweep.results.importance import MIN_TRIALS, distribution, importances, study_from_trials
+from rlsweep.spec.space import parse_space
+from rlsweep.spec.spec import SweepSpec
 
 SPACE = {"lr": {"loguniform": [1e-5, 1e-3]}, "entropy_coeff": {"uniform": [0.0, 0.02]}}
 
@@ -95,7 +95,7 @@ def test_importances_from_the_persisted_study(tmp_path):
 def test_report_study_takes_the_spaces_distributions_else_infers_them():
     """A search report's figures come from this study: log axes where the space is log
     (declared by the spec, or inferred from values spanning two decades), in the order given."""
-    from rlsweep.importance import report_study
+    from rlsweep.results.importance import report_study
 
     D = optuna.distributions
     spec = SweepSpec(name="r", space=SPACE, search={"algorithm": "random"})

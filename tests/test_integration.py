@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsweep.config import TrialConfig
 from rlsweep.metrics import METRICS
-from rlsweep.plan import Throughput, make_plan
-from rlsweep.spec import SweepSpec
+from rlsweep.plan.plan import Throughput, make_plan
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import TINY_PPO
 
 pytestmark = pytest.mark.rllib
@@ -27,7 +27,7 @@ TINY = dict(TINY_PPO, num_epochs=2, eval_interval=2, eval_episodes=8)
 def ray_local():
     import ray
 
-    from rlsweep.session import runtime_env
+    from rlsweep.run.session import runtime_env
 
     ray.init(num_cpus=2, include_dashboard=False, runtime_env=runtime_env())
     yield
@@ -41,7 +41,7 @@ def _weights(algo) -> dict[str, np.ndarray]:
 def test_trial_trains_with_finite_losses_and_changes_weights(ray_local):
     import torch
 
-    from rlsweep.algos import build_algorithm, read_result
+    from rlsweep.trial.algos import build_algorithm, read_result
 
     algo = build_algorithm(TrialConfig(**TINY, framestack="gap"))
     try:
@@ -66,7 +66,7 @@ def test_trial_trains_with_finite_losses_and_changes_weights(ray_local):
 
 
 def test_learner_runs_exactly_epochs_times_minibatches(ray_local):
-    from rlsweep.algos import build_algorithm
+    from rlsweep.trial.algos import build_algorithm
 
     algo = build_algorithm(TrialConfig(**TINY))
     try:
@@ -78,7 +78,7 @@ def test_learner_runs_exactly_epochs_times_minibatches(ray_local):
 
 
 def test_run_sweep_real_trials(ray_local, tmp_path):
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
 
     spec = SweepSpec(
         name="real",
@@ -128,7 +128,7 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
             last["train/return_norm"] - last["test/return_norm"]
         )
     # The report from this real sweep dir: both trials counted, every file written.
-    from rlsweep.report import FILES, build_report
+    from rlsweep.results.report import FILES, build_report
 
     report = build_report([tmp_path / "real"], n_resamples=200)
     assert "`real`: 2 trials (2 TERMINATED)" in report.read_text()
@@ -141,7 +141,7 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
 def test_same_spec_same_seeds_same_numbers(ray_local, tmp_path):
     """Two trials side by side (2 CPUs), the whole sweep run twice: every number a trial
     reports that is not a time or a host detail is identical, iteration by iteration."""
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
 
     volatile = ("time", "timestamp", "date", "pid", "hostname", "node_ip", "trial_id")
     volatile += ("experiment_tag", "checkpoint_dir_name", "perf/", "trial/node_id")
@@ -174,7 +174,7 @@ def test_ppo2_value_clipping_trains(ray_local):
     """vf_clip_mode ppo2 on real PPO: the rollout's value estimates reach the loss, and the value
     loss logged is PPO2's, never below the plain squared error RLlib logs beside it (same
     minibatch); above it once the value has moved past a tiny clip."""
-    from rlsweep.algos import build_algorithm, read_result
+    from rlsweep.trial.algos import build_algorithm, read_result
 
     # fruitbot: rewards from the first steps, so value errors are not ~0 as in leaper.
     tiny = {**TINY, "game": "fruitbot", "num_epochs": 3}
@@ -194,7 +194,7 @@ def test_ppo2_value_clipping_trains(ray_local):
 def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
     """ray#62173: after PBT exploits (restore from another trial's checkpoint with a perturbed
     config), the learner must train with the perturbed lr, not the checkpoint's."""
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
 
     spec = SweepSpec(
         name="pbt",

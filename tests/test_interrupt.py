@@ -9,16 +9,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
-from rlsweep.interrupt import (
+from rlsweep.experiment.interrupt import (
     Interrupts,
     SweepInterrupted,
     checkpoint_due,
     requested,
     resume_command,
 )
-from rlsweep.spec import SweepSpec
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import SweepSpec
 
 
 def test_trials_checkpoint_every_10_minutes_by_default(monkeypatch):

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep import layout, placement
 from rlsweep.cli import main
-from rlsweep.placement import Machine
-from rlsweep.plan import DEFAULT_GPU_PACKED, make_plan
-from rlsweep.spec import SweepSpec
+from rlsweep.plan import layout, placement
+from rlsweep.plan.placement import Machine
+from rlsweep.plan.plan import DEFAULT_GPU_PACKED, make_plan
+from rlsweep.spec.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = str(ROOT / "search_spaces" / "study.yaml")
@@ -92,7 +92,7 @@ def test_shipped_specs_pin_no_resources():
 
 def test_plan_validate_and_run_lay_trials_out_on_their_target(monkeypatch, tmp_path, capsys):
     """The issue's command: the study on a 16-core, 1-GPU box plans 8 packed GPU trials."""
-    import rlsweep.sweep
+    import rlsweep.run.sweep
 
     monkeypatch.chdir(tmp_path)  # no benchmark here: the H100's packing (DEFAULT_GPU_PACKED)
     assert main(["plan", STUDY, "--num-cpus", "16", "--gpus", "1"]) == 0
@@ -106,7 +106,9 @@ def test_plan_validate_and_run_lay_trials_out_on_their_target(monkeypatch, tmp_p
     assert main(["validate", STUDY]) == 0
     assert "rlsweep: layout: 8 trials per GPU" in capsys.readouterr().out
     ran = []
-    monkeypatch.setattr(rlsweep.sweep, "run_sweep", lambda spec, **kw: ran.append(spec) or 1 / 0)
+    monkeypatch.setattr(
+        rlsweep.run.sweep, "run_sweep", lambda spec, **kw: ran.append(spec) or 1 / 0
+    )
     with pytest.raises(ZeroDivisionError):
         main(["run", STUDY, "--smoke"])
     # The smoke run's 2 trials: half a GPU and 8 CPUs each, recorded in its sweep.yaml.

@@ -17,7 +17,7 @@ from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-from rlsweep.config import TrialConfig
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import NARROW_PPO
 
 pytestmark = pytest.mark.rllib
@@ -70,7 +70,7 @@ def setup():
     """A narrow PPO trial's config, a learner built from it (no Ray cluster) and one sample."""
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    from rlsweep import algos
+    from rlsweep.trial import algos
 
     torch.manual_seed(0)
     cfg = TrialConfig(**NARROW_PPO)
@@ -81,7 +81,7 @@ def setup():
 
 
 def build_learner(setup, **overrides):
-    from rlsweep import algos
+    from rlsweep.trial import algos
 
     cfg, runner, _ = setup
     return algos.ppo_config(dataclasses.replace(setup[0], **overrides)).build_learner(
@@ -175,10 +175,10 @@ def test_apply_gradients_is_rllibs(setup, caplog):
         strict=True,
     ):
         assert torch.equal(a, b)
-    with caplog.at_level("WARNING", logger="rlsweep.ppo_learner"):
+    with caplog.at_level("WARNING", logger="rlsweep.trial.ppo_learner"):
         learners[1].warn_nonfinite_gradients()
         learners[1].warn_nonfinite_gradients()  # once: the flag is reset
-    assert [r.message for r in caplog.records if r.name == "rlsweep.ppo_learner"] == [
+    assert [r.message for r in caplog.records if r.name == "rlsweep.trial.ppo_learner"] == [
         "Gradients contained `nan/inf` values in this update: set to zero "
         "(torch_skip_nan_gradients False)."
     ]
@@ -200,7 +200,7 @@ def test_clip_by_global_norm_is_rllibs(scale, plant, finite):
     and the finite flag."""
     from ray.rllib.utils.torch_utils import clip_gradients
 
-    from rlsweep.ppo_learner import clip_by_global_norm
+    from rlsweep.trial.ppo_learner import clip_by_global_norm
 
     shapes = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (256, 15), (15,)]
     grads = _grads(shapes, seed=0, scale=scale)
@@ -234,7 +234,7 @@ def test_the_gradient_step_is_rllibs(setup, caplog):
     config = learners[0].config.get_config_for_module(DEFAULT_MODULE_ID)
     assert config.grad_clip and config.grad_clip_by == "global_norm"
     norms = []
-    with caplog.at_level("WARNING", logger="rlsweep.ppo_learner"):
+    with caplog.at_level("WARNING", logger="rlsweep.trial.ppo_learner"):
         for step, grads in enumerate(steps):
             for k, (post, apply) in enumerate(
                 [
@@ -256,7 +256,7 @@ def test_the_gradient_step_is_rllibs(setup, caplog):
                 )
                 norms.append(float(logged))
             learners[1].warn_nonfinite_gradients()
-            ours = [r for r in caplog.records if r.name == "rlsweep.ppo_learner"]
+            ours = [r for r in caplog.records if r.name == "rlsweep.trial.ppo_learner"]
             assert len(ours) == step  # the warning after the NaN's step only
     assert norms[0] == norms[1] and norms[2] == norms[3]
     for a, b in zip(*params, strict=True):

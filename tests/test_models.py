@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from rlsweep.errors import ConfigError
-from rlsweep.models import (
+from rlsweep.trial.models import (
     ImpalaActorCritic,
     ImpalaCNN,
     ModelConfig,

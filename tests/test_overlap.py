@@ -1,5 +1,5 @@
-"""rlsweep.overlap: with `overlap: true` a PPO trial samples its next batch while it learns, so
-each update learns from a batch sampled before the previous update (one update of lag), GAE
+"""rlsweep.trial.overlap: with `overlap: true` a PPO trial samples its next batch while it learns,
+so each update learns from a batch sampled before the previous update (one update of lag), GAE
 recomputes the values, and nothing is in flight between iterations; without it, PPO stays the
 reference's synchronous loop (`rllib`: real RLlib on real Procgen, no Tune)."""
 
@@ -11,11 +11,11 @@ import ray
 from ray.rllib.algorithms.ppo import PPO
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
-from rlsweep import algos
-from rlsweep.config import TrialConfig
-from rlsweep.overlap import OverlappedPPO
-from rlsweep.ppo_learner import ROLLOUT_VALUES, learner_options
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import NARROW_PPO
+from rlsweep.trial import algos
+from rlsweep.trial.overlap import OverlappedPPO
+from rlsweep.trial.ppo_learner import ROLLOUT_VALUES, learner_options
 
 SMALL = dict(NARROW_PPO, num_envs_per_env_runner=4)
 

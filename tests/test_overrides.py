@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep import overrides
 from rlsweep.cli import main
 from rlsweep.errors import SpecError
-from rlsweep.spec import SweepSpec
+from rlsweep.spec import overrides
+from rlsweep.spec.spec import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = str(ROOT / "search_spaces" / "demo.yaml")
@@ -61,7 +61,7 @@ def test_overrides_set_any_key_and_are_validated_as_the_file_is():
 
 
 def test_games_and_seeds_flags_and_what_sweep_yaml_records(tmp_path):
-    from rlsweep.experiment_dir import SWEEP_FILE, record_run, sweep_spec
+    from rlsweep.experiment.experiment_dir import SWEEP_FILE, record_run, sweep_spec
 
     games = overrides.list_flag("--games", "games", "BigFish")
     with pytest.raises(SpecError) as e:
@@ -83,8 +83,8 @@ def test_games_and_seeds_flags_and_what_sweep_yaml_records(tmp_path):
 
 
 def test_the_cli_takes_overrides_on_validate_plan_run_and_ablate(tmp_path, monkeypatch, capsys):
-    import rlsweep.ablate
-    import rlsweep.sweep
+    import rlsweep.results.ablate
+    import rlsweep.run.sweep
 
     assert main(["validate", DEMO, *SEARCH, "--games", "bigfish", "--seeds", "0,1,2"]) == 0
     assert f"{DEMO}: ok — 48 trials of 12,288 env steps" in capsys.readouterr().out
@@ -99,7 +99,7 @@ def test_the_cli_takes_overrides_on_validate_plan_run_and_ablate(tmp_path, monke
         ran.append(spec)
         raise SpecError(None, "", "stub: not run")
 
-    monkeypatch.setattr(rlsweep.sweep, "run_sweep", run_sweep)
+    monkeypatch.setattr(rlsweep.run.sweep, "run_sweep", run_sweep)
     monkeypatch.chdir(tmp_path)
     # The command: the model ablation cut down to one game and three seeds at 4M steps.
     assert (
@@ -107,7 +107,10 @@ def test_the_cli_takes_overrides_on_validate_plan_run_and_ablate(tmp_path, monke
     )
     (spec,) = ran
     assert (spec.games, spec.seeds, spec.budget) == (["bigfish"], [0, 1, 2], 4_000_000)
-    assert spec.num_trials == 15 and spec.variants == rlsweep.ablate.load_ablation("model").variants
+    assert (
+        spec.num_trials == 15
+        and spec.variants == rlsweep.results.ablate.load_ablation("model").variants
+    )
     out = capsys.readouterr().out
     assert "rlsweep: ablation ablation-model: 15 trials x 4,000,000 env steps" in out
     assert main(["run", DEMO, "params.num_levels=100", "--seeds", "3"]) == 2

@@ -9,9 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from rlsweep.config import TrialConfig
 from rlsweep.errors import ConfigError
-from rlsweep.placement import (
+from rlsweep.plan.placement import (
     ENV_RUNNER_CPUS,
     Machine,
     check_fits,
@@ -27,6 +26,7 @@ from rlsweep.placement import (
     trials_at_once,
     trials_per_gpu,
 )
+from rlsweep.spec.config import TrialConfig
 
 
 def test_cpu_trial_keeps_rllibs_layout():
@@ -127,7 +127,7 @@ def test_gpu_fields_are_validated(params, key, message):
 
 
 def test_parameter_count_matches_the_model():
-    from rlsweep.models import ImpalaActorCritic, ModelConfig
+    from rlsweep.trial.models import ImpalaActorCritic, ModelConfig
 
     for params in [{}, {"widths": (32, 64, 64)}, {"framestack": "stack", "global_pool": True}]:
         cfg = TrialConfig(**params)
@@ -180,8 +180,8 @@ def _saved_by_autograd(cfg: TrialConfig, n: int) -> int:
     samples through the real model (its parameters and their casts not counted)."""
     import torch
 
-    from rlsweep.models import ImpalaActorCritic
-    from rlsweep.placement import obs_shape
+    from rlsweep.plan.placement import obs_shape
+    from rlsweep.trial.models import ImpalaActorCritic
 
     net = ImpalaActorCritic(obs_shape(cfg), 15, cfg.model_config())
     params = {p.untyped_storage().data_ptr() for p in net.parameters()}
@@ -277,7 +277,7 @@ def test_check_fits_refuses_what_cannot_run():
     assert e.value.path == "num_gpus"
     assert e.value.message == (
         "got 0.125: a trial's share of the box's 24 GiB GPUs is 3.0 GiB (8 trials per GPU) and "
-        "it needs ~9.5 GiB (estimated: rlsweep.placement.gpu_memory_gib); "
+        "it needs ~9.5 GiB (estimated: rlsweep.plan.placement.gpu_memory_gib); "
         "allowed: num_gpus >= 0.394"
     )
     # ... even when the CPUs run only 2 of them at a time: each caps itself at its share
@@ -307,9 +307,9 @@ def test_each_envpool_starts_as_many_threads_as_its_process_holds_cpus():
     """Counted as the process's new threads: a 1-CPU trial's training envpool and its two
     evaluation envpools run one worker each, where envpool's default runs min(envs, this
     machine's cores). Every pool also starts one thread of its own (its state buffer's)."""
-    from rlsweep.algos import algorithm_config, make_procgen_env
-    from rlsweep.envs import ProcgenVectorEnv
-    from rlsweep.evaluation import evaluation_envs
+    from rlsweep.envs.vector_env import ProcgenVectorEnv
+    from rlsweep.trial.algos import algorithm_config, make_procgen_env
+    from rlsweep.trial.evaluation import evaluation_envs
 
     cfg = TrialConfig(num_cpus=1, num_envs_per_env_runner=4, minibatch_size=256, eval_episodes=4)
     env_config = {**algorithm_config(cfg).env_config, "num_envs": 4}

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep.cli import main
-from rlsweep.config import TrialConfig
-from rlsweep.plan import (
+from rlsweep.plan.plan import (
     COSTS_BENCHMARK,
     DEFAULT_COSTS,
     DEFAULT_GPU_PACKED,
@@ -27,7 +26,8 @@ from rlsweep.plan import (
     packed_rate,
     scaling_warnings,
 )
-from rlsweep.spec import SpecError, SweepSpec
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import SpecError, SweepSpec
 
 DEMO = str(Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml")
 # 16 trials of a quarter GPU and 4 CPUs each.

@@ -1,6 +1,7 @@
-"""rlsweep.plots: each figure is a real PNG, drawn from real intervals; the empty cases too.
-(What the figures show is the numbers of rlsweep.tables/stats, tested there.) Learning curves:
-what each panel draws, read from matplotlib's objects (lines' data, markers, tick labels)."""
+"""rlsweep.results.plots: each figure is a real PNG, drawn from real intervals; the empty cases too.
+(What the figures show is the numbers of rlsweep.results.tables/stats, tested there.) Learning
+curves: what each panel draws, read from matplotlib's objects (lines' data, markers, tick
+labels)."""
 
 import json
 import math
@@ -16,9 +17,9 @@ from matplotlib.lines import Line2D
 from PIL import Image
 
 from rlsweep import metrics as M
-from rlsweep import plots
-from rlsweep import stats as S
-from rlsweep.results import load_experiment
+from rlsweep.results import plots
+from rlsweep.results import stats as S
+from rlsweep.results.results import load_experiment
 
 
 def _png(path) -> tuple[int, int]:
@@ -66,7 +67,7 @@ def test_colors_are_stable_per_variant():
 def _trial_like_the_trainable(
     exp: Path, name: str, params: dict, steps: list[int], evals: set[int], score
 ) -> None:
-    """A trial dir as `rlsweep.trainable` writes it: scores measured on the iterations in
+    """A trial dir as `rlsweep.trial.trainable` writes it: scores measured on the iterations in
     `evals` (`score(iteration)` -> (train, test) normalized), carried forward between them,
     NaN before the first. Its budget: the env steps it takes in 4 iterations of 256 or 12 of
     1,024 (the last iteration may take more)."""
@@ -302,7 +303,7 @@ def test_many_variants_top_ones_in_colour_with_3_significant_digits(tmp_path):
 def test_labels_that_agree_to_3_digits_get_more():
     """Labels are a variant's identity: two sampled values that round alike get the digits
     that tell them apart, and only they; a grid's values read as written."""
-    from rlsweep.results import label_variants
+    from rlsweep.results.results import label_variants
 
     df = pd.DataFrame({"lr": [2.2434e-4, 2.2436e-4, 5.12345e-4, 5e-4], "framestack": ["gap"] * 4})
     labels, order = label_variants(df, ["lr", "framestack"])

@@ -1,4 +1,4 @@
-"""rlsweep.ppo_learner's pieces against their references: PPO2's value clipping (baselines'
+"""rlsweep.trial.ppo_learner's pieces against their references: PPO2's value clipping (baselines'
 ppo2/model.py), CleanRL's advantage normalization and its minibatch loop (ppo_procgen.py), GAE's
 values, all without Ray; and (`rllib`) the learner's batch against the one RLlib's default
 learner connectors build from the same episodes. tests/test_ppo_reference.py holds the whole
@@ -15,15 +15,15 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.learner.training_data import TrainingData
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
-from rlsweep.config import TrialConfig
-from rlsweep.ppo_learner import (
+from rlsweep.spec.config import TrialConfig
+from rlsweep.trial.ppo_learner import (
     EpisodesToTrainBatch,
     ReferenceGAE,
     ppo2_value_excess,
     shuffled_minibatches,
     standardize,
 )
-from rlsweep.rl_module import ImpalaPPOModule, row_chunks
+from rlsweep.trial.rl_module import ImpalaPPOModule, row_chunks
 
 
 def test_ppo2_value_clipping_by_hand():
@@ -132,7 +132,7 @@ def test_the_batch_is_the_one_rllibs_default_connectors_build(ray_local):
     with the rollout's values) holds every column of the batch RLlib's default learner
     connectors and the GAE before it built, value for value, dtype and row order alike, and
     counts the same env steps."""
-    from rlsweep import algos
+    from rlsweep.trial import algos
 
     # 8 envs x 32 steps: a 64-row chunk holds two bootstrap rows or more, one forward.
     cfg = TrialConfig(

@@ -3,7 +3,7 @@
 initial weights, same rollout, same minibatch permutation, weights compared after one iteration.
 
 The rlsweep side is the real thing: RLlib's EnvRunner samples our ProcgenVectorEnv, and
-`rlsweep.ppo_learner.RlsweepPPOLearner` (built from `algos.ppo_config`) updates on those
+`rlsweep.trial.ppo_learner.RlsweepPPOLearner` (built from `algos.ppo_config`) updates on those
 episodes. The reference side sees only what the game produced (a log of envpool's raw outputs
 and the actions sent) and redoes everything itself: VecNormalize on the raw rewards, values and
 log-probabilities from the initial network, GAE, per-minibatch advantage normalization, PPO2's
@@ -127,7 +127,8 @@ class Run:
 def sample(cfg) -> Run:
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    from rlsweep import algos, envs
+    from rlsweep.envs import vector_env as envs
+    from rlsweep.trial import algos
 
     torch.manual_seed(cfg.seed)
     conf = algos.ppo_config(cfg)
@@ -150,7 +151,7 @@ def learn(run: Run, cfg) -> torch.nn.Module:
     """RlsweepPPOLearner's update (options from `cfg`) on the run's episodes."""
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
-    from rlsweep import algos
+    from rlsweep.trial import algos
 
     learner = algos.ppo_config(cfg).build_learner(env=run.runner.env)
     learner.module.set_state(run.initial)
@@ -167,7 +168,7 @@ def learn(run: Run, cfg) -> torch.nn.Module:
 def reference(run: Run) -> torch.nn.Module:
     """benchmarks/plain_ppo.py's update on the run's rollout, from the same initial weights,
     with a fresh VecNormalize and Adam, and the learner's permutation seed."""
-    from rlsweep.models import ImpalaActorCritic, ModelConfig
+    from rlsweep.trial.models import ImpalaActorCritic, ModelConfig
 
     env = run.runner.env.unwrapped
     net = ImpalaActorCritic(
@@ -214,7 +215,7 @@ SCENARIOS = {
 
 @pytest.fixture(scope="module")
 def runs():
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
 
     torch.set_num_threads(2)
     cache: dict[str, Run] = {}
@@ -271,7 +272,7 @@ def test_each_reverted_item_breaks_equivalence(runs, item):
 
 def test_reward_statistics_skip_autoreset_rows(runs, monkeypatch):
     """Reverted: VecNormalize's statistics also count envpool's reset-only steps."""
-    from rlsweep import envs
+    from rlsweep.envs import vector_env as envs
 
     original = envs.RewardNormalizer.__call__
 
@@ -279,7 +280,7 @@ def test_reward_statistics_skip_autoreset_rows(runs, monkeypatch):
         return original(self, reward, done, np.ones_like(real))
 
     monkeypatch.setattr(envs.RewardNormalizer, "__call__", every_row)
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
 
     run = sample(TrialConfig(**SCENARIOS["fruitbot"]))
     err = relative_error(learn(run, run.cfg), reference(run))

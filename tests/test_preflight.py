@@ -86,7 +86,7 @@ def test_an_s3_bucket_that_cannot_be_reached_or_read_is_bad_input(s3_server, mon
 
 
 def test_a_sweep_over_a_week_is_said_long_and_not_started_unasked(tmp_path, monkeypatch, capsys):
-    import rlsweep.sweep
+    import rlsweep.run.sweep
 
     huge = tmp_path / "huge.yaml"
     huge.write_text(HUGE)
@@ -106,7 +106,9 @@ def test_a_sweep_over_a_week_is_said_long_and_not_started_unasked(tmp_path, monk
         assert err[0].endswith("or start it anyway with --allow-long")
     assert not _ray_started() and not (tmp_path / "results").exists()
     ran = []
-    monkeypatch.setattr(rlsweep.sweep, "run_sweep", lambda spec, **kw: ran.append(spec) or 1 / 0)
+    monkeypatch.setattr(
+        rlsweep.run.sweep, "run_sweep", lambda spec, **kw: ran.append(spec) or 1 / 0
+    )
     with pytest.raises(ZeroDivisionError):  # started: the stub stands for the sweep
         main(["run", str(huge), "--num-cpus", "2", "--allow-long"])
     assert ran and "over a week" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 import pytest
 
-from rlsweep import procgen
+from rlsweep.envs import procgen
 
 # (game, easy_min, easy_max, hard_min, hard_max) from openai/train-procgen constants.py
 TABLE = [
@@ -54,7 +54,7 @@ def test_modes_and_task_ids():
 
 
 def test_every_game_and_mode_exists_in_envpool():
-    from rlsweep.envs import _import_envpool
+    from rlsweep.envs.vector_env import _import_envpool
 
     registered = set(_import_envpool().list_all_envs())
     for game in procgen.GAMES:

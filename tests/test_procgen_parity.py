@@ -23,7 +23,8 @@ import os
 import numpy as np
 import pytest
 
-from rlsweep.envs import EnvConfig, ProcgenVectorEnv
+from rlsweep.envs.vector_env import ProcgenVectorEnv
+from rlsweep.spec.subconfigs import EnvConfig
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "procgen_0.10.7_frames.json")
 
@@ -38,7 +39,7 @@ def _frame_hash(obs: np.ndarray) -> str:
 
 
 def _qt() -> str:
-    from rlsweep.qt import load_qt5
+    from rlsweep.envs.qt import load_qt5
 
     try:
         version = importlib.metadata.version("PyQt5-Qt5")

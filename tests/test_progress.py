@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from rlsweep.plan import Costs, Throughput
-from rlsweep.progress import ProgressView
-from rlsweep.spec import SweepSpec
+from rlsweep.plan.plan import Costs, Throughput
+from rlsweep.run.progress import ProgressView
+from rlsweep.spec.spec import SweepSpec
 
 
 @dataclass
@@ -178,7 +178,7 @@ def test_the_step_counter_never_goes_back_nor_past_the_total():
 
 
 def test_a_sweep_whose_trials_cannot_start_says_why_within_seconds():
-    from rlsweep.progress import STARVED_S, Resources
+    from rlsweep.run.progress import STARVED_S, Resources
 
     state = Resources(total={"CPU": 2.0}, free={"CPU": 0.0}, starting=False)
     asked = []

@@ -1,4 +1,4 @@
-"""rlsweep.qt: the declared system libraries are what the Qt wheel links, each with the package
+"""rlsweep.envs.qt: the declared system libraries are what the Qt wheel links, each with the package
 that ships it, and a missing one is named (with its package) by the loader's error."""
 
 import re
@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from rlsweep import qt
+from rlsweep.envs import qt
 
 # What every Python process already has: glibc, the dynamic loader and the C++ runtime.
 BASE = {

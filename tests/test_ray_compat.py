@@ -109,7 +109,7 @@ def _sources() -> dict[str, str]:
 
 
 # RLlib documents RLModule's _forward* methods as what a custom module overrides: they are
-# overridden in rlsweep/rl_module.py (and `_forward` is a common name elsewhere).
+# overridden in rlsweep/trial/rl_module.py (and `_forward` is a common name elsewhere).
 _OVERRIDDEN_IN_PLACE = "ray.rllib.core.rl_module.rl_module.RLModule"
 
 
@@ -155,7 +155,7 @@ def test_a_sweeps_local_ray_runs_quiet():
     the GCS (which hands them to every raylet and worker) and no log monitor runs."""
     from ray._private import ray_constants, state, worker
 
-    from rlsweep.session import ray_session
+    from rlsweep.run.session import ray_session
 
     assert not ray.is_initialized()
     with ray_session(address=None, num_cpus=1, jemalloc=False, dashboard=None):

@@ -1,6 +1,6 @@
 """A sweep stopped by its time limit, moved, and resumed at its new path (Tune plumbing, with the
-fake trainable); what a resume picks from disk (rlsweep.recovery, rlsweep.manifest). The real
-trial killed with SIGKILL and resumed is in tests/test_resume.py."""
+fake trainable); what a resume picks from disk (rlsweep.experiment.recovery, rlsweep.manifest). The
+real trial killed with SIGKILL and resumed is in tests/test_resume.py."""
 
 import json
 import shutil
@@ -12,14 +12,14 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep.errors import SpecError
-from rlsweep.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
+from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
+from rlsweep.experiment.recovery import _newest_complete, _trim_results
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
-from rlsweep.recovery import _newest_complete, _trim_results
-from rlsweep.report import build_report
-from rlsweep.spec import SweepSpec
-from rlsweep.sweep import resume_sweep, run_sweep
+from rlsweep.results.report import build_report
+from rlsweep.run.sweep import resume_sweep, run_sweep
+from rlsweep.run.tune_bridge import checkpoint_config
+from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import ITER_S_ENV, fake_trial
-from rlsweep.tune_bridge import checkpoint_config
 
 ITER = 16384  # the fake trial's env steps per iteration (TrialConfig's default batch)
 BUDGET = 30 * ITER

@@ -1,4 +1,4 @@
-"""rlsweep.report: a golden table.md for a small fixed experiment, every file written, and a
+"""rlsweep.results.report: a golden table.md for a small fixed experiment, every file written, and a
 folder of several sweeps (reported one by one, or pooled only where configs agree)."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep.cli import main
-from rlsweep.report import FILES, build_report
+from rlsweep.results.report import FILES, build_report
 
 # (game, framestack, seed): final unseen-level score; None: the trial did not finish.
 FINISHED = {
@@ -127,7 +127,7 @@ def test_cli(experiment, tmp_path, capsys):
 
 
 def test_uncalibrated_mode_has_no_normalized_score_and_the_report_says_why(tmp_path):
-    from rlsweep import results as R
+    from rlsweep.results import results as R
 
     exp = tmp_path / "results" / "modes"
     for seed in (0, 1):
@@ -181,8 +181,8 @@ def test_uncalibrated_mode_has_no_normalized_score_and_the_report_says_why(tmp_p
 def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     """Every variant the sweep's spec runs has a column: "—" when all its trials are NaN
     (errored) or when none has a trial dir yet (an interrupted sweep's pending trials)."""
-    from rlsweep.experiment_dir import SWEEP_FILE
-    from rlsweep.spec import SweepSpec
+    from rlsweep.experiment.experiment_dir import SWEEP_FILE
+    from rlsweep.spec.spec import SweepSpec
 
     exp = tmp_path / "results" / "syn"
     for game, seed in [("coinrun", 0), ("coinrun", 1), ("maze", 0), ("maze", 1)]:
@@ -233,8 +233,8 @@ def folder(tmp_path_factory) -> Path:
     (on leaper). Real Tune runs (~1 min on 2 busy cores): the files are the ones Tune writes."""
     import ray
 
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
     from rlsweep.testing import fake_trial
 
     root = tmp_path_factory.mktemp("results")
@@ -403,8 +403,8 @@ def test_a_search_of_300_trials_is_ranked(tmp_path):
     page."""
     from PIL import Image
 
-    from rlsweep import plots
-    from rlsweep.report import PAIRWISE_TOP, SEARCH_FILES, TOP
+    from rlsweep.results import plots
+    from rlsweep.results.report import PAIRWISE_TOP, SEARCH_FILES, TOP
 
     exp = write_search(tmp_path, 300, seeds=(0, 1, 2))
     report = build_report([exp], n_resamples=200)

@@ -1,4 +1,4 @@
-"""rlsweep.results: a real (fake-trainable) Tune sweep, and hand-written broken ones."""
+"""rlsweep.results.results: a real (fake-trainable) Tune sweep, and hand-written broken ones."""
 
 import json
 import math
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from rlsweep import metrics as M
-from rlsweep import results as R
-from rlsweep.config import TrialConfig
-from rlsweep.experiment_dir import SWEEP_FILE
-from rlsweep.spec import CELL_INDEX, TRIAL_FILE, SweepSpec
-from rlsweep.sweep import run_sweep
+from rlsweep.experiment.experiment_dir import SWEEP_FILE
+from rlsweep.results import results as R
+from rlsweep.run.sweep import run_sweep
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import CELL_INDEX, TRIAL_FILE, SweepSpec
 from rlsweep.testing import curve, fake_trial
 
 
@@ -155,7 +155,7 @@ def broken(tmp_path):
     write_trial(exp, "coinrun_s8_i", p(8), restored)
     # crashed once, and Tune's retry from the checkpoint reached the budget: counted
     write_trial(exp, "coinrun_s9_j", p(9), full, error="Traceback ...\nActorDiedError: x\n")
-    # stopped itself as failed (rlsweep.trainable on a non-finite loss)
+    # stopped itself as failed (rlsweep.trial.trainable on a non-finite loss)
     stopped = [*full[:2], {**full[2], M.TRIAL_ERROR: "training diverged: loss/total is nan"}]
     write_trial(exp, "coinrun_s10_k", p(10), stopped)
     return exp

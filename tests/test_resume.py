@@ -29,8 +29,8 @@ import yaml
 
 from rlsweep import formatting
 from rlsweep import metrics as M
-from rlsweep import results as R
-from rlsweep.report import build_report
+from rlsweep.results import results as R
+from rlsweep.results.report import build_report
 
 pytestmark = pytest.mark.rllib
 
@@ -323,7 +323,7 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
 def ray_local():
     import ray
 
-    from rlsweep.session import runtime_env
+    from rlsweep.run.session import runtime_env
 
     ray.init(num_cpus=1, include_dashboard=False, runtime_env=runtime_env())
     yield
@@ -331,8 +331,8 @@ def ray_local():
 
 
 def test_crashed_trial_is_retried_from_its_checkpoint(ray_local, tmp_path):
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
 
     budget = 8 * ITER
     spec = SweepSpec(
@@ -370,8 +370,8 @@ def test_crashed_trial_is_retried_from_its_checkpoint(ray_local, tmp_path):
 
 
 def test_nan_loss_fails_the_trial_with_the_reason(ray_local, tmp_path):
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
 
     spec = SweepSpec(
         name="nan",

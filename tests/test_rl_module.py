@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlsweep.rl_module import ImpalaDQNModule, ImpalaPPOModule, row_chunks
+from rlsweep.trial.rl_module import ImpalaDQNModule, ImpalaPPOModule, row_chunks
 
 
 def _module(augment=None):

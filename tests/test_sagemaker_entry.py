@@ -70,8 +70,8 @@ def test_heterogeneous_jobs_place_learners_and_env_runners_by_group(tmp_path):
     """The learner (trial process) goes to the learner group, EnvRunners to the rollout group,
     through the custom resources of the trial's placement-group bundles; a homogeneous job is
     left unconstrained."""
-    from rlsweep.config import TrialConfig
-    from rlsweep.placement import placement
+    from rlsweep.plan.placement import placement
+    from rlsweep.spec.config import TrialConfig
 
     path = tmp_path / "spec.yaml"
     path.write_text("name: hetero\nparams: {num_env_runners: 2, num_envs_per_env_runner: 32}\n")

@@ -1,4 +1,4 @@
-"""rlsweep.session: the trials' env, Ray asked about without importing it, and the driver's
+"""rlsweep.run.session: the trials' env, Ray asked about without importing it, and the driver's
 console: Ray's noise goes to the experiment's driver.log."""
 
 import logging
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from rlsweep._ray_compat import DRIVER_LOGS
-from rlsweep.experiment_dir import DRIVER_LOG
-from rlsweep.session import JEMALLOC_CONF, quiet_console, runtime_env
+from rlsweep.experiment.experiment_dir import DRIVER_LOG
+from rlsweep.run.session import JEMALLOC_CONF, quiet_console, runtime_env
 
 
 def test_trials_run_at_normal_priority_with_rays_jemalloc():
@@ -23,7 +23,7 @@ def test_whether_ray_runs_is_asked_without_importing_it():
     """`rlsweep validate` asks (through `fits.check_fits`) before anything imports Ray; the
     answer must not cost Ray's import."""
     code = (
-        "import sys; from rlsweep.session import ray_running; "
+        "import sys; from rlsweep.run.session import ray_running; "
         "print(ray_running(), 'ray' in sys.modules)"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -68,8 +68,8 @@ def test_a_sweep_that_starts_ray_keeps_its_token_warning_off_the_console(tmp_pat
     starts a cluster): a sweep that starts Ray prints no Ray warning; driver.log holds it."""
     code = (
         "import sys\n"
-        "from rlsweep.spec import SweepSpec\n"
-        "from rlsweep.sweep import run_sweep\n"
+        "from rlsweep.spec.spec import SweepSpec\n"
+        "from rlsweep.run.sweep import run_sweep\n"
         "from rlsweep.testing import fake_trial\n"
         "spec = SweepSpec(name='quiet', budget=16384, storage_path=sys.argv[1])\n"
         "run_sweep(spec, trainable=fake_trial, num_cpus=1)\n"
@@ -95,7 +95,7 @@ def test_joining_a_cluster_says_what_it_has_and_what_others_hold(ray_local, monk
     import ray
     from ray.util import placement_group, remove_placement_group
 
-    from rlsweep import session
+    from rlsweep.run import session
 
     other_job = placement_group([{"CPU": 1}])
     ray.get(other_job.ready(), timeout=60)

@@ -1,7 +1,8 @@
 import pytest
 
 from rlsweep.errors import ConfigError
-from rlsweep.space import KINDS, Param, apply_conditions, parse_space
+from rlsweep.run.tune_bridge import to_tune
+from rlsweep.spec.space import KINDS, Param, apply_conditions, parse_space
 
 
 def test_a_plain_list_is_a_grid_and_round_trips():
@@ -15,7 +16,7 @@ def test_a_plain_list_is_a_grid_and_round_trips():
 
 
 def test_int_includes_its_upper_bound_in_tune():
-    domain = Param.parse({"int": [1, 4]}).to_tune()
+    domain = to_tune(Param.parse({"int": [1, 4]}))
     assert (domain.lower, domain.upper) == (1, 5)  # Tune's randint excludes the upper bound
     assert Param.parse({"int": [1, 4]}).candidates == (1, 4)
 
@@ -29,7 +30,7 @@ def test_q_of_an_int_parameter_must_be_an_integer(q):
 
 
 def test_an_integer_q_of_an_int_parameter_reaches_tune():
-    domain = Param.parse({"int": [2, 8], "q": 2}).to_tune()
+    domain = to_tune(Param.parse({"int": [2, 8], "q": 2}))
     assert (domain.lower, domain.upper, domain.sampler.q) == (2, 8, 2)
 
 

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.spec import Reference, SearchConfig, SpecError, SweepSpec
-from rlsweep.validators import rule_of
+from rlsweep.spec.spec import Reference, SearchConfig, SpecError, SweepSpec
+from rlsweep.spec.validators import rule_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted(
@@ -17,8 +17,8 @@ BASELINES = sorted(p.stem for p in (ROOT / "baselines").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_spec_validates_and_plans(path):
-    from rlsweep.placement import placement
-    from rlsweep.plan import make_plan
+    from rlsweep.plan.placement import placement
+    from rlsweep.plan.plan import make_plan
 
     spec = SweepSpec.from_yaml(path)
     cpus = max(2, *(placement(t).cpus for t in spec.trials()))  # study.yaml's trials need 5
@@ -30,8 +30,8 @@ def test_every_shipped_spec_validates_and_plans(path):
 @pytest.mark.parametrize("name", ABLATIONS)
 @pytest.mark.parametrize("smoke", [False, True])
 def test_every_ablation_validates_and_plans(name, smoke):
-    from rlsweep.ablate import load_ablation
-    from rlsweep.plan import make_plan
+    from rlsweep.plan.plan import make_plan
+    from rlsweep.results.ablate import load_ablation
 
     spec = load_ablation(name, smoke=smoke)
     assert len(spec.variants) >= 2
@@ -163,7 +163,7 @@ def test_overrides_keep_track_of_what_the_file_chose(tmp_path):
 
 
 def test_search_algorithms_name_is_not_config_algorithms():
-    from rlsweep import config, spec
+    from rlsweep.spec import config, spec
 
     assert spec.SEARCH_ALGORITHMS == ("grid", "random", "optuna")
     assert not hasattr(spec, "ALGORITHMS") and "ppo" in config.ALGORITHMS
@@ -301,7 +301,7 @@ def test_validation_needs_no_ray():
     import sys
 
     code = (
-        "import sys; from rlsweep.spec import SweepSpec; "
+        "import sys; from rlsweep.spec.spec import SweepSpec; "
         f"SweepSpec.from_yaml({str(ROOT / 'search_spaces/demo.yaml')!r}).trials(); "
         "assert 'ray' not in sys.modules, 'validation imported ray'"
     )
@@ -339,7 +339,7 @@ def test_extends_a_baseline_and_overrides_it():
 
 
 def test_plan_counts_steps_and_estimates_time():
-    from rlsweep.plan import Costs, Throughput, make_plan
+    from rlsweep.plan.plan import Costs, Throughput, make_plan
 
     spec = SweepSpec(
         name="p",
@@ -410,8 +410,8 @@ def test_a_failed_condition_falls_back_to_the_baseline_in_validate_plan_and_reso
 def test_the_baseline_is_read_once_per_spec(monkeypatch):
     import yaml
 
-    from rlsweep.ablate import load_ablation
-    from rlsweep.spec import _baseline_params
+    from rlsweep.results.ablate import load_ablation
+    from rlsweep.spec.spec import _baseline_params
 
     _baseline_params.cache_clear()  # read once per process: earlier tests may have read it
     reads = []

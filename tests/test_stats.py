@@ -1,10 +1,10 @@
-"""rlsweep.stats against hand-computed values on small arrays."""
+"""rlsweep.results.stats against hand-computed values on small arrays."""
 
 import numpy as np
 import pytest
 import scipy.stats
 
-from rlsweep import stats as S
+from rlsweep.results import stats as S
 
 FAST = {"n_resamples": 2000, "seed": 0}
 

@@ -1,5 +1,6 @@
-"""rlsweep.stats against rliable 1.2.0's own numbers (tests/fixtures/rliable_1.2.0.json, made by
-tests/fixtures/make_rliable_fixture.py in a venv of its own: rliable cannot be installed here).
+"""rlsweep.results.stats against rliable 1.2.0's own numbers (tests/fixtures/rliable_1.2.0.json,
+made by tests/fixtures/make_rliable_fixture.py in a venv of its own: rliable cannot be installed
+here).
 
 Point estimates must equal rliable's. CIs are checked twice:
 - exactly, at every seed in the fixture (100 per matrix and per difference of means, 20 per
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsweep import stats as S
+from rlsweep.results import stats as S
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "rliable_1.2.0.json").read_text())
 REPS = FIXTURE["reps"]

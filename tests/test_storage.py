@@ -10,8 +10,8 @@ import pytest
 
 from rlsweep import storage
 from rlsweep._ray_compat import ray_session_dir
-from rlsweep.report import default_out
-from rlsweep.spec import TRIAL_FILE
+from rlsweep.results.report import default_out
+from rlsweep.spec.spec import TRIAL_FILE
 
 # --- unit ---------------------------------------------------------------------------------
 
@@ -110,8 +110,8 @@ def s3_sweep(s3_server, tmp_path_factory):
     """Two fake trials (4 iterations, a checkpoint every 2) stored at s3://<bucket>/sweeps."""
     import ray
 
-    from rlsweep.spec import SweepSpec
-    from rlsweep.sweep import run_sweep
+    from rlsweep.run.sweep import run_sweep
+    from rlsweep.spec.spec import SweepSpec
     from rlsweep.testing import fake_trial
 
     spec = SweepSpec(
@@ -154,7 +154,7 @@ def test_results_and_checkpoints_land_in_the_bucket(s3_server, s3_sweep):
 
 def test_report_from_s3_and_no_credentials_anywhere(s3_server, s3_sweep, tmp_path, monkeypatch):
     from rlsweep.cli import main
-    from rlsweep.report import build_report
+    from rlsweep.results.report import build_report
 
     spec, _, logs = s3_sweep
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from rlsweep.config import SUB_CONFIGS, TrialConfig
 from rlsweep.errors import ConfigError
-from rlsweep.subconfigs import AugmentConfig, EnvConfig, ModelConfig
-from rlsweep.validators import rule_of
+from rlsweep.spec.config import SUB_CONFIGS, TrialConfig
+from rlsweep.spec.subconfigs import AugmentConfig, EnvConfig, ModelConfig
+from rlsweep.spec.validators import rule_of
 
 # A bare env plays raw rewards; a trial normalizes them as train-procgen did.
 OVERRIDDEN = {"normalize_reward", "precision"}
@@ -156,7 +156,7 @@ def test_a_bad_value_names_the_trial_key_and_what_is_allowed(key):
     assert str(e.value) == f"{key}: got {bad!r}{hint}; allowed: {allowed}"
 
 
-@pytest.mark.parametrize("module", ["rlsweep", "rlsweep.spec"])
+@pytest.mark.parametrize("module", ["rlsweep", "rlsweep.spec", "rlsweep.spec.spec"])
 def test_importing_the_package_or_loading_specs_imports_no_torch(module):
     """Config dataclasses live in torch-free modules: validate, plan and report stay light."""
     out = subprocess.run(

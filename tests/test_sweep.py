@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep import results as R
-from rlsweep.experiment_dir import Instance, SweepExistsError, can_resume
+from rlsweep.experiment.experiment_dir import Instance, SweepExistsError, can_resume
 from rlsweep.metrics import METRICS
-from rlsweep.spec import SweepSpec
-from rlsweep.sweep import run_or_resume, run_sweep
+from rlsweep.results import results as R
+from rlsweep.run.sweep import run_or_resume, run_sweep
+from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import fake_trial
 
 
@@ -43,7 +43,7 @@ def test_one_row_per_trial_with_every_column(fake_sweep):
 
 
 def test_metrics_are_the_fake_curves(fake_sweep):
-    from rlsweep.config import TrialConfig
+    from rlsweep.spec.config import TrialConfig
     from rlsweep.testing import curve
 
     _, result = fake_sweep
@@ -183,7 +183,7 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path):
     final = R.final_scores(R.load_curves(tmp_path / "early"))
     assert sorted(final["variant"]) == ["A", "B"] and (final["status"] == "INCOMPLETE").all()
     # Tune will not restart them on resume, so resume does not promise to continue them.
-    from rlsweep.recovery import reconcile
+    from rlsweep.experiment.recovery import reconcile
 
     restarts = reconcile(str(tmp_path / "early"))
     assert restarts == []  # both TERMINATED in Tune's state: nothing to continue
@@ -218,7 +218,7 @@ def test_resume_refuses_trials_this_rlsweep_does_not_run_before_ray_starts(tmp_p
     0, a GPU trial's default for a day) would fail each of them at its start, after Ray is up:
     `rlsweep resume` refuses instead, with exit 2, naming each trial, the key and what is
     allowed, before Ray starts and without touching the dir."""
-    from rlsweep.tune_bridge import check_restorable
+    from rlsweep.run.tune_bridge import check_restorable
 
     spec = SweepSpec(
         name="older", games=["coinrun"], seeds=[0, 1], budget=2 * 16384, storage_path=str(tmp_path)

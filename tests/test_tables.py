@@ -1,13 +1,13 @@
-"""rlsweep.tables: the numbers and markdown tables of a report, from hand-made frames."""
+"""rlsweep.results.tables: the numbers and markdown tables of a report, from hand-made frames."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from rlsweep import metrics as M
-from rlsweep import stats as S
-from rlsweep import tables as T
-from rlsweep.results import TERMINATED, Experiment
+from rlsweep.results import stats as S
+from rlsweep.results import tables as T
+from rlsweep.results.results import TERMINATED, Experiment
 
 
 def _experiment(runs: dict[tuple[str, str, int], tuple[float, float]]) -> Experiment:

@@ -10,13 +10,13 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep._ray_compat import ray_session_dir
-from rlsweep.experiment_dir import Instance, git_commit
-from rlsweep.report import build_report
-from rlsweep.spec import SweepSpec
-from rlsweep.sweep import run_sweep
-from rlsweep.tables import usd_text
+from rlsweep.experiment.experiment_dir import Instance, git_commit
+from rlsweep.results.report import build_report
+from rlsweep.results.tables import usd_text
+from rlsweep.run.sweep import run_sweep
+from rlsweep.run.tracking import WandbSettings
+from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import fake_trial
-from rlsweep.tracking import WandbSettings
 
 FAKE_KEY = "wandbFAKEkey" + "0123456789abcdef" * 2 + "ZZ"  # distinctive, to grep for
 
@@ -214,7 +214,7 @@ def test_report_has_importances_from_finished_trials(random_sweep):
 
 
 def test_report_prices_each_trial(random_sweep):
-    from rlsweep.cost import load_prices
+    from rlsweep.plan.cost import load_prices
 
     _, result, _ = random_sweep
     md = (Path(result.path) / "report" / "report.md").read_text()
@@ -273,7 +273,7 @@ def test_optuna_study_persists_and_feeds_importances(ray_session, tmp_path):
 
 
 def test_optuna_storage_url_is_a_spec_key(tmp_path):
-    from rlsweep.spec import SpecError
+    from rlsweep.spec.spec import SpecError
 
     url = f"sqlite:///{tmp_path / 'elsewhere.db'}"
     spec = SweepSpec(
@@ -305,7 +305,7 @@ def test_report_cost_with_a_price_table_missing_the_instance(random_sweep, tmp_p
 
 def test_resume_logs_to_wandb_as_the_sweep_did(random_sweep):
     """Last in this file: it adds a second report run to the sweep's W&B files."""
-    from rlsweep.sweep import resume_sweep
+    from rlsweep.run.sweep import resume_sweep
 
     _, result, _ = random_sweep
     resumed = resume_sweep(result.path, trainable=fake_trial)  # no wandb= given

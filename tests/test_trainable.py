@@ -1,5 +1,5 @@
-"""rlsweep.trainable: what a trial reports about its GPU memory, and how it stops when that runs
-out; and that no forward pass in a trial sees more rows than a minibatch (or the rollout's
+"""rlsweep.trial.trainable: what a trial reports about its GPU memory, and how it stops when that
+runs out; and that no forward pass in a trial sees more rows than a minibatch (or the rollout's
 envs), measured on a real trial (`rllib`: real RLlib on real Procgen, tiny batches, in this
 process, Tune's session replaced by a recorder of its reports)."""
 
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from rlsweep import metrics as M
-from rlsweep import trainable
-from rlsweep.config import TrialConfig
+from rlsweep.spec.config import TrialConfig
+from rlsweep.trial import trainable
 
 # Leaper: a random policy ends its episodes in ~70 steps. 8 envs x 32 steps; a minibatch of
 # 8 rows, smaller than the 8 bootstrap rows plus the episodes that end in a rollout, and than
@@ -87,7 +87,7 @@ def test_no_forward_in_a_trial_sees_more_rows_than_a_minibatch(ray_local, sessio
     sees at most max(minibatch, the rollout's envs) rows: the minibatch sets the activations'
     memory, not the train batch, the bootstrap rows or the evaluation envs. APPO's learner
     (IMPALA's plus the old policy) takes the same paths through RLlib's own connectors."""
-    from rlsweep.models import ImpalaCNN
+    from rlsweep.trial.models import ImpalaCNN
 
     # APPO's minibatch holds whole rollout fragments: 8 of 8 steps
     appo = dict(rollout_length=8, total_env_steps=128) if algorithm == "appo" else {}
@@ -127,8 +127,8 @@ def test_a_trial_out_of_gpu_memory_stops_alone_and_says_why(
     """torch.OutOfMemoryError from the second iteration (simulated: this machine has no GPU):
     the trial reports its last metrics with the reason as its last result, closes down, and
     the results call it an error with that reason."""
-    from rlsweep import algos
-    from rlsweep.results import ERROR, load_trial
+    from rlsweep.results.results import ERROR, load_trial
+    from rlsweep.trial import algos
 
     build = algos.build_algorithm
 

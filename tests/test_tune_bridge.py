@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.config import TrialConfig
-from rlsweep.spec import TRIAL_FILE, SweepSpec
-from rlsweep.sweep import run_sweep
+from rlsweep.run.sweep import run_sweep
+from rlsweep.run.tune_bridge import trial_resources
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import TRIAL_FILE, SweepSpec
 from rlsweep.testing import ITER_S_ENV, fake_trial
-from rlsweep.tune_bridge import trial_resources
 
 
 @pytest.mark.parametrize(
@@ -38,10 +38,10 @@ from rlsweep.tune_bridge import trial_resources
     ids=["cpu", "runners", "gpu-fraction", "gpu-and-runners", "impala-gpu", "dqn", "custom"],
 )
 def test_tune_reserves_what_rllib_would_request_for_the_trial(params):
-    """Tune's placement group comes from rlsweep.placement, without building an RLlib config;
+    """Tune's placement group comes from rlsweep.plan.placement, without building an RLlib config;
     RLlib's own request for the trial's config (Algorithm.default_resource_request) is the
     same, bundle for bundle and in its packing."""
-    from rlsweep.algos import algorithm_config
+    from rlsweep.trial.algos import algorithm_config
 
     cfg = TrialConfig(**params)
     c = algorithm_config(cfg)
@@ -95,7 +95,7 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
 def test_the_spec_a_pbt_sweep_runs_keeps_what_its_file_wrote(tmp_path):
     """PBT's trial overrides (a checkpoint and an evaluation at each perturbation) change the
     spec's params the one way a spec changes, so it still knows which keys its file wrote."""
-    from rlsweep.tune_bridge import _run_spec
+    from rlsweep.run.tune_bridge import _run_spec
 
     f = tmp_path / "pbt.yaml"
     f.write_text(
@@ -114,8 +114,8 @@ def test_param_space_runs_what_validate_shows(tmp_path):
     (the spec's defaults: baseline + params, not TrialConfig()'s)."""
     from ray.tune.search.variant_generator import generate_variants
 
-    from rlsweep.config import TrialConfig
-    from rlsweep.tune_bridge import param_space
+    from rlsweep.run.tune_bridge import param_space
+    from rlsweep.spec.config import TrialConfig
 
     (tmp_path / "base.yaml").write_text("params: {augment_p: 0.5}\n")
     spec = SweepSpec(

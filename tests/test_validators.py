@@ -4,7 +4,7 @@ from dataclasses import dataclass
 import pytest
 
 from rlsweep.errors import ConfigError
-from rlsweep.validators import (
+from rlsweep.spec.validators import (
     Rule,
     Validated,
     build,
@@ -169,7 +169,7 @@ def test_a_refused_value_says_what_it_may_have_meant():
     """Issue 40: `games: [BigFish]` gets a did-you-mean; a quoted "false" is said to be a
     string, which unquoted would pass."""
     from rlsweep.errors import SpecError
-    from rlsweep.spec import SweepSpec
+    from rlsweep.spec.spec import SweepSpec
 
     with pytest.raises(SpecError) as e:
         SweepSpec.from_dict(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.wheelhouse import (
+from rlsweep.node.wheelhouse import (
     MANIFEST,
     THIN,
     WheelhouseError,
@@ -301,17 +301,17 @@ def test_thin_accepts_only_known_projects(capsys):
 # --- a real wheelhouse, installed offline ------------------------------------------------------
 OFFLINE_CHECK = """
 import numpy as np
-from rlsweep.envs import ProcgenVectorEnv
-from rlsweep.subconfigs import EnvConfig
+from rlsweep.envs.vector_env import ProcgenVectorEnv
+from rlsweep.spec.subconfigs import EnvConfig
 
 env = ProcgenVectorEnv(EnvConfig(game="coinrun"), num_envs=2, seed=1, num_threads=1)
 obs, _ = env.reset()
 for _ in range(3):
     obs, reward, terminated, truncated, _ = env.step(np.zeros(2, np.int64))
 assert obs.shape == env.observation_space.shape and obs.any(), obs.shape
-import envpool, rlsweep.qt, rlsweep.trainable, torch
-print(envpool.__file__, rlsweep.trainable.__file__, torch.__file__, sep="\\n")
-print(rlsweep.qt.load_qt5())
+import envpool, rlsweep.envs.qt, rlsweep.trial.trainable, torch
+print(envpool.__file__, rlsweep.trial.trainable.__file__, torch.__file__, sep="\\n")
+print(rlsweep.envs.qt.load_qt5())
 """
 
 
@@ -369,13 +369,13 @@ def _node_with_torch(tmp: Path, torch_req: str) -> str:
 def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tmp_path):
     """The README's offline install, end to end, for this machine's Python and platform.
 
-    Online (this machine's index): `python -m rlsweep.wheelhouse build` with the default
+    Online (this machine's index): `python -m rlsweep.node.wheelhouse build` with the default
     excludes and thinning, pinned to this venv's `pip freeze`; meanwhile a fresh venv gets this
     venv's torch (the CPU build; a node brings its own). Offline (no network, no pip
     configuration): the copied, stdlib-only `wheelhouse.py install` into that venv (pip's
     resolver, `--no-index`); then a subprocess of that venv alone (`python -I`, outside the
-    checkout) makes and steps a Procgen env through rlsweep.envs (Qt from the PyQt5-Qt5 wheel)
-    and imports rlsweep.trainable, and `pip check` is clean.
+    checkout) makes and steps a Procgen env through rlsweep.envs.vector_env (Qt from the PyQt5-Qt5
+    wheel) and imports rlsweep.trial.trainable, and `pip check` is clean.
 
     Cost: ~470 MiB of wheels and a ~180 MiB torch wheel downloaded (about half a minute here),
     ~2 GiB installed without byte-compiling, then a cold import of Ray and torch: about 80 s of
@@ -388,7 +388,7 @@ def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tm
         pins = tmp_path / "pins.txt"
         pins.write_text(_run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"]))
         house = tmp_path / "wheelhouse"
-        build_cmd = [sys.executable, "-m", "rlsweep.wheelhouse", "build", "--platform", plat]
+        build_cmd = [sys.executable, "-m", "rlsweep.node.wheelhouse", "build", "--platform", plat]
         build_cmd += ["--python", f"{sys.version_info.major}.{sys.version_info.minor}"]
         build_cmd += ["--part-mb", "62", "--constraints", str(pins), "--project", str(ROOT)]
         _run([*build_cmd, "--out", str(house)])

@@ -1,6 +1,6 @@
 """Where a sweep runs — never part of the spec (Hydra's Sweeper/Launcher split).
 
-- local Ray or an existing cluster: `rlsweep.sweep.run_sweep(address=...)`;
+- local Ray or an existing cluster: `rlsweep.run.sweep.run_sweep(address=...)`;
 - an autoscaled EC2 cluster: `ec2` writes a Ray cluster-launcher YAML (`ray up`) and prints
   the commands that start the sweep on its head (`ray exec --tmux`: `ray submit` runs Python
   scripts, not the `rlsweep` console script);

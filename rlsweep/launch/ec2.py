@@ -30,7 +30,7 @@ import yaml
 
 from rlsweep.errors import LaunchError
 from rlsweep.launch import AWS_REGION, field_default
-from rlsweep.validators import is_int
+from rlsweep.spec.validators import is_int
 
 HEAD_NODE_TYPE = "head"
 VENV = "~/rlsweep-venv"
@@ -588,7 +588,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def cluster_from_args(args: argparse.Namespace) -> Ec2Cluster:
     """The cluster `rlsweep cluster ec2` describes; the spec it ships is loaded (validated)
     by the one loader, `SweepSpec.from_yaml`. Raises SpecError (LaunchError) on bad input."""
-    from rlsweep.spec import SweepSpec
+    from rlsweep.spec.spec import SweepSpec
 
     mounts = {}
     if args.spec:

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 
 from rlsweep.errors import LaunchError
 from rlsweep.launch import AWS_REGION, field_default
-from rlsweep.validators import did_you_mean, is_int
+from rlsweep.spec.validators import did_you_mean, is_int
 
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 """Where the job's sweep is stored: SageMaker syncs it with `checkpoint_s3_uri`."""
@@ -442,7 +442,7 @@ def _group(text: str) -> InstanceGroup:
 
 
 def job_from_args(args: argparse.Namespace) -> SageMakerJob:
-    from rlsweep.spec import SweepSpec
+    from rlsweep.spec.spec import SweepSpec
 
     SweepSpec.from_yaml(args.spec)  # the job would fail on it: fail here instead
     spec_path = os.path.relpath(os.path.abspath(args.spec), os.path.abspath(args.source_root))

@@ -137,7 +137,7 @@ def placed_spec(spec_path: str, cfg: ResourceConfig, learner_group: str):
     """The spec with its trials placed by instance group in a heterogeneous job: the trial
     process (the learner) on the learner group's nodes, remote EnvRunners on the nodes of the
     rollout groups (every other group). Placement the spec sets itself is kept."""
-    from rlsweep.spec import SweepSpec
+    from rlsweep.spec.spec import SweepSpec
 
     spec = SweepSpec.from_yaml(spec_path)
     rollout = [g for g in cfg.groups if g != learner_group]
@@ -302,7 +302,7 @@ def load_trainable(path: str | None):
 def run(spec, *, address: str, storage: str, trainable=None):
     """The job's sweep: the one call site that runs it. A spot job restarted after an
     interruption finds its sweep in the restored checkpoint dir and resumes it."""
-    from rlsweep.sweep import run_or_resume
+    from rlsweep.run.sweep import run_or_resume
 
     return run_or_resume(spec, address=address, storage_path=storage, trainable=trainable)
 

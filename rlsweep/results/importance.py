@@ -1,0 +1,153 @@
+"""Hyperparameter importance of a sweep's sampled parameters, with Optuna's importance module.
+
+An Optuna sweep persists its study (`search.optuna_storage`, SQLite by default); that study is
+what gets evaluated. Random-search sweeps have no study, so one is built from their finished trials:
+each trial's sampled values with their declared distributions, and its final score. Either way
+the evaluator is Optuna's default, fANOVA (a random-forest functional ANOVA): the importances
+are the share of the score's variance each parameter explains, summing to 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rlsweep import metrics as M
+from rlsweep.results.results import cell
+from rlsweep.spec.space import Param
+from rlsweep.spec.spec import SweepSpec
+
+MIN_TRIALS = 4
+"""Fewer finished trials than this tell nothing about importance; none is computed."""
+
+
+def distribution(p: Param):
+    """The Optuna distribution a space parameter samples from."""
+    import optuna.distributions as D
+
+    if p.kind in ("grid", "choice"):
+        # as results tables hold them: lists (e.g. widths) as strings
+        return D.CategoricalDistribution([cell(v) for v in p.values])
+    if p.kind == "int":
+        return D.IntDistribution(int(p.low), int(p.high), step=int(p.q or 1))
+    if p.kind == "loguniform":
+        return D.FloatDistribution(p.low, p.high, log=True)
+    return D.FloatDistribution(p.low, p.high, step=p.q)
+
+
+def study_from_trials(spec: SweepSpec, final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM):
+    """An in-memory Optuna study with one completed trial per finished sweep trial."""
+    dists = {k: distribution(spec.space[k]) for k in spec.sampled_keys}
+    return _study(dists, final, spec.mode, metric)
+
+
+def inferred_distribution(values: pd.Series):
+    """The Optuna distribution a column's values look sampled from, for trials without a spec:
+    numbers a range (log where positive values span a decade or more and crowd at its low end,
+    as log-uniform samples do), anything else a choice among the values seen."""
+    import optuna.distributions as D
+
+    v = values.dropna()
+    numeric = pd.api.types.is_numeric_dtype(v) and not pd.api.types.is_bool_dtype(v)
+    if not numeric or v.nunique() < 2:
+        return D.CategoricalDistribution(sorted(set(v), key=str) or [None])
+    low, high = v.min(), v.max()
+    if pd.api.types.is_integer_dtype(v):
+        return D.IntDistribution(int(low), int(high))
+    log = low > 0 and high >= 10 * low and v.median() < 0.6 * (low + high) / 2
+    return D.FloatDistribution(float(low), float(high), log=bool(log))
+
+
+def report_study(
+    final: pd.DataFrame,
+    params: Sequence[str],
+    specs: Sequence[SweepSpec] = (),
+    metric: str = M.TEST_RETURN_NORM,
+):
+    """An in-memory study of a search's finished trials (`final`, in the order they ran), for
+    its figures: each of `params` with the distribution the first spec that searches it
+    declares (log where the space is), else one inferred from its values; the direction of the
+    first spec's `mode` (max without one)."""
+    dists = {}
+    for k in params:
+        declared = next((s.space[k] for s in specs if k in s.space), None)
+        dists[k] = distribution(declared) if declared else inferred_distribution(final[k])
+    return _study(dists, final, specs[0].mode if specs else "max", metric)
+
+
+def _study(dists: dict[str, Any], final: pd.DataFrame, mode: str, metric: str):
+    """A study with one completed trial per row of `final` with a finite `metric` and a value
+    of every parameter of `dists` inside its distribution (a conditional parameter can keep a
+    default outside its sampled range: such a row is left out)."""
+    import optuna
+
+    study = optuna.create_study(direction="maximize" if mode == "max" else "minimize")
+    trials = []
+    for row in final.to_dict("records"):
+        value = row[metric]
+        if not np.isfinite(value):
+            continue
+        params = {}
+        for k, dist in dists.items():
+            v = row.get(k)
+            if v is None or (isinstance(v, float) and np.isnan(v)):
+                break
+            if isinstance(dist, optuna.distributions.IntDistribution):
+                v = int(v)
+            elif isinstance(dist, optuna.distributions.FloatDistribution):
+                if not dist.low <= float(v) <= dist.high:
+                    break
+                v = float(v)
+            elif v not in dist.choices:
+                break
+            params[k] = v
+        else:
+            trials.append(
+                optuna.trial.create_trial(params=params, distributions=dists, value=float(value))
+            )
+    study.add_trials(trials)
+    return study
+
+
+def persisted_study(spec: SweepSpec, experiment: str | Path):
+    """The Optuna study a sweep persisted, or None (not an Optuna sweep, or not found)."""
+    if spec.search.algorithm != "optuna":
+        return None
+    import optuna
+
+    url = spec.optuna_storage_url(experiment)
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).exists():
+        return None
+    try:
+        return optuna.load_study(study_name=spec.name, storage=url)
+    except KeyError:  # no study of that name there
+        return None
+
+
+def importances(
+    spec: SweepSpec,
+    final: pd.DataFrame,
+    experiment: str | Path | None = None,
+    *,
+    seed: int = 0,
+) -> tuple[pd.Series, str] | None:
+    """(importance per sampled parameter, highest first; where it came from), or None when the
+    sweep sampled nothing or finished fewer than MIN_TRIALS trials."""
+    import optuna
+    from optuna.importance import FanovaImportanceEvaluator, get_param_importances
+
+    if not spec.sampled_keys:
+        return None
+    study = persisted_study(spec, experiment) if experiment is not None else None
+    source = "the persisted Optuna study"
+    if study is None:
+        study, source = study_from_trials(spec, final), "finished trials"
+    complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if len(complete) < MIN_TRIALS:
+        return None
+    scores = get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=seed))
+    return pd.Series(scores, name="importance"), f"{source} ({len(complete)} trials)"

@@ -1,0 +1,603 @@
+"""`rlsweep report`: experiment dirs in, one report directory out (FILES).
+
+The pieces: `rlsweep.results.results.load_experiment` loads and labels the trials (variants are the
+values of the `by` parameter(s), by default the swept ones), `rlsweep.results.tables` computes the
+numbers and markdown tables, `rlsweep.results.plots` draws the figures; this module writes the files
+and assembles `report.md`, adding the per-sweep sections that read more files (hyperparameter
+importance, cost). Only finished trials (status TERMINATED with a finite unseen-level score)
+enter any number or plot; errored and incomplete ones are listed instead.
+
+Two kinds of report (`report_kind`, from the sweeps' specs and the number of variants): an
+ablation's few named variants (or a small grid) are compared with each other, pairwise tables
+among all of them; a search's many configurations are ranked: its top TOP configurations, the
+score against each searched hyperparameter, its history and importances, pairwise tables only
+among its top PAIRWISE_TOP. Either way the work grows linearly with the trials.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import pandas as pd
+
+from rlsweep import formatting, storage
+from rlsweep import metrics as M
+from rlsweep.experiment.experiment_dir import run_info, sweep_spec
+from rlsweep.experiment.history import history_section
+from rlsweep.plan.placement import trial_cpus
+from rlsweep.results import plots
+from rlsweep.results import results as R
+from rlsweep.results import stats as S
+from rlsweep.results import tables as T
+from rlsweep.results.importance import report_study
+from rlsweep.results.results import Experiment
+from rlsweep.spec.spec import SweepSpec
+
+FILES = (
+    "scores.csv",
+    "final.csv",
+    "table.md",
+    "learning_curves.png",
+    "aggregates.png",
+    "sample_efficiency.png",
+    "report.md",
+)
+"""Always written (plus scores.parquet when pyarrow is installed)."""
+SEARCH_FILES = ("search_params.png", "search_history.png")
+"""Also written for a search."""
+SEARCH, ABLATION = "search", "ablation"
+MAX_COMPARED = 12
+"""Variants an ablation's report compares with each other at most (its pairwise tables, its
+curves' legend): more is a search."""
+TOP = 10
+"""A search's configurations in its ranked table, aggregates and coloured curves."""
+PAIRWISE_TOP = 5
+"""A search's configurations compared pairwise (P(X > Y)): its top few."""
+NEAR_RANDOM_STEPS = 1_000_000
+"""Env steps below which PPO on Procgen has typically learned little: a report whose trials
+all ran fewer says so at its top."""
+
+
+def default_out(paths: Sequence[str | Path]) -> Path:
+    """`<dir>/report` for one dir; `<parent of the first>/<a>+<b>/report` for several. A URI
+    (`s3://.../<sweep>`) stands for `results/<sweep>`: reports are written locally, where a
+    local sweep's would be."""
+    paths = [_local_dir(p) for p in paths]
+    if len(paths) == 1:
+        return paths[0] / "report"
+    return paths[0].parent / "+".join(p.resolve().name for p in paths) / "report"
+
+
+def _local_dir(path: str | Path) -> Path:
+    if storage.is_uri(path):
+        return Path("results", PurePosixPath(str(path).rstrip("/")).name)
+    return Path(path)
+
+
+def build_report(
+    paths: Sequence[str | Path],
+    *,
+    by: Sequence[str] | None = None,
+    out: str | Path | None = None,
+    pool: bool = False,
+    n_resamples: int = T.REPORT_RESAMPLES,
+    seed: int = 0,
+    prices: str | Path | None = None,
+) -> Path:
+    """Write the report files (FILES) into `out` (default: `default_out(paths)`); returns the
+    path of report.md. `prices`: a price table for the cost section (default: the shipped
+    `rlsweep/plan/prices.yaml`).
+
+    Several sweeps are reported one by one, each in `out/<sweep>/`, under an index (report.md
+    and table.md in `out`): trials of different sweeps never share a column. `pool`: trials
+    whose configs agree except seed share one, whatever their sweep (a config run twice with
+    the same seed counts once); configs run on different games are reported apart
+    (`rlsweep.results.results.pooled_groups`)."""
+    dirs = [d for p in paths for d in R.experiment_dirs(p)]
+    names = [d.name for d in dirs]
+    if len(set(names)) < len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"several experiment dirs named {', '.join(twice)}: report them apart")
+    out = Path(out) if out is not None else default_out(paths)
+    kw = {"n_resamples": n_resamples, "seed": seed, "prices": prices}
+    if pool:
+        groups = R.pooled_groups(R.load_curves(dirs))
+        parts = {g: R.experiment(c, dirs, by, pool=True) for g, c in groups.items()}
+        notes = []
+    else:
+        loaded = {d.name: R.load_curves(d) for d in dirs}
+        parts = {name: R.experiment(c, dirs, by) for name, c in loaded.items()}
+        notes = _repeated_across(loaded)
+    if len(parts) == 1:
+        return _write_report(next(iter(parts.values())), dirs, out, **kw)
+    for name, exp in parts.items():
+        _write_report(exp, dirs, out / name, **kw)
+    return _write_index(parts, out, pool, notes)
+
+
+def report_kind(exp: Experiment, specs: Sequence[SweepSpec]) -> tuple[str, str]:
+    """SEARCH or ABLATION, and why, in words for the report: a search where a spec samples
+    parameters (a search algorithm over a continuous or sampled space) or where there are more
+    variants than MAX_COMPARED; else an ablation (named variants, or a grid over a few
+    values)."""
+    n = len(exp.variants)
+    configs = f"{n} configuration{'s' * (n != 1)}"
+    sampled = {k: s.space[k].kind for s in specs for k in s.sampled_keys}
+    if sampled:
+        algos = sorted({s.search.algorithm for s in specs if s.sampled_keys})
+        params = ", ".join(f"`{k}` ({kind})" for k, kind in sampled.items())
+        return SEARCH, f"the spec samples {params} with {' and '.join(algos)} search: {configs}"
+    if n > MAX_COMPARED:
+        return SEARCH, f"{configs}, more than the {MAX_COMPARED} a comparison can hold"
+    variants = f"{n} variant{'s' * (n != 1)}, compared with each other"
+    if any(s.variants for s in specs):
+        return ABLATION, f"named variants (the spec's `variants`): {variants}"
+    grid = sorted({k for s in specs for k in s.grid_keys} & set(exp.by))
+    if grid:
+        return ABLATION, f"a grid over {', '.join(f'`{k}`' for k in grid)}: {variants}"
+    return ABLATION, f"{variants} (by {', '.join(f'`{p}`' for p in exp.by) or 'nothing'})"
+
+
+def _write_report(
+    exp: Experiment,
+    dirs: Sequence[Path],
+    out: Path,
+    *,
+    n_resamples: int,
+    seed: int,
+    prices: str | Path | None,
+) -> Path:
+    """One report (FILES) of `exp` into `out`; `dirs`: the experiment dirs it was loaded from
+    (those of its sweeps give its kind, its importance and cost sections)."""
+    out.mkdir(parents=True, exist_ok=True)
+    kw = {"n_resamples": n_resamples, "seed": seed}
+
+    written = _write_frames(exp, out)
+    dirs = [d for d in dirs if d.name in set(exp.final["sweep"])]
+    specs = [s for d in dirs if (s := sweep_spec(d)) is not None]
+    kind, why = report_kind(exp, specs)
+    if kind == SEARCH:
+        body, figures = _search_body(exp, specs, out, kind_why=why, kw=kw)
+    else:
+        body, figures = _ablation_body(exp, out, kind_why=why, kw=kw)
+    importance = importance_section(dirs, exp, out)
+    md = [
+        *_header(exp),
+        *_short_trials_note(exp),
+        *body,
+        *importance,
+        *cost_section(dirs, exp, prices),
+        *gpu_memory_section(exp),
+        *history_section(dirs, set(exp.final["sweep"])),  # retried, resumed, failed (issue 40)
+        "## Trials not counted",
+        "",
+        *(
+            T.not_counted_table(exp)
+            if len(exp.counted) < len(exp.final)
+            else ["None: every trial finished."]
+        ),
+    ]
+    extra = ["importance.csv", "importance.png"] if importance else []
+    files = [*written, *FILES[2:-1], *figures, *extra]
+    md += ["", "## Files", "", *(f"- `{f}`" for f in files), ""]
+    (out / "report.md").write_text("\n".join(md))
+    return out / "report.md"
+
+
+def _ablation_body(exp: Experiment, out: Path, *, kind_why: str, kw: dict) -> tuple[list, list]:
+    """An ablation's sections (report.md's lines) and its figures beyond FILES: the variants
+    compared with each other."""
+    table = T.score_table(exp, **kw)
+    (out / "table.md").write_text(table)
+    scores = exp.all_scores()
+    complete = [v for v in exp.variants if all(len(g) for g in scores[v])]
+    aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
+    colors = plots.colors(exp.variants)
+    plots.plot_learning_curves(exp, out / "learning_curves.png", **kw)
+    plots.plot_aggregates(
+        aggs, out / "aggregates.png", colors=colors, n_resamples=kw["n_resamples"]
+    )
+    _plot_efficiency(exp, complete, out, colors, kw)
+    n = len(complete)
+    md = [
+        f"**An ablation's report**: {kind_why}.",
+        "",
+        *["## Unseen-level score", "", table],
+        *_aggregates_section(exp, aggs),
+        *_improvement_section(exp, complete, kw, f"among every variant that ran every game ({n})"),
+        *_gap_section(exp, complete, kw),
+        *_curves_section(),
+    ]
+    return md, []
+
+
+def _search_body(
+    exp: Experiment, specs: Sequence[SweepSpec], out: Path, *, kind_why: str, kw: dict
+) -> tuple[list, list]:
+    """A search's sections and its figures beyond FILES: its configurations ranked."""
+    ranked = T.ranking(exp)
+    top = list(ranked["variant"].head(TOP))
+    lines = T.top_table(exp, ranked, TOP, **kw)
+    n_ranked = len(ranked)
+    note = (
+        f"Top {len(top)} of {n_ranked} configurations with a finished run, by final "
+        f"unseen-level score (`{M.TEST_RETURN_NORM}`): the mean over the games each ran of its "
+        f"mean over seeds; its 95% CI where every game it ran has {T.MIN_CI_RUNS}+ runs (seeds "
+        "repeat), else — (a bootstrap of fewer runs is no CI). All configurations, ranked: "
+        "`ranking.csv`; every trial: `final.csv`."
+    )
+    (out / "table.md").write_text("\n".join([*lines, "", note, ""]))
+    ranked.assign(
+        seeds=ranked["seeds"].map(lambda s: " ".join(map(str, s))),
+        trials=ranked["trials"].map(" ".join),
+    ).to_csv(out / "ranking.csv", index=False)
+
+    scores = exp.all_scores(variants=top)
+    complete = [v for v in top if all(len(g) for g in scores[v])]
+    aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
+    colors = plots.colors(top)
+    plots.plot_learning_curves(exp, out / "learning_curves.png", highlight=top, **kw)
+    plots.plot_aggregates(
+        aggs, out / "aggregates.png", colors=colors, n_resamples=kw["n_resamples"]
+    )
+    _plot_efficiency(exp, complete, out, colors, kw)
+
+    params = [p for p in exp.by if p != "sweep"]
+    counted = exp.counted
+    counted = counted.loc[T.trial_order(counted).sort_values().index]
+    study = report_study(counted, params, specs)
+    plots.plot_search_params(study, out / "search_params.png")
+    plots.plot_search_history(study, out / "search_history.png")
+
+    pairwise = complete[:PAIRWISE_TOP]
+    md = [
+        f"**A search's report**: {kind_why}. A search is ranked, not compared pairwise: its top "
+        "configurations, the score against each searched hyperparameter, its history and "
+        f"which hyperparameters matter; pairwise tables only among its top {PAIRWISE_TOP}.",
+        "",
+        "## Top configurations",
+        "",
+        *lines,
+        "",
+        note,
+        "",
+        "## Score against each hyperparameter",
+        "",
+        "Every finished trial a point, coloured by when it ran (Optuna's `plot_slice`; log axes "
+        "where the space is log).",
+        "",
+        "![score against each hyperparameter](search_params.png)",
+        "",
+        "## Search history",
+        "",
+        "Each trial's score in the order the trials ran, and the best so far (Optuna's "
+        "`plot_optimization_history`).",
+        "",
+        "![search history](search_history.png)",
+        "",
+        *_aggregates_section(exp, aggs, top=len(top)),
+        *_improvement_section(
+            exp,
+            pairwise,
+            kw,
+            f"among the top {len(pairwise)} configurations only (of {n_ranked}): a pairwise "
+            "table grows as the square of what it compares",
+        ),
+        *_gap_section(exp, complete, kw),
+        *_curves_section(len(top), others=n_ranked - len(top)),
+    ]
+    return md, list(SEARCH_FILES) + ["ranking.csv"]
+
+
+def _plot_efficiency(
+    exp: Experiment, variants: list[str], out: Path, colors: dict, kw: dict
+) -> None:
+    runs = exp.all_runs(variants)
+    eff = {}
+    for v in variants:
+        got = T.sample_efficiency(exp, v, runs=[r for rs in runs[v].values() for r in rs], **kw)
+        if got is not None:
+            eff[v] = got
+    plots.plot_sample_efficiency(eff, out / "sample_efficiency.png", colors)
+
+
+def _repeated_across(loaded: dict[str, pd.DataFrame]) -> list[str]:
+    """Index lines: sweeps that ran another sweep's configs with its seeds (the same spec run
+    under two names), which each sweep's own report counts."""
+    final = pd.concat([R.final_scores(c) for c in loaded.values()], ignore_index=True)
+    first = R.repeats(final, pooled=True)
+    if first.empty:
+        return []
+    pairs = pd.DataFrame(
+        {"sweep": final.loc[first.index, "sweep"], "of": first.str.split("/").str[0]}
+    )
+    return [
+        f"- `{sweep}` repeats {n} trial{'s' * (n != 1)} of `{of}` (same config and seed): each "
+        "sweep's report counts them; `--pool` counts them once."
+        for (sweep, of), n in pairs.value_counts(sort=False).items()
+    ]
+
+
+def _write_index(parts: dict[str, Experiment], out: Path, pool: bool, notes: list[str]) -> Path:
+    """report.md and table.md in `out` over the reports in `out/<name>/`."""
+    out.mkdir(parents=True, exist_ok=True)
+    if pool:
+        intro = (
+            "Pooled: trials whose configs agree except seed share a column. These configs ran "
+            "different games, and aggregates compare variants over the same games, so each "
+            "set of games has its own report."
+        )
+    else:
+        intro = (
+            "One report per sweep: trials of different sweeps never share a column "
+            "(`rlsweep report --pool` pools those whose configs agree except seed)."
+        )
+    sweeps = sorted({s for exp in parts.values() for s in exp.final["sweep"]})
+    md = [f"# Report: {', '.join(sweeps)}", "", intro, "", *notes, *([""] if notes else [])]
+    tables = []
+    for name, exp in parts.items():
+        table = (out / name / "table.md").read_text()
+        md += [f"## {name}", "", *_header(exp)[2:], f"[Full report]({name}/report.md)", ""]
+        md += [table]
+        tables += [f"## {name}", "", table]
+    (out / "table.md").write_text("\n".join(tables))
+    (out / "report.md").write_text("\n".join(md))
+    return out / "report.md"
+
+
+def _write_frames(exp: Experiment, out: Path) -> list[str]:
+    written = ["scores.csv", "final.csv"]
+    curves = R.evaluations_only(exp.curves)
+    curves.to_csv(out / "scores.csv", index=False)
+    exp.final.to_csv(out / "final.csv", index=False)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return written
+    df = curves
+    for col in [c for c in df.columns if pd.api.types.is_object_dtype(df[c])]:
+        # Mixed-type params (None, numbers, strings): Parquet needs one type per column.
+        df[col] = df[col].map(lambda v: v if v is None else str(v))
+    df.to_parquet(out / "scores.parquet", index=False)
+    return [*written, "scores.parquet"]
+
+
+# --- report.md's sections: each a list of markdown lines ----------------------------------
+
+
+def _header(exp: Experiment) -> list[str]:
+    sweeps = exp.final.groupby("sweep")["status"].value_counts().unstack(fill_value=0)
+    md = [f"# Report: {', '.join(sweeps.index)}", ""]
+    for sweep, counts in sweeps.iterrows():
+        parts = ", ".join(f"{counts[s]} {s}" for s in R.STATUSES if s in counts and counts[s])
+        n, planned = int(counts.sum()), exp.planned.get(sweep)
+        unstarted = f"; {planned - n} not started" if planned and planned > n else ""
+        of = f" of {planned}" if planned and planned > n else ""
+        md.append(f"- `{sweep}`: {n}{of} trial{'s' * ((planned or n) != 1)} ({parts}){unstarted}")
+    if exp.pooled and len(sweeps) > 1:
+        md += [
+            "",
+            "Pooled: trials of these sweeps whose configs agree except seed share a column; a "
+            "config run again with the same seed counts once (listed under Trials not counted).",
+        ]
+    return [*md, ""]
+
+
+def _short_trials_note(exp: Experiment) -> list[str]:
+    """At the top of a report whose trials all ran fewer than NEAR_RANDOM_STEPS env steps:
+    what such scores typically are."""
+    trials = exp.counted if len(exp.counted) else exp.final
+    most = trials[M.ENV_STEPS].max()
+    if not np.isfinite(most) or most >= NEAR_RANDOM_STEPS:
+        return []
+    return [
+        f"> **Short trials**: none ran more than {formatting.count(most)} env steps. Below "
+        f"~{formatting.steps(NEAR_RANDOM_STEPS)} env steps PPO on Procgen has typically learned "
+        "little: such scores are typically a near-random policy's, and differences between "
+        "variants mostly noise (the published setup trains 25M).",
+        "",
+    ]
+
+
+def _aggregates_section(
+    exp: Experiment, aggs: dict[str, dict[str, S.Interval]], top: int | None = None
+) -> list[str]:
+    """`top`: a search's, the aggregates of its top configurations only."""
+    md = ["## Aggregates", ""]
+    if top is not None:
+        md += [f"The top {top} configurations.", ""]
+    if aggs:
+        md += [*T.aggregates_table(aggs), "", "![aggregate metrics](aggregates.png)", ""]
+        md += [
+            f"[95% CI] where every game has {T.MIN_CI_RUNS}+ runs; fewer runs show the "
+            "estimate alone: a bootstrap of 2 runs that agree gives a CI of width 0.",
+            "",
+        ]
+    skipped = [v for v in (exp.variants if top is None else []) if v not in aggs]
+    if skipped:
+        md += [f"Not aggregated (a game without finished runs): {', '.join(skipped)}.", ""]
+    return md
+
+
+def _improvement_section(exp: Experiment, compared: list[str], kw: dict, among: str) -> list[str]:
+    """P(X > Y) among `compared`, a bounded set (`among` says which, for the reader)."""
+    if len(compared) < 2:
+        return []
+    return [
+        "## Probability of improvement",
+        "",
+        "P(row > column): chance that a run of the row variant beats a run of the column "
+        f"variant on the same game, averaged over games [95% CI; none where a game has fewer "
+        f"than {T.MIN_CI_RUNS} runs of either variant]. Computed {among}.",
+        "",
+        *T.improvement_table(exp, compared, **kw),
+        "",
+    ]
+
+
+def _gap_section(exp: Experiment, complete: list[str], kw: dict) -> list[str]:
+    table = T.gap_table(exp, complete, **kw)
+    if not table:
+        return []
+    return [
+        "## Generalization gap",
+        "",
+        "Normalized return on training levels minus unseen levels at the end of training: mean "
+        "over seeds × games [95% CI, bootstrap stratified by game]. The bootstrap resamples "
+        f"runs within each game, so a variant with fewer than {T.MIN_CI_RUNS} runs on some game "
+        f"has no CI: its cell shows the mean and says `{T.NO_CI}`. Runs without a "
+        "training-level score (trials from rlsweep versions that did not evaluate training "
+        "levels) are left out.",
+        "",
+        *table,
+        "",
+    ]
+
+
+def _curves_section(top: int = 0, others: int = 0) -> list[str]:
+    """`others`: a search's configurations drawn grey beside its `top` ones."""
+    grey = (
+        f" The top {top} configurations in colour; the other {others} in grey (unseen levels, "
+        "without a legend entry)."
+        if others
+        else ""
+    )
+    return [
+        "## Learning curves",
+        "",
+        "Dashed: training levels; solid: unseen levels. Both are drawn from the iterations "
+        "that evaluated (scores.csv leaves the others' scores empty), each run interpolated "
+        "linearly onto the env steps all runs cover; runs with one evaluation are a point. "
+        f"Bands: 95% bootstrap CIs, where a variant has {T.MIN_CI_RUNS}+ runs.{grey}",
+        "",
+        "![learning curves](learning_curves.png)",
+        "",
+        "## Sample efficiency",
+        "",
+        "![sample efficiency](sample_efficiency.png)",
+        "",
+    ]
+
+
+# --- per sweep: hyperparameter importance, cost -------------------------------------------
+
+
+def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list[str]:
+    """Importances of each sweep's sampled parameters (sweeps that sampled any); writes
+    importance.csv and importance.png when there are any."""
+    from rlsweep.results.importance import importances
+
+    found: dict[str, pd.Series] = {}
+    notes = []
+    for d in dirs:
+        spec = sweep_spec(d)
+        if spec is None or not spec.sampled_keys:
+            continue
+        sweep = exp.counted[exp.counted["sweep"] == d.name]
+        got = importances(spec, sweep, d)
+        if got is None:
+            notes.append(f"`{d.name}`: too few finished trials for importances.")
+            continue
+        found[d.name], source = got
+        notes.append(f"`{d.name}`: from {source}.")
+    if not found:
+        return []
+    table = pd.concat(found, names=["sweep", "param"]).reset_index()
+    table.to_csv(out / "importance.csv", index=False)
+    plots.plot_importance(found, out / "importance.png")
+    rows = [[r.sweep, r.param, T.fmt(r.importance)] for r in table.itertuples()]
+    return [
+        "## Hyperparameter importance",
+        "",
+        "fANOVA (Optuna's importance module) over each sweep's sampled parameters: the share of "
+        "the final unseen-level score's variance each explains.",
+        "",
+        *T.md_table(["sweep", "parameter", "importance"], rows),
+        "",
+        *notes,
+        "",
+        "![hyperparameter importance](importance.png)",
+        "",
+    ]
+
+
+def cost_section(
+    dirs: Sequence[Path], exp: Experiment, prices: str | Path | None = None
+) -> list[str]:
+    """$ per trial and per sweep, for sweeps that recorded the instance type they ran on."""
+    from rlsweep.plan import cost
+
+    table = cost.load_prices(prices) if prices is not None else None
+
+    lines = []
+    for d in dirs:
+        info = run_info(d)
+        instance = info.get("instance_type")
+        if not instance:
+            continue
+        spot = bool(info.get("spot"))
+        trials = exp.final[exp.final["sweep"] == d.name]
+        # a trial's resources as Ray held them
+        cpus = trial_cpus(trials.get("num_cpus", 1), trials.get("num_env_runners", 0))
+        gpus = trials.get("num_gpus", 0) * np.ones(len(trials))
+        walls = trials[M.WALL_S].fillna(0.0)  # a trial that never reported ran ~0 s
+        try:
+            usd = [
+                cost.trial_cost(w, c, g, instance, spot, table)
+                for w, c, g in zip(walls, cpus * np.ones(len(trials)), gpus, strict=True)
+            ]
+        except cost.PriceError as e:  # e.g. a type missing from the price table
+            lines.append(f"| {d.name} | {instance} | {len(trials)} | ? | ? ({e.message}) |")
+            continue
+        if not usd:
+            continue
+        lines.append(
+            f"| {d.name} | {instance} ({'spot' if spot else 'on-demand'}) | {len(usd)} | "
+            f"{T.usd_text(np.mean(usd))} | {T.usd_text(np.sum(usd))} |"
+        )
+    if not lines:
+        return []
+    return [
+        "## Cost",
+        "",
+        "Each trial's wall time × its share of the instance (CPUs and GPUs it held) × the "
+        "instance's $/h from the price table (`rlsweep/plan/prices.yaml`: estimates, editable).",
+        "",
+        "| sweep | instance | trials | $ per trial (mean) | $ for the sweep |",
+        "| :--- | :--- | ---: | ---: | ---: |",
+        *lines,
+        "",
+    ]
+
+
+def gpu_memory_section(exp: Experiment) -> list[str]:
+    """Per sweep, the GPU memory its GPU trials' processes reserved and allocated at their peak
+    (rlsweep.metrics.GPU_METRICS, the largest over each trial's reports and retries) against
+    what each may reserve; nothing for sweeps without GPU trials."""
+    if M.GPU_RESERVED_PEAK_GIB not in exp.curves:
+        return []
+    cols = list(M.GPU_METRICS)
+    peaks = exp.curves.groupby(["sweep", "trial_id"])[cols].max().dropna(how="all")
+    lines = []
+    for sweep, trials in peaks.groupby(level="sweep"):
+        reserved = trials[M.GPU_RESERVED_PEAK_GIB]
+        lines.append(
+            f"| {sweep} | {len(trials)} | {trials[M.GPU_LIMIT_GIB].max():.1f} | "
+            f"{reserved.median():.2f} | {reserved.max():.2f} | "
+            f"{trials[M.GPU_ALLOCATED_PEAK_GIB].max():.2f} |"
+        )
+    return [
+        "## GPU memory",
+        "",
+        "Peak GPU memory of each GPU trial's process (GiB): reserved by torch's caching "
+        "allocator and allocated to tensors, against the limit it may reserve (its share of "
+        "the GPU less the CUDA context, `rlsweep.plan.placement.memory_fraction`). The CUDA "
+        "context (~0.75 GiB per process) comes on top.",
+        "",
+        "| sweep | GPU trials | limit | reserved, median | reserved, max | allocated, max |",
+        "| :--- | ---: | ---: | ---: | ---: | ---: |",
+        *lines,
+        "",
+    ]

@@ -1,0 +1,740 @@
+"""Read Tune experiment directories into tidy tables — finished, running or interrupted sweeps.
+
+Layout read: `<storage>/<sweep>/<trial dir>/{trial.json, params.json, result.json,
+error.txt|error.pkl}`, `result.json` holding one JSON object per reported iteration and
+`trial.json` the config the trial ran (`rlsweep.spec.spec.TRIAL_FILE`; where it is missing, Tune's
+params.json). Plain file reading; only `resume_points` imports Ray, to read Tune's experiment
+state.
+
+`load_curves()` gives one row per trial per reported iteration; `final_scores()` one row per
+trial. Every trial found is kept, and its `status` says whether its numbers may be aggregated:
+
+- `ERROR`: the trial dir holds `error.txt` or `error.pkl` (Tune writes them when a trial raised)
+  and no retry reached the budget, or result.json has a line that is not JSON (other than a
+  half-written last line), or the trial stopped itself as failed (`trial/error`, e.g. a
+  non-finite loss), or a number is unusable: a stable metric is ±inf on any row,
+  `test/return(_norm)` is NaN on a row that evaluated (`test/fresh`: evaluation always plays its
+  episodes to the end; `_norm` only where the mode is calibrated), `env_steps` is missing, or
+  a `loss/*` value is non-finite on the last row (training diverged); or its config is unknown:
+  no trial.json, and params.json names an Optuna cell by its index. NaN `train/return` is *not*
+  an error: it means no evaluation has run yet.
+- `TERMINATED`: not an error, and the last row's `env_steps` reached the trial's
+  `total_env_steps` budget (a crash that a Tune retry recovered from is noted in `error`).
+- `INCOMPLETE`: everything else — still running, interrupted, not started yet (no result.json:
+  the trial gets one placeholder row with `iteration` 0 and NaN metrics), or stopped early by a
+  scheduler (the files do not say why a trial stopped, so these cannot be told apart).
+
+Only TERMINATED trials belong in aggregates (`finished()`); reports list the others.
+`trials_table()` is one sweep's table as `rlsweep run` prints it, `resume_points()` what
+`rlsweep resume` does with each of its trials.
+
+Normalized metrics (`*_norm`) are NaN for modes train-procgen has no constants for (extreme,
+memory, exploration; `trial_normalization_note` says why), whatever result.json recorded (a
+trainable may have normalized them with another mode's constants).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from rlsweep import formatting, storage
+from rlsweep import metrics as M
+from rlsweep.envs import procgen
+from rlsweep.experiment import history
+from rlsweep.experiment.experiment_dir import sweep_spec
+from rlsweep.spec.spec import CELL_INDEX, TRIAL_FILE, VARIANT, SweepSpec
+
+if TYPE_CHECKING:
+    from rlsweep.experiment.recovery import Restart
+
+TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
+STATUSES = (TERMINATED, ERROR, INCOMPLETE)
+
+ID_COLUMNS = ("sweep", "trial_id", "game", "seed")
+METRIC_COLUMNS = (*M.METRICS, M.TEST_FRESH, M.RESUMED_AT)
+ITERATION = "iteration"
+STATUS_COLUMNS = ("status", "error")
+FINAL_EXTRA = ("test_iteration", "test_env_steps")
+"""Final view only: the iteration and env steps of the evaluation its test score comes from."""
+_TEST_AT_EVAL = (M.TRAIN_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
+"""Final view: taken from the last row that evaluated (train and test levels), not the last row."""
+_ERROR_FILES = ("error.txt", "error.pkl")
+_NOT_PARAMS = {
+    *ID_COLUMNS,
+    ITERATION,
+    *METRIC_COLUMNS,
+    *M.GPU_METRICS,
+    *STATUS_COLUMNS,
+    *FINAL_EXTRA,
+}
+_NORM_METRICS = (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM)
+
+
+def trial_normalization_note(params: Any) -> str | None:
+    """Why a trial (its params, a dict or a results row) has no normalized scores, or None:
+    `procgen.normalization_note` for its game and distribution mode."""
+    game, mode = params.get("game"), params.get("distribution_mode")
+    if game not in procgen.GAMES or not isinstance(mode, str):
+        return None
+    return procgen.normalization_note(game, mode)
+
+
+# --- finding trials -----------------------------------------------------------------------
+
+
+def _is_trial_dir(d: Path) -> bool:
+    return d.is_dir() and any((d / f).exists() for f in ("params.json", *_ERROR_FILES))
+
+
+def experiment_dirs(path: str | Path) -> list[Path]:
+    """`path` itself if it is an experiment dir (its subdirs are trials), else the experiment
+    dirs directly inside it (a storage dir holding several sweeps). A URI (`s3://...`) is read
+    from its local copy, fetched first (`rlsweep.storage.fetch`, checkpoints left out)."""
+    if storage.is_uri(path):
+        path = storage.fetch(str(path))
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"{path}: no such directory")
+    if any(_is_trial_dir(d) for d in path.iterdir()):
+        return [path]
+    found = sorted(d for d in path.iterdir() if d.is_dir() and any(map(_is_trial_dir, d.iterdir())))
+    if not found:
+        raise FileNotFoundError(f"{path}: no Tune trial directories (with params.json) found")
+    return found
+
+
+# --- one trial ----------------------------------------------------------------------------
+
+
+def cell(v: Any) -> Any:
+    # Lists/dicts become strings so columns stay hashable and comparable.
+    return str(v) if isinstance(v, list | tuple | dict) else v
+
+
+def _read_results(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """Rows of result.json and an error text ('' if fine). A half-written last line (trial
+    interrupted mid-write) is dropped; a bad line before it is an error."""
+    if not path.exists():
+        return [], ""
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
+    rows = []
+    for i, line in enumerate(lines):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1:
+                break
+            return rows, f"result.json line {i + 1} is not JSON"
+    # A restored trial appends again from its checkpoint: keep the latest report per iteration.
+    by_iter = {r.get("training_iteration", i + 1): r for i, r in enumerate(rows)}
+    return [by_iter[k] for k in sorted(by_iter)], ""
+
+
+def _error_file_text(trial_dir: Path) -> str:
+    """The first line of the reason of the trial's last failure (`history.reason`); its full
+    text, every failure's, is the trial dir's error.txt."""
+    txt = trial_dir / "error.txt"
+    if txt.exists():
+        return history.reason(txt.read_text(errors="replace")) or "error.txt (empty)"
+    if (trial_dir / "error.pkl").exists():
+        return "error.pkl (a pickled exception; see the trial dir)"
+    return ""
+
+
+def _number_error(frame: pd.DataFrame, last: dict[str, Any], normalized: bool = True) -> str:
+    """Why this trial's numbers are unusable, or ''. `normalized`: its mode has normalization
+    constants (else `test/return_norm` is NaN by design)."""
+    for col in M.METRICS:
+        bad = frame.index[np.isinf(frame[col].to_numpy(dtype=float))]
+        if len(bad):
+            return f"{col} is {frame.at[bad[0], col]} at iteration {frame.at[bad[0], ITERATION]}"
+    missing = frame[ITERATION][frame[M.ENV_STEPS].isna()]
+    if len(missing):
+        return f"{M.ENV_STEPS} missing at iteration {missing.iloc[0]}"
+    fresh = frame[frame[M.TEST_FRESH]]
+    for col in (M.TEST_RETURN, M.TEST_RETURN_NORM) if normalized else (M.TEST_RETURN,):
+        bad = fresh.index[fresh[col].isna()]
+        if len(bad):
+            return f"{col} is NaN at evaluation iteration {frame.at[bad[0], ITERATION]}"
+    if reason := last.get(M.TRIAL_ERROR):
+        return str(reason)
+    for key, v in last.items():
+        if key.startswith("loss/") and isinstance(v, int | float) and not math.isfinite(v):
+            return f"{key} is {v} at the last iteration (training diverged)"
+    return ""
+
+
+def _trial_params(trial_dir: Path, rows: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """What the trial ran, and an error text ('' if known): its `TRIAL_FILE`, else Tune's
+    params.json or its first result's config, which are that where they hold no Optuna cell
+    index (grid and random sweeps: Tune resolves their configs itself). A cell index alone does
+    not say which game, seed and variant ran: the trial is an error, its other params kept."""
+    for name in (TRIAL_FILE, "params.json"):
+        if (trial_dir / name).exists():
+            params = json.loads((trial_dir / name).read_text())
+            break
+    else:
+        params = (rows[0].get("config") or {}) if rows else {}
+    if CELL_INDEX not in params:
+        return params, ""
+    params = {k: v for k, v in params.items() if k != CELL_INDEX}
+    return params, (
+        f"no {TRIAL_FILE}: its config records an Optuna cell index ({CELL_INDEX}), not the "
+        f"game, seed and variant it ran"
+    )
+
+
+def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
+    """One trial's tidy rows (see the module docstring for columns and status)."""
+    trial_dir = Path(trial_dir)
+    sweep = sweep if sweep is not None else trial_dir.parent.name
+    rows, error = _read_results(trial_dir / "result.json")
+    params, unknown = _trial_params(trial_dir, rows)
+
+    uncalibrated = trial_normalization_note(params) is not None
+    records = []
+    for r in rows or [{"training_iteration": 0}]:
+        rec = {ITERATION: int(r.get("training_iteration", 0))}
+        for col in M.METRICS:
+            v = r.get(col)
+            rec[col] = float(v) if isinstance(v, int | float) else math.nan
+        rec.update({c: float(r[c]) for c in M.GPU_METRICS if isinstance(r.get(c), int | float)})
+        fresh = r.get(M.TEST_FRESH)
+        # A trainable without the flag: a finite test score means it evaluated that iteration.
+        rec[M.TEST_FRESH] = (
+            bool(fresh)
+            if fresh is not None
+            else math.isfinite(rec[M.TEST_RETURN_NORM]) or math.isfinite(rec[M.TEST_RETURN])
+        )
+        resumed = r.get(M.RESUMED_AT)  # NaN: the trainable did not report it
+        rec[M.RESUMED_AT] = float(resumed) if isinstance(resumed, int | float) else math.nan
+        if uncalibrated:  # never another mode's constants, whatever the trainable reported
+            rec.update(dict.fromkeys(_NORM_METRICS, math.nan))
+        records.append(rec)
+    frame = pd.DataFrame.from_records(records)
+
+    budget = params.get("total_env_steps")
+    steps = frame[M.ENV_STEPS].iloc[-1]
+    reached = bool(rows) and isinstance(budget, int | float) and steps >= budget
+    error = unknown or error or (_number_error(frame, rows[-1], not uncalibrated) if rows else "")
+    crashed = _error_file_text(trial_dir)
+    if crashed and reached and not error:
+        # Tune retried the trial from a checkpoint and the retry finished: its numbers count.
+        status, error = TERMINATED, f"recovered after: {crashed}"
+    elif error or crashed:
+        status, error = ERROR, crashed or error
+    elif reached:
+        status = TERMINATED
+    else:
+        status = INCOMPLETE
+
+    head = {"sweep": sweep, "trial_id": trial_dir.name}
+    head["game"], head["seed"] = params.get("game"), params.get("seed")
+    head.update({k: cell(v) for k, v in sorted(params.items()) if k not in _NOT_PARAMS})
+    out = pd.concat([pd.DataFrame([head] * len(frame)), frame], axis=1)
+    out["status"], out["error"] = status, error
+    return out
+
+
+# --- many trials --------------------------------------------------------------------------
+
+
+def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy table of one or many experiment dirs (or storage dirs holding several): one row per
+    trial per reported iteration, columns `sweep, trial_id, game, seed, <params>, iteration,
+    <stable metrics>, test/fresh, trial/resumed_at_iteration, <GPU memory, where any trial ran
+    on a GPU>, status, error` (`trial/resumed_at_iteration`: > 0 on rows a restored process
+    reported, see `rlsweep.metrics.RESUMED_AT`)."""
+    paths = [paths] if isinstance(paths, str | Path) else list(paths)
+    frames = []
+    for path in paths:
+        for exp in experiment_dirs(path):
+            for d in sorted(exp.iterdir()):
+                if _is_trial_dir(d):
+                    frames.append(load_trial(d, exp.name))
+    if not frames:
+        raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
+    df = pd.concat(frames, ignore_index=True)
+    params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
+    gpu = [c for c in M.GPU_METRICS if c in df]  # GPU trials only
+    order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *gpu, *STATUS_COLUMNS]
+    df = df[order].sort_values(["sweep", "trial_id", ITERATION], kind="stable")
+    return df.reset_index(drop=True)
+
+
+def final_scores(curves: pd.DataFrame) -> pd.DataFrame:
+    """One row per trial: its last row, except that the evaluated scores (`train/return`,
+    `test/return`, their `_norm`, `gap/return_norm`) come from the last row that evaluated
+    (`test/fresh`), whose iteration and env steps are `test_iteration`/`test_env_steps`
+    (NaN if it never evaluated). `iteration` is the number of the last reported iteration."""
+    keys = ["sweep", "trial_id"]
+    last = curves.groupby(keys, sort=False).tail(1).set_index(keys)
+    evals = curves[curves[M.TEST_FRESH]].groupby(keys, sort=False).tail(1).set_index(keys)
+    for col in _TEST_AT_EVAL:
+        last[col] = evals[col].reindex(last.index)
+    last["test_iteration"] = evals[ITERATION].reindex(last.index)
+    last["test_env_steps"] = evals[M.ENV_STEPS].reindex(last.index)
+    out = last.drop(columns=[M.TEST_FRESH]).reset_index()
+    cols = [c for c in curves.columns if c != M.TEST_FRESH]
+    status_at = cols.index("status")
+    cols[status_at:status_at] = list(FINAL_EXTRA)
+    return out[cols].reset_index(drop=True)
+
+
+def evaluations_only(curves: pd.DataFrame) -> pd.DataFrame:
+    """`curves` with the evaluated scores (`train/return`, `test/return`, their `_norm`,
+    `gap/return_norm`) NaN on the rows that did not evaluate, where a trial repeats its last
+    evaluation (`test/fresh` false): a table of scores over iterations then holds each score
+    once, at the env steps it was measured, and no plateau that was never measured."""
+    out = curves.copy()
+    out.loc[~out[M.TEST_FRESH].astype(bool), list(_TEST_AT_EVAL)] = math.nan
+    return out
+
+
+def finished(
+    final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM, pooled: bool = False, quiet: bool = False
+) -> pd.DataFrame:
+    """The trials whose `metric` may be aggregated: TERMINATED with a finite value, one per
+    cell (`one_per_cell`; `quiet`: without its warning)."""
+    return one_per_cell(final[_aggregable(final, metric)], pooled, quiet)
+
+
+def _aggregable(final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM) -> pd.Series:
+    return (final["status"] == TERMINATED) & np.isfinite(final[metric].to_numpy(dtype=float))
+
+
+def _keys(df: pd.DataFrame, cols: Sequence[str]) -> pd.Series:
+    """Per row, the values of `cols` as a tuple of strings (NaN and None compare equal to
+    themselves as strings): a hashable key to group or compare trials by."""
+    return pd.Series(
+        [tuple(map(str, row)) for row in df[list(cols)].itertuples(index=False, name=None)],
+        index=df.index,
+        dtype=object,
+    )
+
+
+def _cells(final: pd.DataFrame, pooled: bool) -> pd.Series:
+    """Each trial's cell: game, seed and every parameter, and its sweep unless `pooled`."""
+    return _keys(final, [*([] if pooled else ["sweep"]), "game", "seed", *param_columns(final)])
+
+
+def repeats(final: pd.DataFrame, pooled: bool = False) -> pd.Series:
+    """The trials that repeat an earlier trial's cell (`one_per_cell`), each mapped to the
+    `sweep/trial_id` of the first (by sweep, then trial dir name)."""
+    cells = _cells(final, pooled)
+    names = final["sweep"].astype(str) + "/" + final["trial_id"].astype(str)
+    first = names.groupby(cells, sort=False).transform("first")
+    return first[cells.duplicated(keep="first")].astype(object)
+
+
+def one_per_cell(final: pd.DataFrame, pooled: bool = False, quiet: bool = False) -> pd.DataFrame:
+    """One trial per cell (sweep, game, seed and every parameter; `pooled`: any sweep): two
+    trials of one cell (two runs' trial dirs copied into one experiment dir; the same spec run
+    under two names, pooled) are not two seeds. Keeps the first, with a warning
+    naming the dropped ones unless `quiet`."""
+    if final.empty:
+        return final
+    dup = repeats(final, pooled)
+    if len(dup) and not quiet:
+        dropped = [f"{final.at[i, 'sweep']}/{final.at[i, 'trial_id']}" for i in dup.index]
+        where = "config and seed" if pooled else "sweep, game, seed and parameters"
+        warnings.warn(
+            f"{len(dropped)} trial(s) repeat another trial's {where} and are counted once, not "
+            f"as more seeds: {', '.join(dropped[:5])}" + (" ..." if len(dropped) > 5 else ""),
+            stacklevel=2,
+        )
+    return final.drop(index=dup.index)
+
+
+def param_columns(df: pd.DataFrame) -> list[str]:
+    """Trial parameter columns (everything but ids, iteration, metrics and status)."""
+    return [c for c in df.columns if c not in _NOT_PARAMS]
+
+
+def swept_params(df: pd.DataFrame) -> list[str]:
+    """Parameters that take more than one value among the trials of some sweep (game and seed
+    excluded: they are the axes every sweep has). Works on curves or final scores."""
+    trials = df.drop_duplicates(["sweep", "trial_id"])
+    out = []
+    for col in param_columns(trials):
+        values = trials[col].astype(str)  # NaN/None compare equal to themselves as strings
+        if (values.groupby(trials["sweep"]).nunique() > 1).any():
+            out.append(col)
+    return out
+
+
+# --- one sweep, as `run_sweep` and `resume_sweep` see it ------------------------------------
+
+
+def trials_table(spec: SweepSpec, experiment: str) -> pd.DataFrame:
+    """`SweepResult.trials` of the experiment dir `experiment` (local or a URI): `final_scores`
+    in the spec's terms (its variants in its order, its swept params) with each trial's dir."""
+    swept = ([VARIANT] if spec.variants else []) + list(spec.space)
+    columns = ["game", "seed", *swept, *M.METRICS, ITERATION, "status", "error", "trial_dir"]
+    try:
+        final = final_scores(load_curves(experiment))
+    except FileNotFoundError:  # stopped before any trial started
+        return pd.DataFrame(columns=columns)
+    final["trial_dir"] = [f"{experiment}/{t}" for t in final["trial_id"]]
+    for col in swept:
+        if col not in final:
+            final[col] = None
+    df = final[columns]
+    if spec.variants:  # in the spec's order, as the write-up's columns are
+        df = df.assign(variant=pd.Categorical(df[VARIANT], categories=list(spec.variants)))
+    return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
+
+
+def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart]) -> list[str]:
+    """What `resume_sweep` does with each trial, a line each: kept (finished, or ended early by
+    a scheduler), or continued from iteration N and its env steps (its newest complete
+    checkpoint, `recovery.reconcile`'s `restarts`), or from scratch (no checkpoint)."""
+    try:
+        local = experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
+        final = final_scores(load_curves(local))
+    except FileNotFoundError:
+        return [f"rlsweep: resuming {spec.name}: no trial had started"]
+    finished = final["status"] == TERMINATED
+    early = ~finished & final["trial_id"].isin(_ended_early(local))
+    done = finished | early
+    lines = [
+        f"rlsweep: resuming {spec.name}: {int(finished.sum())} finished trial(s) kept, "
+        f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
+        f"continue, {max(spec.num_trials - len(final), 0)} not started"
+    ]
+    continued = set(final.loc[~done, "trial_id"])
+    for r in restarts:
+        if r.trial not in continued:
+            continue
+        if r.checkpoint is None:
+            where = "from scratch: no checkpoint"
+        else:
+            where = f"from iteration {r.iteration}, {formatting.count(r.env_steps)} env steps"
+            if r.checkpoint != r.tune_checkpoint:
+                where += (
+                    f" ({r.checkpoint}: newer than the {r.tune_checkpoint or 'no checkpoint'} "
+                    "Tune's saved state names)"
+                )
+        if r.rows_dropped:
+            where += f"; its {r.rows_dropped} later row(s) dropped, to be reported again"
+        lines.append(f"  {r.trial}: {where}")
+    if any(r.checkpoint is not None and r.trial in continued for r in restarts):
+        lines.append(
+            "  (their envs start new episodes there: from then on their numbers are not an "
+            f"uninterrupted run's, and their rows say {M.RESUMED_AT})"
+        )
+    return lines
+
+
+def _ended_early(local: Path) -> set[str]:
+    """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
+    stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be."""
+    return {Path(t.path).name for t in _tune_trials(local) if t.status == "TERMINATED" and t.path}
+
+
+def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
+    """The config Tune saved for each trial a resume starts or continues (every trial not
+    TERMINATED), by trial dir (its trial id where it has none yet); {} where nothing ran."""
+    try:
+        local = experiment_dirs(experiment)[0]
+    except FileNotFoundError:
+        return {}
+    return {
+        Path(t.path).name if t.path else t.trial_id: dict(t.config)
+        for t in _tune_trials(local)
+        if t.status != "TERMINATED"
+    }
+
+
+def _tune_trials(local: Path) -> list[Any]:
+    """Tune's trials as its experiment state saved them (status, config, dir); [] where no
+    state is readable here. This imports Ray (and starts none)."""
+    import logging
+
+    from ray.tune import ExperimentAnalysis
+
+    # It also reads every trial's metrics, which this does not use: its warning of trials that
+    # never started (no result files) is no news to a resume, which says what ran.
+    analysis = logging.getLogger(ExperimentAnalysis.__module__)
+    disabled, analysis.disabled = analysis.disabled, True
+    try:
+        return ExperimentAnalysis(str(local)).trials
+    except (FileNotFoundError, ValueError):
+        return []
+    finally:
+        analysis.disabled = disabled
+
+
+# --- an experiment: trials labelled by variant --------------------------------------------
+# What a report compares: `experiment` labels every trial with its variant, the values of the
+# `by` parameter(s) (default: the swept ones) and of any other parameter that differs between
+# trials of one such value, so that a variant is one config (game and seed aside), and one sweep
+# unless pooled.
+
+
+@dataclass
+class Experiment:
+    """Loaded results with a `variant` label per trial; `counted` = the finished trials."""
+
+    curves: pd.DataFrame
+    final: pd.DataFrame
+    by: list[str]
+    variants: list[str]
+    games: list[str]
+    planned: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Trials each sweep's spec runs, by sweep name (sweeps whose spec.yaml was found): more
+    than `final` has rows for when trials have not started (an interrupted sweep)."""
+    pooled: bool = False
+    """Trials of different sweeps share a variant when their configs agree (`--pool`)."""
+    split: list[str] = dataclasses.field(default_factory=list)
+    """The parameters of `by` that were not asked for (nor swept), added because trials of one
+    asked-for value differ in them."""
+
+    @property
+    def counted(self) -> pd.DataFrame:
+        """`finished` (`experiment` warned of repeated trials once)."""
+        return finished(self.final, pooled=self.pooled, quiet=True)
+
+    @property
+    def repeats(self) -> pd.Series:
+        """Finished trials not counted because they repeat a counted one (`repeats`)."""
+        return repeats(self.final[_aggregable(self.final)], self.pooled)
+
+    def scores(self, variant: str, metric: str = M.TEST_RETURN_NORM) -> list[np.ndarray]:
+        """Finished runs' final `metric` per game (games in order; empty if none finished).
+        One variant's: a loop over variants calls `all_scores` once instead."""
+        return self.all_scores(metric, [variant])[variant]
+
+    def all_scores(
+        self, metric: str = M.TEST_RETURN_NORM, variants: Iterable[str] | None = None
+    ) -> dict[str, list[np.ndarray]]:
+        """`scores` of every variant (or of `variants`), from one pass over the counted trials:
+        a report's work stays linear in trials, however many variants it has."""
+        wanted = list(self.variants if variants is None else variants)
+        c = self.counted
+        c = c[c["variant"].isin(wanted)].sort_values(["seed", "trial_id"], kind="stable")
+        values = c[metric].to_numpy(dtype=float)
+        groups = c.groupby(["variant", "game"], sort=False).indices if len(c) else {}
+        none = np.empty(0, dtype=int)
+        return {v: [values[groups.get((v, g), none)] for g in self.games] for v in wanted}
+
+    def complete(self, variant: str) -> bool:
+        """Has at least one finished run on every game (aggregates need the same games)."""
+        return all(len(s) for s in self.scores(variant))
+
+    def runs(self, variant: str, game: str | None = None) -> list[pd.DataFrame]:
+        """The curves of the variant's finished runs (on `game`, or on every game)."""
+        per_game = self.all_runs([variant])[variant]
+        if game is not None:
+            return per_game.get(game, [])
+        return [run for runs in per_game.values() for run in runs]
+
+    def all_runs(
+        self, variants: Iterable[str] | None = None
+    ) -> dict[str, dict[str, list[pd.DataFrame]]]:
+        """`runs` of every variant (or of `variants`), by game, from one pass over the curves:
+        each run's frame, ordered by game, seed and trial."""
+        wanted = list(self.variants if variants is None else variants)
+        c = self.counted
+        c = c.loc[c["variant"].isin(wanted), ["sweep", "trial_id", "variant"]]
+        cur = self.curves.drop(columns="variant", errors="ignore")
+        cur = cur.merge(c, on=["sweep", "trial_id"], how="inner", sort=False)
+        out: dict[str, dict[str, list[pd.DataFrame]]] = {v: {} for v in wanted}
+        keys = ["variant", "game", "seed", "trial_id"]
+        for (v, game, *_), run in cur.groupby(keys, dropna=False, sort=True):
+            out[v].setdefault(game, []).append(run)
+        return out
+
+
+def choose_by(final: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
+    """The variant parameters asked for: `by` if given (checked), else the swept parameters."""
+    known = [*param_columns(final), "sweep"]
+    if by:
+        for p in by:
+            if p not in known:
+                raise ValueError(
+                    f"--by {p}: not a parameter of these trials; swept: "
+                    f"{', '.join(swept_params(final)) or 'none'}; all: {', '.join(known)}"
+                )
+        return list(by)
+    swept = swept_params(final)
+    if VARIANT in swept:  # an ablation's: its labels name what its variants set
+        rest = split_params(final, [VARIANT], pooled=True)
+        return [VARIANT, *(p for p in swept if p in rest)]
+    return swept
+
+
+def split_params(final: pd.DataFrame, by: Sequence[str], pooled: bool = False) -> list[str]:
+    """What a variant must also be labelled by so that it holds one config: the parameters
+    (not in `by`) that differ between trials of one `by` value, and then, unless `pooled`,
+    `sweep` where trials of one config come from several sweeps."""
+    trials = final.drop_duplicates(["sweep", "trial_id"])
+
+    def differ(cols: list[str], keys: list[str]) -> list[str]:
+        group = _keys(trials, keys)
+        return [c for c in cols if (trials[c].astype(str).groupby(group).nunique() > 1).any()]
+
+    extra = differ([c for c in param_columns(trials) if c not in by], list(by))
+    if not pooled and "sweep" not in by:
+        extra += differ(["sweep"], [*by, *extra])
+    return extra
+
+
+def _sort_key(v: object) -> tuple[int, float, str]:
+    if isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool):
+        return (0, float(v), "")
+    return (1, 0.0, str(v))
+
+
+def _missing(v: object) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+LABEL_DIGITS = 3
+"""Significant digits of a sampled value in a variant's label (`lr=2.24e-4, gamma=0.998`);
+more only where two variants would otherwise read alike."""
+
+
+def _value_text(v: object, digits: int | None) -> str:
+    """A value as its label shows it: as written, unless it is a float with more than `digits`
+    significant digits (a sampled one), which is rounded (`formatting.significant`)."""
+    if digits is None or isinstance(v, bool) or not isinstance(v, float | np.floating):
+        return f"{v}"
+    if not math.isfinite(v) or float(f"{v:.{digits}g}") == v:
+        return f"{v}"  # a grid's value (0.0005, 0.01) reads as it was written
+    return formatting.significant(float(v), digits)
+
+
+def _label(by: Sequence[str], values: Iterable[object], digits: int | None = None) -> str:
+    # A trial without a variant label (a plain sweep's, beside an ablation's) shows none.
+    parts = [
+        f"{p}={_value_text(v, digits)}"
+        for p, v in zip(by, values, strict=True)
+        if not (p == VARIANT and _missing(v))
+    ]
+    return ", ".join(parts) or f"{VARIANT}=none"
+
+
+def _short_labels(by: Sequence[str], combos: Sequence[tuple]) -> dict[str, str]:
+    """Each combo's full label (every digit) -> the label people read: LABEL_DIGITS significant
+    digits, more for the combos that would otherwise share a label (two sampled lr's that
+    agree to 3 digits), each one different."""
+    full = {_label(by, c): c for c in combos}
+    short: dict[str, str] = {}
+    for digits in range(LABEL_DIGITS, 18):
+        pending = {f: _label(by, c, digits) for f, c in full.items() if f not in short}
+        if not pending:
+            break
+        counts = pd.Series(list(pending.values())).value_counts()
+        taken = set(short.values())
+        short.update(
+            (f, text) for f, text in pending.items() if counts[text] == 1 and text not in taken
+        )
+    return {f: short.get(f, f) for f in full}
+
+
+def label_variants(
+    df: pd.DataFrame, by: list[str], declared: Iterable[tuple] = ()
+) -> tuple[pd.Series, list[str]]:
+    """A `p=v, q=w` label per row, and the labels in value order: those of the rows and the
+    `declared` value tuples (variants a spec runs that have no trial here). Sampled values show
+    LABEL_DIGITS significant digits (`_short_labels`)."""
+    if not by:
+        return pd.Series("all", index=df.index), ["all"]
+    combos = [*df[by].drop_duplicates().itertuples(index=False, name=None), *declared]
+    combos = sorted(combos, key=lambda t: [_sort_key(v) for v in t])
+    short = _short_labels(by, combos)
+    # Row by row, each value keeps its column's type (a row Series would turn ints to floats).
+    rows = df[by].itertuples(index=False, name=None)
+    labels = pd.Series([short[_label(by, r)] for r in rows], index=df.index, dtype=object)
+    return labels, list(dict.fromkeys(short[_label(by, c)] for c in combos))
+
+
+def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:
+    """The `by` values of every grid trial the spec runs, as its params.json records them; None
+    when they are not known before the trials run (a sampled `by` parameter, or `sweep`)."""
+    defaults = spec.defaults()
+    if any(p in spec.sampled_keys or (p not in defaults and p != VARIANT) for p in by):
+        return None
+    keys = spec.grid_keys
+    out = []
+    for label, *values in itertools.product(
+        spec.variant_labels, *(spec.space[k].values for k in keys)
+    ):
+        config = {**defaults, **spec.variants.get(label, {}), VARIANT: label}
+        config.update(zip(keys, values, strict=True))
+        out.append(tuple(cell(config[p]) for p in by))
+    return list(dict.fromkeys(out))
+
+
+def load_experiment(
+    paths: Sequence[str | Path], by: Sequence[str] | None = None, *, pool: bool = False
+) -> Experiment:
+    """Every trial under `paths`, labelled by variant (`experiment`)."""
+    dirs = [d for p in paths for d in experiment_dirs(p)]
+    return experiment(load_curves(dirs), dirs, by, pool=pool)
+
+
+def experiment(
+    curves: pd.DataFrame,
+    dirs: Sequence[Path],
+    by: Sequence[str] | None = None,
+    *,
+    pool: bool = False,
+) -> Experiment:
+    """`curves` (`load_curves` of `dirs`, or some of its trials) labelled by variant: the `by`
+    parameters (default: the swept ones) and whatever else tells configs apart
+    (`split_params`); a variant holds one sweep's trials unless `pool`. A variant the sweep's
+    spec runs shows up even when none of its trials has a score or a trial dir yet (it gets "—"
+    cells)."""
+    curves = curves.copy()
+    final = final_scores(curves)
+    asked = choose_by(final, by)
+    split = split_params(final, asked, pool)
+    by_ = [*asked, *split]
+    declared: list[tuple] = []
+    planned: dict[str, int] = {}
+    for d in [d for d in dirs if d.name in set(final["sweep"])]:
+        spec = sweep_spec(d)
+        found = declared_variants(spec, by_) if spec is not None and by_ else None
+        seen = final.loc[final["sweep"] == d.name, by_].drop_duplicates()
+        seen = {tuple(None if _missing(v) else v for v in t) for t in seen.itertuples(index=False)}
+        # Only when it names every variant found (else the spec does not describe these trials).
+        describes = found is None or seen <= set(found)
+        if spec is not None and describes:
+            planned[d.name] = spec.num_trials
+            declared += found or []
+    final["variant"], variants = label_variants(final, by_, declared)
+    curves["variant"] = (
+        curves[["sweep", "trial_id"]]
+        .merge(final[["sweep", "trial_id", "variant"]], how="left")["variant"]
+        .to_numpy()
+    )
+    games = sorted(final["game"].dropna().astype(str).unique())
+    finished(final, pooled=pool)  # warns, once, of trials that repeat another's cell
+    return Experiment(curves, final, by_, variants, games, planned, pool, split)
+
+
+def pooled_groups(curves: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Pooled trials split by the games their config (game and seed aside) ran, named by those
+    games: aggregates compare variants over the same games, so configs run on other games (an
+    ablation on leaper beside sweeps on coinrun) get a report of their own. One group when
+    every config ran the same games."""
+    trials = curves.drop_duplicates(["sweep", "trial_id"])
+    config = _keys(trials, param_columns(trials))
+    games = trials["game"].astype(str).groupby(config).transform(lambda g: "+".join(sorted(set(g))))
+    group = curves[["sweep", "trial_id"]].merge(
+        trials[["sweep", "trial_id"]].assign(group=games), how="left"
+    )["group"]
+    return {g: curves[(group == g).to_numpy()].reset_index(drop=True) for g in sorted(set(group))}

@@ -1,0 +1,542 @@
+"""Numbers and markdown tables from a loaded experiment (`rlsweep.results.results.Experiment`).
+
+Pure: no files, no plotting (`rlsweep.results.plots` draws, `rlsweep.results.report` writes). Scores
+are normalized returns of finished trials; CIs are 95% percentile bootstrap CIs, stratified by game
+(`rlsweep.results.stats`). A statistic over fewer than MIN_CI_RUNS runs of some game has no CI: a
+bootstrap of two runs that happen to agree gives an "interval" of width 0, which is no
+confidence interval. Its cell shows the point estimate alone and says so.
+
+Every table reads the scores of all its variants from one pass over the trials
+(`Experiment.all_scores`), so a report's work grows linearly with its trials. A search's report
+ranks its configurations (`ranking`, `top_table`); pairwise tables stay among a few variants
+(`rlsweep.results.report` chooses which).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from rlsweep import formatting
+from rlsweep import metrics as M
+from rlsweep.results import results as R
+from rlsweep.results import stats as S
+from rlsweep.results.results import Experiment
+from rlsweep.spec.spec import Reference
+
+REPORT_RESAMPLES = 2000
+"""Bootstrap resamples of a report (fewer than `stats.N_RESAMPLES`: a report draws many CIs)."""
+EFFICIENCY_POINTS = 30
+"""Env-step points of the sample-efficiency curve."""
+AGGREGATE_NAMES = {
+    "mean": "Mean",
+    "median": "Median",
+    "iqm": "IQM",
+    "optimality_gap": "Optimality gap",
+}
+MIN_CI_RUNS = 3
+"""Runs per game a CI needs. rliable's advice (Agarwal et al. 2021) is intervals from enough
+runs; a percentile bootstrap over 2 runs takes 3 values at most (both runs' mean and either
+run alone) and over 1 run none: such "CIs" are not shown."""
+NO_CI = f"no CI: a game has < {MIN_CI_RUNS} runs"
+
+
+def fmt(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def too_few(n: int) -> str:
+    """Why a cell of `n` runs shows no CI."""
+    return f"{n} run{'s' * (n != 1)}: too few for a CI"
+
+
+def enough_runs(scores: S.Scores) -> bool:
+    """Every game has MIN_CI_RUNS runs or more: a CI over these scores may be shown."""
+    return all(len(g) >= MIN_CI_RUNS for g in S.per_game(scores))
+
+
+def admitted(iv: S.Interval, *scores: S.Scores) -> S.Interval:
+    """`iv` as a report shows it: without its CI unless every game of every one of `scores`
+    has MIN_CI_RUNS runs (stats' own rule, 2 runs, keeps rliable's numbers)."""
+    if iv.has_ci and not all(enough_runs(s) for s in scores):
+        return S.Interval(iv.value, np.nan, np.nan)
+    return iv
+
+
+def interval(scores: S.Scores, statistic: str, **kw) -> S.Interval:
+    """`stats.interval` (a name in `stats.STATISTICS`), its CI only from MIN_CI_RUNS runs per
+    game: below that, the point estimate alone, and no bootstrap drawn."""
+    if not enough_runs(scores):
+        return S.Interval(float(S.STATISTICS[statistic](*S.per_game(scores))), np.nan, np.nan)
+    return S.interval(scores, statistic, **kw)
+
+
+def aggregates(
+    scores: dict[str, list[np.ndarray]], *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
+) -> dict[str, dict[str, S.Interval]]:
+    """`stats.aggregate` of each variant's scores (variants with a run on every game), CIs only
+    from MIN_CI_RUNS runs per game."""
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    return {
+        v: {name: interval(sc, name, **kw) for name in S.STATISTICS}
+        for v, sc in scores.items()
+        if all(len(g) for g in sc)
+    }
+
+
+def interval_text(iv: S.Interval) -> str:
+    """`value [low, high]`, or the value alone when there is no CI."""
+    return f"{fmt(iv.value)} [{fmt(iv.low)}, {fmt(iv.high)}]" if iv.has_ci else fmt(iv.value)
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(["---"] * len(header)) + " |",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def usd_text(x: float) -> str:
+    """Dollars with cents; sub-cent amounts (test-sized trials) to 4 significant digits."""
+    return f"${x:,.2f}" if x >= 0.01 or x == 0 else f"${x:.4g}".replace("e-0", "e-")
+
+
+# --- the score table (table.md) -----------------------------------------------------------
+
+
+def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> str:
+    """Markdown: rows = games, columns = variants, cells = final unseen-level score over seeds
+    (mean ± CI half-width, or the mean alone below MIN_CI_RUNS runs, saying so), and an IQM
+    row; then a note saying how to read it. Every variant has a column, "—" where it has no
+    finished run."""
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    scores = exp.all_scores()
+    cells: dict[tuple[str, str], tuple[S.Interval, int] | None] = {}
+    for v in exp.variants:
+        for g, runs in zip(exp.games, scores[v], strict=True):
+            cells[g, v] = (interval([runs], "mean", **kw), len(runs)) if len(runs) else None
+    max_n = max((c[1] for c in cells.values() if c), default=0)
+
+    def cell(c: tuple[S.Interval, int] | None) -> str:
+        if c is None:
+            return "—"
+        iv, n = c
+        if not iv.has_ci:
+            return f"{fmt(iv.value)} ({too_few(n)})"
+        text = f"{fmt(iv.value)} ± {fmt(iv.half_width)}"
+        return f"{text} (n={n})" if n < max_n else text
+
+    lines = [
+        "| game | " + " | ".join(exp.variants) + " |",
+        "| :--- | " + " | ".join("---:" for _ in exp.variants) + " |",
+    ]
+    for g in exp.games:
+        lines.append(f"| {g} | " + " | ".join(cell(cells[g, v]) for v in exp.variants) + " |")
+    agg = []
+    for v in exp.variants:
+        if not all(len(g) for g in scores[v]):
+            agg.append("—")
+            continue
+        iv = interval(scores[v], "iqm", **kw)
+        agg.append(interval_text(iv) + ("" if iv.has_ci else f" ({NO_CI})"))
+    lines.append("| **IQM** | " + " | ".join(agg) + " |")
+
+    counts = exp.final["status"].value_counts()
+    n_counted = len(exp.counted)
+    not_counted = [f"{counts.get(s, 0)} {s}" for s in (R.ERROR, R.INCOMPLETE) if counts.get(s, 0)]
+    notes = norm_notes(exp.final)
+    terminated = exp.final["status"] == R.TERMINATED
+    uncalibrated = int((terminated & notes.notna()).sum())
+    repeated = len(exp.repeats)
+    dropped = int(terminated.sum()) - n_counted - uncalibrated - repeated
+    if dropped:
+        not_counted.append(f"{dropped} TERMINATED without an unseen-level score")
+    if uncalibrated:
+        not_counted.append(f"{uncalibrated} TERMINATED in a mode without normalization constants")
+    if repeated:
+        not_counted.append(f"{repeated} repeating a counted trial's config and seed")
+    by = ", ".join(f"`{p}`" for p in exp.by) or "nothing (one variant)"
+    if exp.split:
+        added = ", ".join(f"`{p}`" for p in exp.split)
+        by += f" ({added} added: trials differ in {'them' if len(exp.split) > 1 else 'it'}, "
+        by += "and a column holds one config)"
+    lines += [
+        "",
+        f"Normalized return on unseen levels (`{M.TEST_RETURN_NORM}`) at the end of training; "
+        f"columns by {by}.",
+        "Cells: mean over seeds ± half-width of its 95% bootstrap CI; (n=k): fewer finished "
+        f"seeds than the fullest cell; (k runs: too few for a CI): fewer than {MIN_CI_RUNS} "
+        "runs, the mean alone (a bootstrap of 2 runs that agree gives a CI of width 0); —: no "
+        "finished seed.",
+        "IQM: interquartile mean of all seeds × games [95% CI, bootstrap stratified by game, "
+        f"where every game has {MIN_CI_RUNS}+ runs]; — where a game has no finished seed.",
+        f"Percentile bootstrap, {n_resamples} resamples, seed {seed}. Counted: {n_counted} "
+        f"finished trials; not counted: {', '.join(not_counted) or 'none'}.",
+    ]
+    lines += [
+        f"Not normalized (NaN, shown as —): {note}; raw returns (`{M.TEST_RETURN}`) are in "
+        "final.csv."
+        for note in dict.fromkeys(notes.dropna())
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def norm_notes(final: pd.DataFrame) -> pd.Series:
+    """Per trial: why it has no normalized scores (a mode without reference constants), or
+    None."""
+    notes = [R.trial_normalization_note(r) for _, r in final.iterrows()]
+    return pd.Series(notes, index=final.index, dtype=object)
+
+
+# --- report.md's tables: each a list of markdown lines, [] when there is nothing to show ---
+
+
+def aggregates_table(aggs: dict[str, dict[str, S.Interval]]) -> list[str]:
+    return md_table(
+        ["variant", *AGGREGATE_NAMES.values()],
+        [[v, *(interval_text(a[k]) for k in AGGREGATE_NAMES)] for v, a in aggs.items()],
+    )
+
+
+def improvement_table(
+    exp: Experiment, variants: Sequence[str], *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
+) -> list[str]:
+    """P(row > column) with its CI (where both have MIN_CI_RUNS runs per game), for every pair
+    of `variants` (complete ones). Quadratic in `variants`: a report passes a bounded set (an
+    ablation's variants, a search's top few)."""
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    scores = exp.all_scores(variants=variants)
+
+    def cell(x: str, y: str) -> str:
+        a, b = scores[x], scores[y]
+        if not (enough_runs(a) and enough_runs(b)):
+            return fmt(S.probability_of_improvement(a, b))
+        return interval_text(S.probability_of_improvement_ci(a, b, **kw))
+
+    rows = [[x] + ["" if x == y else cell(x, y) for y in variants] for x in variants]
+    return md_table(["X \\ Y", *variants], rows)
+
+
+def gap_table(
+    exp: Experiment, variants: Sequence[str], *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
+) -> list[str]:
+    """Training-level minus unseen-level score per variant, [95% CI] where every game has
+    MIN_CI_RUNS or more runs (a stratified bootstrap resamples runs within each game), else the
+    mean alone, saying why."""
+    rows = []
+    trains = exp.all_scores(M.TRAIN_RETURN_NORM, variants)
+    tests = exp.all_scores(M.TEST_RETURN_NORM, variants)
+    for v in variants:
+        train, test = trains[v], tests[v]
+        ok = [np.isfinite(t) for t in train]  # trials whose trainable scored no training levels
+        if not all(o.any() for o in ok):
+            continue
+        train = [t[o] for t, o in zip(train, ok, strict=True)]
+        test = [t[o] for t, o in zip(test, ok, strict=True)]
+        if enough_runs(train):
+            gap = S.generalization_gap(train, test, n_resamples=n_resamples, seed=seed)
+        else:
+            diff = [a - b for a, b in zip(train, test, strict=True)]
+            gap = S.Interval(S.mean(diff), np.nan, np.nan)
+        text = interval_text(gap) + ("" if gap.has_ci else f" ({NO_CI})")
+        rows.append([v, text, str(sum(int(o.sum()) for o in ok))])
+    return md_table(["variant", "train − test [95% CI]", "runs"], rows) if rows else []
+
+
+# --- a search's tables: its configurations ranked ------------------------------------------
+
+
+def ranking(exp: Experiment) -> pd.DataFrame:
+    """Every variant with a finished run, best first, from one pass over the counted trials:
+    `variant`, `score` (mean over the games it ran of its per-game mean unseen-level score:
+    rliable's mean where it ran every game), `runs`, `games` (how many it ran), `seeds` and
+    `trials` (sorted lists). Ties keep the variants' order."""
+    c = exp.counted
+    cols = ["variant", "score", "runs", "games", "seeds", "trials"]
+    if c.empty:
+        return pd.DataFrame(columns=cols)
+    per_game = c.groupby(["variant", "game"], sort=False)[M.TEST_RETURN_NORM].mean()
+    g = c.groupby("variant", sort=False)
+    out = pd.DataFrame(
+        {
+            "score": per_game.groupby(level="variant", sort=False).mean(),
+            "runs": g.size(),
+            "games": g["game"].nunique(),
+            "seeds": g["seed"].agg(lambda x: sorted(set(x), key=str)),
+            "trials": g["trial_id"].agg(sorted),
+        }
+    )
+    order = {v: i for i, v in enumerate(exp.variants)}
+    out["order"] = [order.get(v, len(order)) for v in out.index]
+    out = out.sort_values(["score", "order"], ascending=[False, True], kind="stable")
+    return out.drop(columns="order").rename_axis("variant").reset_index()[cols]
+
+
+def top_table(
+    exp: Experiment,
+    ranked: pd.DataFrame,
+    top: int,
+    *,
+    n_resamples: int = REPORT_RESAMPLES,
+    seed: int = 0,
+) -> list[str]:
+    """The `top` rows of `ranking`: rank, configuration, score, its 95% CI where every game it
+    ran has MIN_CI_RUNS+ runs (the seeds repeat; else "—" and how many runs it has), seeds,
+    games and trials."""
+    head = ranked.head(top)
+    scores = exp.all_scores(variants=head["variant"])
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    rows = []
+    for i, r in enumerate(head.itertuples(), start=1):
+        ran = [g for g in scores[r.variant] if len(g)]
+        iv = interval(ran, "mean", **kw)
+        fewest = min(len(g) for g in ran)
+        ci = f"[{fmt(iv.low)}, {fmt(iv.high)}]" if iv.has_ci else f"— ({too_few(fewest)})"
+        trials = ", ".join(r.trials[:2]) + (f" (+{len(r.trials) - 2})" if len(r.trials) > 2 else "")
+        seeds = ", ".join(map(str, r.seeds))
+        rows.append([str(i), r.variant, fmt(iv.value), ci, seeds, str(r.games), trials])
+    header = ["rank", "configuration", "score", "95% CI", "seeds", "games", "trials"]
+    return md_table(header, rows)
+
+
+def trial_order(final: pd.DataFrame) -> pd.Series:
+    """Each trial's place in the order the search started them: Tune numbers its trials
+    (`<game>_s<seed>_<experiment>_<00042>`), and dir names sort by game first; by sweep, then
+    that number, then the name (trials without one)."""
+    number = pd.to_numeric(
+        final["trial_id"].astype(str).str.extract(r"_(\d+)$")[0], errors="coerce"
+    )
+    keys = pd.DataFrame(
+        {"sweep": final["sweep"].astype(str), "n": number, "id": final["trial_id"].astype(str)}
+    )
+    ordered = keys.sort_values(["sweep", "n", "id"], kind="stable", na_position="last").index
+    return pd.Series(range(len(final)), index=ordered).reindex(final.index)
+
+
+def not_counted_table(exp: Experiment) -> list[str]:
+    """The trials left out of every number, with why."""
+    left = exp.final[~exp.final.index.isin(exp.counted.index)]
+    repeats = exp.repeats
+    return md_table(
+        ["sweep", "trial", "variant", "status", "iteration", "env steps / budget", "why"],
+        [
+            [
+                r.sweep,
+                r.trial_id,
+                r.variant,
+                r.status,
+                str(r.iteration),
+                f"{formatting.count(r.env_steps)} / "
+                f"{formatting.count(getattr(r, 'total_env_steps', np.nan))}",
+                _why(r, repeats.get(r.Index)).replace("|", "\\|"),
+            ]
+            for r in left.itertuples()
+        ],
+    )
+
+
+def _why(r, repeats: str | None = None) -> str:
+    if repeats is not None:
+        return f"repeats {repeats} (same config and seed): counted once"
+    if r.error:
+        return r.error
+    if r.status == R.TERMINATED:
+        return R.trial_normalization_note(r._asdict()) or "no unseen-level score"
+    if r.iteration == 0:
+        return "no results yet (not started or interrupted at once)"
+    return "stopped before its budget (running, interrupted or stopped early)"
+
+
+# --- an ablation's raw returns: published numbers beside them, and differences ------------
+
+SPLIT_METRICS = {"train": M.TRAIN_RETURN, "test": M.TEST_RETURN}
+"""A reference's `split` -> the raw return rlsweep measures on those levels."""
+SPLIT_NAMES = {"train": "training", "test": "unseen"}
+
+
+def raw_scores(
+    exp: Experiment, metric: str, variants: Sequence[str], games: Sequence[str]
+) -> dict[str, list[np.ndarray]]:
+    """Each variant's final raw `metric` per game, over the trials that finished with a finite
+    value of it (`results.finished`: also those of a mode without normalization constants,
+    which `Experiment.counted` leaves out)."""
+    c = R.finished(exp.final, metric, pooled=exp.pooled, quiet=True)
+    c = c.sort_values(["seed", "trial_id"], kind="stable")
+    values = c[metric].to_numpy(dtype=float)
+    groups = c.groupby(["variant", "game"], sort=False).indices if len(c) else {}
+    none = np.empty(0, dtype=int)
+    return {v: [values[groups.get((v, g), none)] for g in games] for v in variants}
+
+
+def _md(text: str | None) -> str:
+    return (text or "").replace("|", "\\|")
+
+
+def _published(r: Reference | None) -> list[str]:
+    """A reference's columns: its number, env steps, runs, source and note."""
+    if r is None:
+        return [""] * 5
+    return [
+        formatting.published(r.value, r.error, r.error_kind),
+        formatting.steps(r.budget),
+        formatting.seeds(r.seeds),
+        _md(r.source),
+        _md(r.note),
+    ]
+
+
+def reference_table(
+    exp: Experiment,
+    references: Sequence[Reference],
+    *,
+    n_resamples: int = REPORT_RESAMPLES,
+    seed: int = 0,
+) -> list[str]:
+    """Final raw returns per game, variant and levels (training, unseen): rlsweep's mean over
+    seeds [95% CI], its runs and their mean env steps; and each published number of
+    `references` (a spec's `reference:`) in columns of its own, on the row of its game, variant
+    and levels, never in the statistics. A reference without a variant (context) gets a row of
+    its own; a game the sweep did not run shows no rlsweep numbers. The published columns only
+    where there are references."""
+    games = list(dict.fromkeys([*exp.games, *(r.game for r in references)]))
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    ours: dict[tuple[str, str | None, str], list[str]] = {}
+    for split, metric in SPLIT_METRICS.items():
+        scores = raw_scores(exp, metric, exp.variants, games)
+        done = R.finished(exp.final, metric, pooled=exp.pooled, quiet=True)
+        steps = done.groupby(["variant", "game"])[M.ENV_STEPS].mean()
+        for v in exp.variants:
+            for game, runs in zip(games, scores[v], strict=True):
+                if not len(runs):
+                    ours[game, v, split] = ["—", "0", ""]
+                    continue
+                iv = interval([runs], "mean", **kw)
+                text = interval_text(iv) if iv.has_ci else f"{fmt(iv.value)} ({too_few(len(runs))})"
+                ours[game, v, split] = [text, str(len(runs)), formatting.steps(steps[v, game])]
+    rows = []
+    for game in games:
+        for v in [*exp.variants, None]:
+            for split in SPLIT_METRICS:
+                refs = [r for r in references if (r.game, r.variant, r.split) == (game, v, split)]
+                if v is None and not refs:
+                    continue
+                label = [game, "(context)" if v is None else _md(v), SPLIT_NAMES[split]]
+                for i, r in enumerate(refs or [None]):
+                    # rlsweep's cells once per game, variant and levels, however many references
+                    cells = ours.get((game, v, split), [""] * 3) if i == 0 else [""] * 3
+                    rows.append(label + cells + (_published(r) if references else []))
+    header = ["game", "variant", "levels", "rlsweep: mean [95% CI]", "runs", "env steps"]
+    if references:
+        header += ["published", "at env steps", "its runs", "source", "note"]
+    return md_table(header, rows)
+
+
+def difference_table(
+    exp: Experiment,
+    x: str,
+    others: Sequence[str],
+    *,
+    n_resamples: int = REPORT_RESAMPLES,
+    seed: int = 0,
+) -> list[str]:
+    """Variant `x` against each of `others`, per game, on training and on unseen levels (final
+    raw returns): mean(X) − mean(Y) [95% CI] (`stats.mean_difference`: X's and Y's runs
+    resampled independently within the game) and P(X > Y) [95% CI], CIs where both have
+    MIN_CI_RUNS runs or more, else the point estimate alone, saying why; "—" where either has
+    no finished run."""
+    kw = {"n_resamples": n_resamples, "seed": seed}
+    variants = [x, *others]
+    scores = {
+        split: raw_scores(exp, metric, variants, exp.games)
+        for split, metric in SPLIT_METRICS.items()
+    }
+    rows = []
+    for gi, game in enumerate(exp.games):
+        for split in SPLIT_METRICS:
+            a = scores[split][x][gi]
+            for y in others:
+                b = scores[split][y][gi]
+                pair = f"{_md(x)} − {_md(y)}"
+                if not (len(a) and len(b)):
+                    rows.append([game, SPLIT_NAMES[split], pair, "—", "—", f"{len(a)}, {len(b)}"])
+                    continue
+                diff = admitted(S.mean_difference([a], [b], **kw), [a], [b])
+                better = admitted(S.probability_of_improvement_ci([a], [b], **kw), [a], [b])
+                why = too_few(min(len(a), len(b)))
+                rows.append(
+                    [
+                        game,
+                        SPLIT_NAMES[split],
+                        pair,
+                        interval_text(diff) + ("" if diff.has_ci else f" ({why})"),
+                        interval_text(better),
+                        f"{len(a)}, {len(b)}",
+                    ]
+                )
+    header = [
+        "game",
+        "levels",
+        "X − Y",
+        "mean(X) − mean(Y) [95% CI]",
+        "P(X > Y) [95% CI]",
+        "runs X, Y",
+    ]
+    return md_table(header, rows)
+
+
+# --- curves on a shared env-step grid -----------------------------------------------------
+
+
+def points(run: pd.DataFrame, metric: str, fresh_only: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A run's (env steps, metric) points; `fresh_only`: the iterations that evaluated."""
+    rows = run[run[M.TEST_FRESH]] if fresh_only else run
+    x = rows[M.ENV_STEPS].to_numpy(dtype=float)
+    y = rows[metric].to_numpy(dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    return x[ok], y[ok]
+
+
+def on_grid(
+    runs: list[tuple[np.ndarray, np.ndarray]], k: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Runs linearly interpolated onto k env-step points that every run covers: (grid,
+    values (k, runs)). Runs of one point each (one evaluation: a smoke run) give one point, at
+    their mean env steps (asynchronous algorithms end a few steps apart). None if the runs
+    share no stretch of env steps."""
+    runs = [r for r in runs if len(r[0])]
+    if not runs:
+        return None
+    lo, hi = max(x[0] for x, _ in runs), min(x[-1] for x, _ in runs)
+    if lo > hi and all(len(x) == 1 for x, _ in runs):
+        return np.array([np.mean([x[0] for x, _ in runs])]), np.array([[y[0] for _, y in runs]])
+    if lo > hi:
+        return None
+    grid = np.linspace(lo, hi, k if hi > lo else 1)
+    return grid, np.stack([np.interp(grid, x, y) for x, y in runs], axis=-1)
+
+
+def sample_efficiency(
+    exp: Experiment,
+    variant: str,
+    *,
+    n_resamples: int = REPORT_RESAMPLES,
+    seed: int = 0,
+    runs: list[pd.DataFrame] | None = None,
+) -> tuple[np.ndarray, list[S.Interval]] | None:
+    """IQM over all seeds x games of the unseen-level score at shared env-step points, CIs from
+    MIN_CI_RUNS runs per game. `runs`: the variant's (`Experiment.all_runs`), if at hand."""
+    runs = exp.runs(variant) if runs is None else runs
+    found = [(r["game"].iloc[0], points(r, M.TEST_RETURN_NORM, True)) for r in runs]
+    g = on_grid([p for _, p in found], EFFICIENCY_POINTS)
+    if g is None:
+        return None
+    grid, values = g
+    games = np.array([gm for gm, _ in found], dtype=object)
+    out = []
+    for row in values:
+        per_game = [row[games == game] for game in exp.games]
+        out.append(interval(per_game, "iqm", n_resamples=n_resamples, seed=seed))
+    return grid, out

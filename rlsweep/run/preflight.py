@@ -1,0 +1,102 @@
+"""What `validate`, `plan`, `run`, `resume` and `ablate` check before Ray starts, beyond the spec
+itself (`SweepSpec.from_yaml`): that results can be kept where they go
+(`storage.check_storage`), the trials' layout on the target (`rlsweep.plan.layout`), that they fit
+there (`fits.check_fits`), and how long the sweep would take (`plan.make_plan`): a sweep whose
+estimate passes `plan.LONG_SWEEP_S` (a week) is said to be long by validate and plan, and run
+and ablate refuse to start it without `--allow-long`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlsweep.errors import SpecError
+from rlsweep.experiment.experiment_dir import experiment_path
+from rlsweep.plan.layout import choose
+from rlsweep.plan.plan import ALLOW_LONG, Plan, make_plan, measured_throughput
+from rlsweep.run.fits import check_fits, target_machine
+from rlsweep.spec.spec import SweepSpec
+from rlsweep.storage import SKIP_REMOTE_CHECK, check_storage
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A spec that passed the checks, as it runs on its target."""
+
+    spec: SweepSpec
+    """The spec in the target's layout (`rlsweep.plan.layout`: unchanged where it sets
+    resources)."""
+    plan: Plan | None
+    """Its plan on the target; None where none is known (a cluster's trials that wait for the
+    autoscaler's nodes)."""
+
+
+def check(
+    spec: SweepSpec,
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    remote_storage: bool = True,
+) -> Checked:
+    """The checks of validate, run and ablate (see the module docstring), in order: storage,
+    the layout on the target (this machine, or the cluster at `address`), fits, the plan.
+    `remote_storage=False`: the URI's store is not asked (`SKIP_REMOTE_CHECK`)."""
+    check_spec_storage(spec, remote=remote_storage)
+    machine = target_machine(address, num_cpus)
+    rate = measured_throughput()
+    layout = choose(spec, machine, rate.gpu_packed, rate.gpu_source)
+    laid = layout.apply(spec)
+    check_fits(laid, address, num_cpus)  # a cluster's misfit: a warning (its autoscaler)
+    try:
+        plan = make_plan(
+            spec,
+            cpus=machine.cpus,
+            gpus=machine.gpus,
+            gpu_memory=machine.gpu_memory_gib,
+            throughput=rate,
+            machine_name=machine.where,
+            layout=layout,
+        )
+    except SpecError:
+        plan = None  # trials that wait for nodes the cluster does not have yet
+    return Checked(laid, plan)
+
+
+def check_spec_storage(spec: SweepSpec, remote: bool = True) -> None:
+    """`storage.check_storage` of the spec's results dir, its error at the spec's
+    `storage_path` (`spec.yaml: storage_path: /proc/nope/demo: cannot be written: ...`)."""
+    try:
+        check_storage(experiment_path(spec), remote=remote)
+    except SpecError as e:
+        raise SpecError(spec.source, "storage_path", e.message) from None
+
+
+def long_warning(plan: Plan | None) -> str | None:
+    """What validate and plan say of a long sweep (None: not long)."""
+    if plan is None or not plan.too_long:
+        return None
+    return f"{plan.size_note()}; run and ablate start it only with {ALLOW_LONG}"
+
+
+def refuse_long(plan: Plan | None, allow: bool) -> None:
+    """Raise SpecError for a long sweep unless `allow` (run, ablate)."""
+    if plan is None or not plan.too_long or allow:
+        return
+    raise SpecError(
+        None,
+        "",
+        f"not started: {plan.size_note()}. Cut it down (--games, --seeds, --budget, KEY=VALUE "
+        "overrides such as search.num_samples=4), run it where more trials run at once "
+        f"(--address of a cluster; rlsweep plan SPEC --num-cpus N --gpus G), or start it anyway "
+        f"with {ALLOW_LONG}",
+    )
+
+
+__all__ = [
+    "SKIP_REMOTE_CHECK",
+    "Checked",
+    "check",
+    "check_spec_storage",
+    "long_warning",
+    "refuse_long",
+]

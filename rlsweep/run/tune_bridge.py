@@ -1,0 +1,408 @@
+"""The one place that turns a `SweepSpec` into Ray Tune objects.
+
+- grid / random: games and seeds are grid axes of Tune's variant generator, as are grid params;
+  sampled params are drawn `num_samples` times per grid cell.
+- optuna: Optuna (TPE) proposes the sampled params; Tune's `Repeater` runs every proposal once
+  per game x seed cell and reports their mean to Optuna, so games and seeds stay grid axes.
+- schedulers: ASHA stops weak trials early; PBT perturbs `search.mutations` (one game only).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ray import tune
+
+from rlsweep import _ray_compat
+from rlsweep.errors import ConfigError, SpecError
+from rlsweep.metrics import TRIAL_DONE
+from rlsweep.plan.placement import placement
+from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.space import Param
+from rlsweep.spec.spec import TRIAL_FILE, VARIANT, SweepSpec, resolve_config
+from rlsweep.storage import tune_storage
+
+Trainable = Callable[[dict[str, Any]], None]
+
+
+def param_space(spec: SweepSpec) -> dict[str, Any]:
+    """Tune's param_space. Fixed values are written out in full (every TrialConfig field) so
+    each trial's params.json records exactly what ran, defaults included. A conditional
+    parameter whose condition fails takes `spec.defaults()`'s value (baseline + params), as in
+    `spec.trials()` (validate, plan) and `spec.resolve()`."""
+    defaults = spec.defaults()
+    space: dict[str, Any] = dict(defaults)
+    if spec.search.algorithm == "optuna":
+        # Optuna cannot grid; the Repeater's index picks the (game, seed) cell instead.
+        space.pop("game"), space.pop("seed")
+    else:
+        space["game"] = tune.grid_search(list(spec.games))
+        space["seed"] = tune.grid_search(list(spec.seeds))
+    if spec.variants:
+        if spec.search.algorithm != "optuna":
+            space[VARIANT] = tune.grid_search(list(spec.variants))
+        for key in {k for bundle in spec.variants.values() for k in bundle}:
+            # Resolved from the label, so params.json records the values that ran.
+            space[key] = tune.sample_from(
+                functools.partial(_from_variant, key, spec.variants, defaults[key])
+            )
+    for key, param in spec.space.items():
+        space[key] = to_tune(param)
+        if param.when and spec.search.algorithm != "optuna":
+            # Resolved after the other params, so params.json records the value that ran.
+            space[key] = tune.sample_from(
+                functools.partial(_conditional, space[key], param.when, defaults[key])
+            )
+    return space
+
+
+def to_tune(param: Param) -> Any:
+    """A space's parameter as Tune's search-space domain (the spec layer imports no Ray)."""
+    lo, hi, q = param.low, param.high, param.q
+    match param.kind:
+        case "grid":
+            return tune.grid_search(list(param.values))
+        case "choice":
+            return tune.choice(list(param.values))
+        case "uniform":
+            return tune.quniform(lo, hi, q) if q else tune.uniform(lo, hi)
+        case "loguniform":
+            return tune.qloguniform(lo, hi, q) if q else tune.loguniform(lo, hi)
+        case "int":
+            # Tune's randint excludes the upper bound; ours includes it.
+            return (
+                tune.qrandint(int(lo), int(hi), int(q)) if q else tune.randint(int(lo), int(hi) + 1)
+            )
+    raise AssertionError(param.kind)
+
+
+def _config_of(arg: dict[str, Any]) -> dict[str, Any]:
+    """The partly resolved config a `sample_from` function gets: the config itself (Tune's
+    current API; a function taking `{"config": ...}` instead is deprecated, and Tune warns each
+    time it falls back to that) or, from Tune's grid resolver, `{"config": config}`. No
+    TrialConfig field is named `config`."""
+    return arg.get("config", arg)
+
+
+def _from_variant(key: str, variants: dict, default: Any, arg: dict[str, Any]) -> Any:
+    label = _config_of(arg).get(VARIANT)
+    if not isinstance(label, str):  # optuna: the trial's cell index picks it (resolve_config)
+        return default
+    return variants[label].get(key, default)
+
+
+def _conditional(domain, when: dict[str, tuple], default: Any, arg: dict[str, Any]) -> Any:
+    config = _config_of(arg)
+    if all(config.get(k) in values for k, values in when.items()):
+        return domain.sample()
+    return default
+
+
+def resolver(spec: SweepSpec) -> Callable[..., dict[str, Any]]:
+    """`spec.resolve` made of the spec's pieces, not the spec: what travels to the trial
+    processes (`wrap_trainable`) and into the experiment's saved state (`TrialRecord`)."""
+    return functools.partial(
+        resolve_config,
+        space=spec.space,
+        defaults=spec.defaults(),
+        cells=spec.cells(),
+        variants=spec.variants,
+    )
+
+
+def wrap_trainable(
+    spec: SweepSpec, trainable: Trainable, stop_flag: str | None = None
+) -> Trainable:
+    """`trainable` on the TrialConfig dict a trial runs, its resources sized per trial.
+    `stop_flag`: the driver's interrupt flag (`rlsweep.experiment.interrupt`) the trial polls."""
+    resolve = resolver(spec)
+
+    def run(config: dict[str, Any]) -> None:
+        from rlsweep.experiment import interrupt
+
+        interrupt.bind(stop_flag)
+        return trainable(resolve(config))
+
+    run.__name__ = getattr(trainable, "__name__", "trial")
+    return tune.with_resources(
+        run, lambda config: trial_resources(TrialConfig.from_dict(resolve(config)))
+    )
+
+
+def trial_resources(cfg: TrialConfig) -> tune.PlacementGroupFactory:
+    """The placement group Tune reserves for one trial: `rlsweep.plan.placement`'s bundles (the
+    trial's process, then one per remote EnvRunner), packed as RLlib packs them (a test holds
+    this equal to RLlib's own `default_resource_request` for the trial's config)."""
+    return tune.PlacementGroupFactory([dict(b) for b in placement(cfg).bundles], strategy="PACK")
+
+
+def search_alg(spec: SweepSpec, experiment: str | None = None):
+    s = spec.search
+    if s.algorithm != "optuna":
+        return None  # Tune's default variant generator: grids and random samples
+    import optuna
+    from ray.tune.search import ConcurrencyLimiter, Repeater
+    from ray.tune.search.optuna import OptunaSearch
+
+    searcher = OptunaSearch(
+        sampler=optuna.samplers.TPESampler(seed=s.seed),
+        metric=spec.metric,
+        mode=spec.mode,
+        study_name=spec.name,
+        storage=optuna.storages.RDBStorage(spec.optuna_storage_url(experiment, create=True)),
+    )
+    repeat = len(spec.cells())
+    searcher = Repeater(searcher, repeat=repeat)
+    if spec.max_concurrent:
+        searcher = ConcurrencyLimiter(searcher, max_concurrent=spec.max_concurrent)
+    return searcher
+
+
+def scheduler(spec: SweepSpec):
+    s = spec.search
+    if s.scheduler == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+
+        return ASHAScheduler(
+            time_attr="training_iteration",
+            grace_period=s.grace_period,
+            reduction_factor=s.reduction_factor,
+            max_t=10**9,  # trials end themselves at their env-step budget
+        )
+    if s.scheduler == "pbt":
+        from ray.tune.schedulers import PopulationBasedTraining
+
+        return PopulationBasedTraining(
+            time_attr="training_iteration",
+            perturbation_interval=s.perturbation_interval,
+            hyperparam_mutations={k: to_tune(spec.space[k]) for k in s.mutations},
+            quantile_fraction=0.25,
+            synch=s.synch,
+        )
+    return None
+
+
+def num_samples(spec: SweepSpec) -> int:
+    if spec.search.algorithm == "optuna":
+        return spec.search.num_samples * len(spec.cells())  # Repeater counts each cell
+    return spec.search.num_samples
+
+
+def trial_overrides(spec: SweepSpec) -> dict[str, Any]:
+    """TrialConfig changes a search implies: PBT needs a checkpoint and a fresh metric (an
+    evaluation, for test/ metrics) at each perturbation."""
+    if spec.search.scheduler == "pbt":
+        every = spec.search.perturbation_interval
+        return {"checkpoint_interval": every, "eval_interval": every}
+    return {}
+
+
+def trial_done(trial_id: str, result: dict[str, Any]) -> bool:
+    """Tune stopper: a trial's last report ends it (see metrics.TRIAL_DONE)."""
+    return bool(result.get(TRIAL_DONE))
+
+
+def _trial_dirname(trial) -> str:
+    cfg = trial.config
+    return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 'x')}_{trial.trial_id}"
+
+
+def _run_spec(spec: SweepSpec) -> SweepSpec:
+    if overrides := trial_overrides(spec):
+        return spec.with_overrides(params={**spec.params, **overrides})
+    return spec
+
+
+def build_tuner(
+    spec: SweepSpec,
+    trainable: Trainable,
+    *,
+    storage_path: str | None = None,
+    callbacks: list[Any] | None = None,
+    max_failures: int = 0,
+    stop_flag: str | None = None,
+    verbose: bool = False,
+) -> tune.Tuner:
+    """A Tuner running every trial of `spec` with `trainable`, resources sized per trial.
+
+    A crashed trial is retried up to `max_failures` times, each from its last checkpoint.
+    `verbose`: Tune's own progress reporter; otherwise Tune is silent and rlsweep's driver
+    listeners (`DriverCallback`: the progress view, graceful interrupts) report."""
+    spec = _run_spec(spec)
+    storage_path = storage_path or spec.storage_path
+    storage, storage_fs = tune_storage(storage_path)
+    experiment = f"{storage}/{spec.name}" if storage_fs is None else None
+    return tune.Tuner(
+        wrap_trainable(spec, trainable, stop_flag),
+        param_space=param_space(spec),
+        tune_config=tune.TuneConfig(
+            metric=spec.metric,
+            mode=spec.mode,
+            search_alg=search_alg(spec, experiment),
+            scheduler=scheduler(spec),
+            num_samples=num_samples(spec),
+            max_concurrent_trials=spec.max_concurrent
+            if spec.search.algorithm != "optuna"
+            else None,
+            trial_dirname_creator=_trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=spec.name,
+            storage_path=storage,
+            storage_filesystem=storage_fs,
+            callbacks=[*(callbacks or []), DriverCallback(), TrialRecord(resolver(spec))],
+            failure_config=tune.FailureConfig(max_failures=max_failures),
+            stop=trial_done,
+            checkpoint_config=checkpoint_config(spec),
+            verbose=tune_verbosity(verbose),
+            # Each trial's stdout/stderr (RLlib's config dumps, warnings) in its trial dir, with
+            # each checkpoint (Tune keeps them in Ray's session dir unless artifacts sync).
+            log_to_file=True,
+            sync_config=tune.SyncConfig(sync_artifacts=True),
+        ),
+    )
+
+
+def checkpoint_config(spec: SweepSpec) -> tune.CheckpointConfig:
+    """`keep_checkpoints` per trial, the newest: Tune deletes the oldest of a trial's
+    checkpoints beyond it once the trial's newest is on disk. PBT restores other trials'
+    checkpoints at any time: deleting old ones races it, so it keeps them all."""
+    keep = None if spec.search.scheduler == "pbt" else spec.keep_checkpoints
+    return tune.CheckpointConfig(num_to_keep=keep)
+
+
+def tune_verbosity(verbose: bool) -> int:
+    return 1 if verbose else 0
+
+
+def restore_tuner(
+    spec: SweepSpec,
+    trainable: Trainable,
+    experiment: str,
+    *,
+    stop_flag: str | None = None,
+    verbose: bool = False,
+) -> tune.Tuner:
+    """The Tuner of an interrupted sweep: finished trials stay finished; unfinished and errored
+    ones continue from their latest checkpoints. Run settings (storage, callbacks, failure
+    retries, searcher and scheduler state) come from the experiment's saved state."""
+    spec = _run_spec(spec)
+    storage, storage_fs = tune_storage(experiment)
+    tuner = tune.Tuner.restore(
+        storage,
+        wrap_trainable(spec, trainable, stop_flag),
+        param_space=param_space(spec),
+        resume_unfinished=True,
+        resume_errored=True,
+        restart_errored=False,
+        storage_filesystem=storage_fs,
+    )
+    _ray_compat.set_restored_verbosity(tuner, tune_verbosity(verbose))
+    return tuner
+
+
+def check_restorable(spec: SweepSpec, experiment: str) -> None:
+    """Raise a SpecError, on the driver and before Ray starts, for each trial a resume would
+    start or continue whose saved config this rlsweep does not run: a value or key that an
+    earlier version wrote and this one refuses would otherwise fail each such trial at its
+    start, after Ray is up."""
+    from rlsweep.experiment.experiment_dir import run_info
+    from rlsweep.results.results import unfinished_configs
+
+    resolve = resolver(_run_spec(spec))
+    run = run_info(experiment)
+    saved_by = ", commit ".join(
+        str(v) for v in (run.get("rlsweep_version"), run.get("git_commit")) if v
+    )
+    errors: list[SpecError] = []
+    for trial, config in unfinished_configs(experiment).items():
+        try:
+            TrialConfig.from_dict(resolve(config))
+        except ConfigError as e:
+            errors += [
+                SpecError(
+                    f"{experiment}/{trial}",
+                    f"config.{x.path}",
+                    f"{x.message} (saved by the rlsweep that started the sweep"
+                    f"{f', {saved_by}' if saved_by else ''}: resume with that one, or run the "
+                    "sweep anew)",
+                )
+                for x in e.errors
+            ]
+    if errors:
+        raise SpecError.several(errors)
+
+
+_listeners: list[Any] = []
+
+
+@contextlib.contextmanager
+def listening(*listeners: Any) -> Iterator[None]:
+    """Forward Tune's callback events to `listeners` (objects with any of the `Callback`
+    methods) while a sweep runs on this driver."""
+    _listeners[:] = listeners
+    try:
+        yield
+    finally:
+        _listeners.clear()
+
+
+class DriverCallback(tune.Callback):
+    """Tune's events, forwarded to this driver's listeners (`listening`). It holds no state:
+    Tune pickles it into the experiment (tuner.pkl), and a resumed sweep's copy forwards to the
+    resuming driver's listeners."""
+
+    def _forward(self, event: str, *args: Any, **kwargs: Any) -> None:
+        for listener in list(_listeners):
+            if (method := getattr(listener, event, None)) is not None:
+                method(*args, **kwargs)
+
+    def on_step_begin(self, iteration, trials, **info):
+        self._forward("on_step_begin", iteration, trials, **info)
+
+    def on_step_end(self, iteration, trials, **info):
+        self._forward("on_step_end", iteration, trials, **info)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self._forward("on_trial_result", iteration, trials, trial, result, **info)
+
+    def on_checkpoint(self, iteration, trials, trial, checkpoint, **info):
+        self._forward("on_checkpoint", iteration, trials, trial, checkpoint, **info)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._forward("on_trial_complete", iteration, trials, trial, **info)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._forward("on_trial_error", iteration, trials, trial, **info)
+
+    def on_trial_recover(self, iteration, trials, trial, **info):
+        self._forward("on_trial_recover", iteration, trials, trial, **info)
+
+
+class TrialRecord(tune.Callback):
+    """Writes `TRIAL_FILE` into each trial dir as the trial starts: the config the trainable
+    resolves from Tune's (the same `resolver`), with its variant label. On the driver, beside
+    the params.json Tune's logger writes, so that it reaches the experiment dir wherever that
+    is stored (a trial process's own files reach it only with its results). Results read it,
+    and so never resolve a trial's config again."""
+
+    def __init__(self, resolve: Callable[..., dict[str, Any]]):
+        self._resolve = resolve
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        # Each start: a PBT trial restarts on its perturbed config (as params.json follows it).
+        config = self._resolve(trial.config, keep_label=True)
+        trial.init_local_path()
+        with open(os.path.join(trial.local_path, TRIAL_FILE), "w") as f:
+            json.dump(config, f, indent=2, sort_keys=True, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """A value json cannot write: a NumPy one (some of Tune's samplers draw them) as its Python
+    value; anything else as its text, as Tune's params.json writes it."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)

@@ -1,0 +1,137 @@
+"""One trial's complete, flat configuration: what it plays, the model, PPO, budget and evaluation.
+
+A Tune trial receives this as a plain dict (`TrialConfig.to_dict()`); `TrialConfig.from_dict`
+rebuilds and validates it. The defaults are openai/train-procgen's run (Cobbe et al., 2019,
+`baselines/cobbe2019.yaml` states the same values with their sources): baselines' PPO2 update on
+64 envs x 256 steps with VecNormalize'd rewards; a test holds the two equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from rlsweep.errors import ConfigError
+from rlsweep.spec.subconfigs import ALGORITHMS as ALGORITHMS  # declared with its field; public here
+from rlsweep.spec.subconfigs import (
+    PRECISIONS,
+    SAMPLING_ROUND,
+    AlgorithmConfig,
+    AugmentConfig,
+    BudgetConfig,
+    DQNConfig,
+    EnvConfig,
+    ModelConfig,
+    ResourcesConfig,
+    VTraceConfig,
+    resolved_precision,
+)
+from rlsweep.spec.validators import Validated, build, checked, failures, flag, one_of
+
+SUB_CONFIGS = (
+    EnvConfig,
+    ModelConfig,
+    AugmentConfig,
+    BudgetConfig,
+    AlgorithmConfig,
+    ResourcesConfig,
+    VTraceConfig,
+    DQNConfig,
+)
+"""The parts TrialConfig inherits and `part` builds by field name (rlsweep.spec.subconfigs)."""
+RENAMED = {
+    "bf16": "renamed: write precision: bf16 (bf16: false is precision: fp32)",
+    "tf32": "renamed: write precision: tf32 (tf32: false is precision: fp32)",
+}
+"""Trial keys of earlier versions -> what to write now: an error that says so, never a silent
+translation (a spec means one thing)."""
+Part = TypeVar("Part", bound=Validated)
+"""One of SUB_CONFIGS."""
+
+
+@dataclass(frozen=True)
+class TrialConfig(
+    DQNConfig,
+    VTraceConfig,
+    ResourcesConfig,
+    AlgorithmConfig,
+    BudgetConfig,
+    AugmentConfig,
+    ModelConfig,
+    EnvConfig,
+):
+    """One trial, flat: the fields of its parts (rlsweep.spec.subconfigs), each declared, documented
+    and given its rule there once, in this order: EnvConfig (what it plays), ModelConfig,
+    AugmentConfig, BudgetConfig (seed, budget, evaluation, checkpoints), AlgorithmConfig (the
+    algorithm, PPO and the shared update), ResourcesConfig, and the options of one algorithm:
+    VTraceConfig (impala, appo) and DQNConfig. `part(cls)` builds a part back from the fields
+    of the same names; the rules across parts are below."""
+
+    normalize_reward: bool = checked(True, rule=flag)
+    """On in a trial, as in train-procgen (a bare EnvConfig plays raw rewards)."""
+    precision: str = checked("auto", rule=one_of(("auto", *PRECISIONS)))
+    """ModelConfig.precision, or `auto` (the default): fp32 on a CPU, as published;
+    subconfigs.GPU_PRECISION on a GPU, the fastest that learned as fp32 did (docs/gpu.md,
+    Precision). The network gets it resolved (`model_config`)."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], path: str = "") -> TrialConfig:
+        """Build from a plain dict (`path`: its key path in a spec): unknown keys, with a
+        did-you-mean (or what a RENAMED key is now), and bad values, all at once."""
+        try:
+            return build(cls, d, renamed=RENAMED)
+        except ConfigError as e:
+            raise e.under(path) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["widths"] = list(self.widths)
+        if self.lr_schedule is not None:
+            d["lr_schedule"] = [list(p) for p in self.lr_schedule]
+        return d
+
+    def part(self, cls: type[Part]) -> Part:
+        """The sub-config `cls` (one of SUB_CONFIGS) built from this trial's fields of the same
+        names (the precision resolved: `resolved_precision`); it validates them, so its errors
+        name the trial's keys."""
+        values = {f.name: getattr(self, f.name) for f in fields(cls)}
+        if "precision" in values:
+            values["precision"] = resolved_precision(self.precision, gpu=self.num_gpus > 0)
+        return cls(**values)
+
+    def env_config(self) -> EnvConfig:
+        return self.part(EnvConfig)
+
+    def model_config(self) -> ModelConfig:
+        return self.part(ModelConfig)
+
+    def augment_config(self) -> AugmentConfig:
+        return self.part(AugmentConfig)
+
+    def _across_fields(self) -> list[ConfigError]:
+        """The rules across parts (each field is valid on its own here)."""
+        batch, rollout = self.effective_train_batch_size, self.rollout_length
+        dqn = self.algorithm == "dqn"
+        rules = [
+            # An iteration samples a whole train batch: a smaller budget would silently run more.
+            (
+                "total_env_steps",
+                self.total_env_steps >= batch,
+                f">= {batch:,} env steps, one iteration (the train batch: {SAMPLING_ROUND}, or "
+                "train_batch_size)",
+            ),
+            # The Q-network has no augmentation hook; refuse rather than silently ignore it.
+            ("augment", not dqn or self.augment == "none", "none for algorithm dqn"),
+            ("n_step", not dqn or self.n_step <= rollout, f"<= rollout_length ({rollout})"),
+            (
+                "replay_capacity",
+                not dqn or self.replay_capacity >= self.minibatch_size,
+                f">= minibatch_size ({self.minibatch_size})",
+            ),
+        ]
+        return failures(self, rules)

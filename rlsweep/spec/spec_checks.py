@@ -1,0 +1,177 @@
+"""The rules across a sweep spec's keys: `SpecChecks`, which `rlsweep.spec.spec.SweepSpec` inherits.
+
+Each key's own rule is declared with its field (rlsweep.spec.validators, in spec.py); what is here
+needs several keys at once: the parameters that params, space, variants and conditions name;
+the search against the space and the games; the smoke overrides; and every trial the spec
+makes, built as a `TrialConfig` and so validated. All independent errors are raised together.
+The methods read the spec's fields and its trials (`trials`, `_trial`, `smoke_spec`,
+`sampled_keys`, `grid_keys`) through `self`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlsweep.envs import procgen
+from rlsweep.errors import ConfigError, SpecError
+from rlsweep.metrics import METRICS
+from rlsweep.spec.config import RENAMED, TrialConfig
+from rlsweep.spec.validators import check_each_field, mapping, refused, unknown
+
+AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
+"""TrialConfig fields set by top-level spec keys, not by params or space."""
+PARAMETERS = [k for k in TrialConfig.field_names() if k not in AXES]
+"""What params, space and variants may set."""
+TRIALS_FROM = ("extends", "games", "seeds", "budget", "params", "variants")
+"""The spec keys the trials are built from."""
+
+
+def not_a_parameter(key: Any) -> str:
+    """Why params, space or variants may not set `key` ('' if they may)."""
+    if key in AXES:
+        return f"set this with the top-level '{AXES[key]}' key"
+    if key in PARAMETERS:
+        return ""
+    return RENAMED.get(key) or unknown("parameter", str(key), PARAMETERS)
+
+
+class SpecChecks:
+    """The rules across a spec's keys (see the module docstring)."""
+
+    source: str | None
+
+    def _placed(self, e: ConfigError) -> SpecError:
+        """`e` (one or several problems at spec key paths) as errors of this spec's file."""
+        return e.each(lambda x: SpecError(self.source, x.path, x.message))
+
+    def _error(self, path: str, message: str) -> SpecError:
+        return SpecError(self.source, path, message)
+
+    def _check(self, errors: list[SpecError]) -> None:
+        """Every check, with all independent errors raised together (`errors`: those found
+        already): each key's own rule, then the rules across keys. The trials are built (and
+        validated) only when the keys they are built from passed: a bad `games` or an unknown
+        parameter would only repeat itself there."""
+        refused = check_each_field(self)
+        errors += [self._placed(e) for e in refused]
+        names = self._parameter_errors()
+        errors += names + self._search_errors() + self._smoke_errors()
+        if not names and not any(e.path in TRIALS_FROM for e in refused):
+            errors += self._trial_errors()
+        if self.smoke and not errors:
+            try:
+                self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
+            except SpecError as e:
+                errors += e.errors
+        if errors:
+            raise SpecError.several(errors)
+
+    def _parameter_errors(self) -> list[SpecError]:
+        """The parameters params, space, variants and conditions name: TrialConfig fields that
+        no top-level key sets, each either fixed or searched."""
+        params = self.params if isinstance(self.params, dict) else {}
+        found = []
+        for section, keys in (("params", params), ("space", self.space)):
+            found += [(f"{section}.{key}", why) for key in keys if (why := not_a_parameter(key))]
+        for label, bundle in (self.variants if isinstance(self.variants, dict) else {}).items():
+            if not isinstance(label, str) or not isinstance(bundle, dict):
+                found.append((f"variants.{label}", f"got {bundle!r}; allowed: a mapping of params"))
+                continue
+            for key in bundle:
+                searched = key in self.space and "also searched in space; pick one"
+                if why := not_a_parameter(key) or searched:
+                    found.append((f"variants.{label}.{key}", why))
+        for key, p in self.space.items():
+            if key in params:
+                found.append(
+                    (f"space.{key}", "also set in params; a parameter is either fixed or searched")
+                )
+            for cond in p.when:
+                if cond not in self.space and (why := not_a_parameter(cond)):
+                    found.append((f"space.{key}.when.{cond}", why))
+        return [self._error(path, message) for path, message in found]
+
+    def _search_errors(self) -> list[SpecError]:
+        """The search against the space and the games."""
+        s, sampled, found = self.search, self.sampled_keys, []
+        if s.algorithm == "grid" and sampled:
+            found.append(
+                (
+                    f"space.{sampled[0]}",
+                    "a sampled parameter needs search.algorithm random or optuna "
+                    "(grid runs lists only)",
+                )
+            )
+        if s.algorithm == "optuna" and self.grid_keys:
+            found.append(
+                (
+                    f"space.{self.grid_keys[0]}",
+                    "optuna samples every parameter; write {choice: [...]} instead of a grid list",
+                )
+            )
+        if s.scheduler == "pbt" and isinstance(self.games, list) and len(self.games) > 1:
+            found.append(
+                (
+                    "search.scheduler",
+                    "pbt exploits across the population, so one PBT sweep trains one game; "
+                    f"got games {self.games}",
+                )
+            )
+        if s.scheduler == "pbt" and getattr(self, "keep_checkpoints", 1) != 1:
+            found.append(
+                (
+                    "keep_checkpoints",
+                    "pbt keeps every checkpoint (it restores other trials' at any time); "
+                    "leave keep_checkpoints out",
+                )
+            )
+        for i, key in enumerate(s.mutations if s.scheduler == "pbt" else ()):
+            if key not in sampled:
+                allowed = f"a sampled parameter of space ({', '.join(sampled) or 'none'})"
+                found.append((f"search.mutations[{i}]", f"got {key!r}; allowed: {allowed}"))
+        return [self._error(path, message) for path, message in found]
+
+    def _smoke_errors(self) -> list[SpecError]:
+        smoke = self.smoke if isinstance(self.smoke, dict) else {}
+        found = [
+            self._error(f"smoke.{key}", "allowed: spec keys but name and smoke")
+            for key in smoke
+            if key in ("smoke", "name")
+        ]
+        if "params" in smoke and not mapping(smoke["params"]):
+            found.append(self._placed(refused("smoke.params", smoke["params"], mapping.allowed)))
+        return found
+
+    def _trial_errors(self) -> list[SpecError]:
+        """Every grid trial and every sampled parameter's candidates, built (and so validated);
+        and a normalized metric needs games and modes whose returns normalize."""
+        try:
+            trials = self.trials()
+        except SpecError as e:
+            return list(e.errors)
+        errors = self._sampled_errors()
+        if self.metric in METRICS and self.metric.endswith("_norm"):
+            for t in trials:
+                if note := procgen.normalization_note(t.game, t.distribution_mode):
+                    why = f"which is NaN for {t.game} {t.distribution_mode} ({note})"
+                    raw = self.metric.removesuffix("_norm")
+                    errors.append(
+                        self._error("metric", f"got {self.metric!r}, {why}; allowed: {raw}")
+                    )
+                    break
+        return errors
+
+    def _sampled_errors(self) -> list[SpecError]:
+        """Each sampled parameter's candidates/bounds must make a valid trial."""
+        if not self.sampled_keys:
+            return []
+        game, seed = self.games[0], self.seeds[0]
+        grid0 = {k: self.space[k].values[0] for k in self.grid_keys}
+        errors: list[SpecError] = []
+        for key in self.sampled_keys:
+            for value in self.space[key].candidates:
+                try:
+                    self._trial(game, seed, {**grid0, key: value})
+                except SpecError as e:
+                    errors += e.errors
+        return errors

@@ -1,0 +1,94 @@
+"""rlsweep._moved: the module paths from before the layers became folders still import, to the
+very modules now at the new paths; and an experiment dir written then (Tune's pickles name
+`rlsweep.tune_bridge`, `rlsweep.spec`, ...) resumes to the end and reports."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from rlsweep import _moved
+from rlsweep.testing import ITER_S_ENV, fake_trial
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "old_layout_sweep.tar.gz"
+
+
+def test_every_new_path_exists_and_every_old_one_imports_it():
+    assert len(_moved.MOVED) == 48
+    for old, new in _moved.MOVED.items():
+        module = importlib.import_module(new)
+        if old in _moved.PACKAGED:  # a package now: its old names forwarded
+            assert importlib.import_module(old).__name__ == old
+        else:
+            assert importlib.import_module(old) is module, old
+
+
+def test_a_user_s_old_imports_work():
+    from rlsweep.placement import check_fits
+    from rlsweep.sweep import run_sweep
+    from rlsweep.tune_bridge import DriverCallback
+
+    from rlsweep.envs import ProcgenVectorEnv
+    from rlsweep.plan import make_plan
+    from rlsweep.results import trials_table
+    from rlsweep.run.sweep import run_sweep as new_run_sweep
+    from rlsweep.spec import SweepSpec, resolve_config
+
+    assert run_sweep is new_run_sweep
+    assert DriverCallback.__module__ == "rlsweep.run.tune_bridge"
+    assert SweepSpec.__module__ == resolve_config.__module__ == "rlsweep.spec.spec"
+    assert make_plan.__module__ == "rlsweep.plan.plan"
+    assert trials_table.__module__ == "rlsweep.results.results"
+    assert ProcgenVectorEnv.__module__ == "rlsweep.envs.vector_env"
+    assert check_fits.__module__ == "rlsweep.plan.placement"
+    with pytest.raises(ImportError):
+        from rlsweep.spec import no_such_name  # noqa: F401
+
+
+def test_python_m_on_an_old_path_runs_the_module_now_there():
+    out = subprocess.run(
+        [sys.executable, "-m", "rlsweep.wheelhouse", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and out.stdout.startswith("usage: wheelhouse"), out.stderr
+
+
+@pytest.fixture
+def no_ray_running():
+    import ray
+
+    if ray.is_initialized():  # resume_sweep starts Ray with this test's env
+        ray.shutdown()
+
+
+def test_an_experiment_dir_from_before_the_move_resumes_and_reports(
+    tmp_path, monkeypatch, no_ray_running
+):
+    """tests/fixtures/make_old_layout_fixture.py made it: 4 trials of the fake trainable, two
+    stopped by the time limit mid-way (checkpointed), two never started."""
+    from rlsweep import resume_sweep
+    from rlsweep.results.report import build_report
+
+    with tarfile.open(FIXTURE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    path = tmp_path / "old_layout"
+    pickled = (path / "tuner.pkl").read_bytes()
+    assert b"rlsweep.tune_bridge" in pickled and b"rlsweep.run" not in pickled
+    state = "".join(p.read_text() for p in path.glob("experiment_state*.json"))
+    assert b"rlsweep.tune_bridge".hex() in state  # Tune's pickles, hex-encoded
+
+    monkeypatch.setenv(ITER_S_ENV, "0")
+    df = resume_sweep(path, trainable=fake_trial, num_cpus=2).trials
+    assert len(df) == 4 and (df["status"] == "TERMINATED").all(), df
+    assert (df["iteration"] == 30).all()
+    assert all(Path(d).parent == path for d in df["trial_dir"])
+    assert "4 TERMINATED" in build_report([path]).read_text()
+    # the old paths were this tree's modules, under both names (not another checkout's)
+    for old, new in _moved.MOVED.items():
+        if old in sys.modules and old not in _moved.PACKAGED:
+            assert sys.modules[old] is sys.modules[new], old
+    assert "rlsweep.tune_bridge" in sys.modules
