@@ -82,9 +82,11 @@ wheelhouse: $(STAMP)
 		$(if $(THIN),--thin $(filter-out none,$(THIN))) \
 		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)
 
+# ruff, then the layers' import contracts (pyproject.toml's [tool.importlinter]).
 lint: $(STAMP)
 	$(BIN)/ruff check rlsweep tests benchmarks
 	$(BIN)/ruff format --check rlsweep tests benchmarks
+	$(BIN)/lint-imports --no-logo
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .import_linter_cache
