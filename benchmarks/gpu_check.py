@@ -18,11 +18,11 @@ results/benchmarks/, gpu.py's), so a run stopped by a time limit still leaves wh
    index cannot apt-get them.
 3. `rlsweep doctor --gpu` (without `--gpu` when `--quick`): doctor.log, doctor.json.
 4. the tests that need a GPU (`GPU_TESTS`, skipped where there is none): gpu-tests.log.
-5. `benchmarks/sampler.py` (RLlib's sampling loop against rlsweep's batched one, by part;
+5. `benchmarks/probes/sampler.py` (RLlib's sampling loop against rlsweep's batched one, by part;
    `--quick` likewise): sampler.log, sampler.json.
 6. `benchmarks/gpu.py` (`--quick` on the CPU path), which writes gpu.json / gpu_quick.json
    into $OUT itself: gpu.log.
-7. `benchmarks/learner_ops.py` (the torch ops of a PPO update per minibatch, by part; on the
+7. `benchmarks/probes/learner_ops.py` (the torch ops of a PPO update per minibatch, by part; on the
    GPU where there is one): learner-ops.log, learner_ops.json.
 
 gpu-check.json sums up the stages (exit code, seconds) and what was unpacked. A stage that
@@ -243,9 +243,9 @@ def run(args: argparse.Namespace) -> int:
     quick = ["--quick"] if args.quick else []
     tests = [str(REPO / "tests" / t) for t in GPU_TESTS]
     r.stage("gpu-tests", [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests])
-    r.stage("sampler", [python, str(REPO / "benchmarks" / "sampler.py"), *quick])
+    r.stage("sampler", [python, str(REPO / "benchmarks" / "probes" / "sampler.py"), *quick])
     r.stage("gpu", [python, str(REPO / "benchmarks" / "gpu.py"), *quick, *args.gpu_args])
-    r.stage("learner-ops", [python, str(REPO / "benchmarks" / "learner_ops.py")])
+    r.stage("learner-ops", [python, str(REPO / "benchmarks" / "probes" / "learner_ops.py")])
     failed = [s["stage"] for s in r.stages if s["rc"]]
     r.log(f"done: {'failed: ' + ', '.join(failed) if failed else 'every stage passed'}")
     return 1 if failed else 0

@@ -115,8 +115,8 @@ def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     """`make gpu-check QUICK=1 NO_INSTALL=1`: doctor, the GPU tests (skipped: no GPU here),
-    sampler.py --quick, gpu.py --quick (K = 1 only, to keep it short), then learner_ops.py, each
-    stage's output printed and logged, under $OUT."""
+    probes/sampler.py --quick, gpu.py --quick (K = 1 only, to keep it short), then
+    probes/learner_ops.py, each stage's output printed and logged, under $OUT."""
     out = tmp_path / "out"
     proc = subprocess.run(
         ["make", "-s", "gpu-check", "QUICK=1", "NO_INSTALL=1", f"GPU_PYTHON={sys.executable}"]

@@ -152,7 +152,7 @@ def pinned_frames(obs: torch.Tensor, out: torch.Tensor | None = None) -> torch.T
     non-blocking copy to the GPU. numpy copies them, in this thread: torch's copy of a frame
     batch (64 x 64 x 64 x 3 bytes) runs on its OpenMP pool, whose threads then spin for
     milliseconds (libgomp's wait policy; ~3.5 ms of CPU after one copy on this 2-core machine),
-    on the cores where envpool's threads step the envs next (`benchmarks/sampler.py`'s floors
+    on the cores where envpool's threads step the envs next (`benchmarks/probes/sampler.py`'s floors
     with a copy before each step)."""
     if out is None:
         out = torch.empty(obs.shape, dtype=obs.dtype, pin_memory=True)

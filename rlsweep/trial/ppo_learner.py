@@ -223,7 +223,7 @@ class ReferenceGAE(ConnectorV2):
         """The value of `rows`; with cuDNN's benchmark mode off for a row count other than the
         minibatch's. The bootstrap rows' count per chunk changes every iteration, and benchmark
         mode times every convolution algorithm on each new input shape: 0.11 s per new count
-        against 0.0016 s for one seen before (IMPALA net, bf16, H200; benchmarks/
+        against 0.0016 s for one seen before (IMPALA net, bf16, H200; benchmarks/probes/
         learner_syncs.py), up to seconds per iteration early in a trial. Its choice is the
         fastest of that run's timings, so GPU numbers under benchmark mode are no fixed
         reference anyway; on a CPU this changes nothing. (The flag is global: a sampling thread

@@ -8,7 +8,7 @@ from the episodes, the tensor conversion, ReferenceGAE) and the advantage standa
 "other" is the rest (the MultiAgentBatch). Prints the median seconds per piece over
 `--repeats` calls (after one warm-up), then a JSON line.
 
-    .venv/bin/python benchmarks/learner_connector.py [--repeats 5] [--episodes FILE]
+    .venv/bin/python benchmarks/probes/learner_connector.py [--repeats 5] [--episodes FILE]
 
 `--episodes FILE` keeps the sampled episodes (pickled) and reuses them on later runs, so that
 two versions of the code time the same batch; `--save-batch FILE` writes the batch

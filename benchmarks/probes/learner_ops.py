@@ -12,7 +12,7 @@ default runs the narrow test network (`rlsweep.testing.NARROW_PPO`) on the CPU i
 torch's Adam steps each parameter on its own there (on a GPU it runs multi-tensor kernels).
 The learner runs on the GPU where there is one.
 
-    .venv/bin/python benchmarks/learner_ops.py [--default-network]
+    .venv/bin/python benchmarks/probes/learner_ops.py [--default-network]
 
 Prints one line per part (ops per minibatch, the most frequent ones); the JSON record goes to
 $OUT or results/benchmarks/learner_ops.json.
@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 PARTS = ("compute_losses", "compute_gradients", "postprocess_gradients", "apply_gradients")
 """The learner's methods timed, besides the module's forward_train."""
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ops_per_minibatch": per_minibatch,
         "total": total,
     }
-    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
+    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[2] / "results/benchmarks")
     out.mkdir(parents=True, exist_ok=True)
     (out / "learner_ops.json").write_text(json.dumps(record, indent=1))
     return record

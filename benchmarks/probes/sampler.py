@@ -1,6 +1,6 @@
 """Sampling alone: RLlib's EnvRunner loop against rlsweep's batched loop, on one trial's runner.
 
-    .venv/bin/python benchmarks/sampler.py [--steps 64] [--rounds 5] [--quick]
+    .venv/bin/python benchmarks/probes/sampler.py [--steps 64] [--rounds 5] [--quick]
 
 The arms are the trial's own EnvRunner class (`rlsweep.trial.env_runner`: BatchedEnvRunner, or
 CentralInferenceEnvRunner with the module on the GPU when there is one) built from the default
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     header += f", env groups {groups}"
     print(header, flush=True)
     record: dict[str, Any] = {"setup": vars(args), "device": device, "arms": {}}
-    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[1] / "results/benchmarks")
+    out = Path(os.environ.get("OUT") or Path(__file__).resolve().parents[2] / "results/benchmarks")
     out.mkdir(parents=True, exist_ok=True)
 
     def save() -> None:  # after each part: a run cut short keeps what it measured

@@ -6,7 +6,7 @@ with RlsweepPPOLearner's sync-free versions; then, for the learner's batch, cuDN
 mode's first forward of a new batch size (ReferenceGAE's bootstrap chunks vary in size) and a
 ~200 MB observation copy to the GPU from pageable and from pinned memory.
 
-    python benchmarks/learner_syncs.py   # on a CUDA machine; prints one JSON line
+    python benchmarks/probes/learner_syncs.py   # on a CUDA machine; prints one JSON line
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from rlsweep.spec.subconfigs import ModelConfig  # noqa: E402
 from rlsweep.trial.models import ImpalaActorCritic  # noqa: E402
 
