@@ -183,3 +183,21 @@ def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
             with pytest.raises(SystemExit) as e:
                 parser().parse_args([*cmd, "--time-limit", bad])
             assert e.value.code == 2
+
+
+def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts():
+    """Tune ends its loop on a signal it handles only in the main thread."""
+    import threading
+
+    errors = []
+
+    def limited():
+        try:
+            TimeLimit(60)
+        except ValueError as e:
+            errors.append(str(e))
+
+    thread = threading.Thread(target=limited)
+    thread.start()
+    thread.join()
+    assert errors == ["a time limit needs run_sweep/resume_sweep called in the main thread"]

@@ -99,6 +99,9 @@ class TimeLimit:
     def __init__(self, seconds: float, start: float | None = None) -> None:
         if not seconds > 0:
             raise ValueError(f"a time limit is > 0 seconds, got {seconds}")
+        if threading.current_thread() is not threading.main_thread():
+            # The sweep ends its Tune loop as Ctrl-C does: Tune handles that signal only there.
+            raise ValueError("a time limit needs run_sweep/resume_sweep called in the main thread")
         self.seconds = float(seconds)
         self.deadline = (time.monotonic() if start is None else start) + self.seconds
         self.longest_iteration_s = 0.0
@@ -123,9 +126,9 @@ class TimeLimit:
 
 class Interrupts:
     """Signal handling and the time limit on the driver for one `fit()`; also a listener of
-    Tune's callback events (`tune_bridge.DriverCallback`). Signals are handled only in the main
-    thread (where Python delivers them, and where Tune installs its SIGUSR1 handler); a time
-    limit works in any thread."""
+    Tune's callback events (`tune_bridge.DriverCallback`). Active only in the main thread (where
+    Python delivers signals, and where Tune installs the SIGUSR1 handler that ends its loop: a
+    `TimeLimit` is refused elsewhere)."""
 
     def __init__(
         self,
@@ -151,8 +154,7 @@ class Interrupts:
     def __enter__(self) -> Interrupts:
         self.flag_name = f"rlsweep-stop-{uuid.uuid4().hex[:12]}"
         if threading.current_thread() is not threading.main_thread():
-            if self.time_limit is None:
-                self.flag_name = None  # nothing can stop the sweep early: Tune's own handling
+            self.flag_name = None  # nothing can stop the sweep early: Tune's own handling
             return self
         # Tune's own handler would end the loop at once, killing trials mid-iteration.
         self._env.enter_context(set_env({"TUNE_DISABLE_SIGINT_HANDLER": "1"}))
@@ -176,7 +178,8 @@ class Interrupts:
         """A signal or the time limit stopped the sweep before its trials finished."""
         return self.signum is not None or self.timed_out
 
-    def _reason(self) -> str:
+    def reason(self) -> str:
+        """What stopped the sweep: the signal's name, or the time limit."""
         if self.signum is not None:
             return signal.Signals(self.signum).name
         return self.time_limit.text() if self.time_limit else "stop"
@@ -223,7 +226,7 @@ class Interrupts:
                     else f"{duration(max(limit.end_at - now, 0))} left"
                 )
                 self.say(
-                    f"rlsweep: {self._reason()}: {len(self._waiting)} running trial(s) "
+                    f"rlsweep: {self.reason()}: {len(self._waiting)} running trial(s) "
                     f"checkpoint after their current iteration, then the sweep stops ({until})"
                 )
         late = now - self._asked_at > self.grace_s or (limit is not None and now >= limit.end_at)

@@ -267,7 +267,7 @@ def _finish(
     path = experiment if is_uri(experiment) else Path(experiment)
     result = SweepResult(spec=spec, path=path, trials=trials_table(spec, experiment))
     if interrupts.stopped:
-        raise SweepInterrupted(result, interrupts.signum, interrupts._reason())
+        raise SweepInterrupted(result, interrupts.signum, interrupts.reason())
     if wandb_settings is not None:
         tracking.log_report(spec, wandb_settings, experiment)
     return result
