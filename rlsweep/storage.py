@@ -31,7 +31,9 @@ if TYPE_CHECKING:  # imported where used: `is_uri` (all results.py needs locally
 ENDPOINT_VARS = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION")
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_CHECKPOINT_DIR = re.compile(r"^checkpoint_\d+$")
+CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)$")
+"""Tune's name of a trial's checkpoint dirs (`checkpoint_000003`: index 3), matched with
+`re.match`."""
 
 
 def is_uri(path: str | os.PathLike) -> bool:
@@ -252,7 +254,7 @@ def fetch(uri: str, dest: str | Path | None = None, *, checkpoints: bool = False
     wanted: set[Path] = set()
     for info in files:
         rel = _safe_relative(PurePosixPath(info.path).relative_to(root).as_posix())
-        if not checkpoints and any(_CHECKPOINT_DIR.match(p) for p in rel.parts[:-1]):
+        if not checkpoints and any(CHECKPOINT_DIR.match(p) for p in rel.parts[:-1]):
             continue
         local = dest.joinpath(*rel.parts)
         wanted.add(local)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +30,8 @@ import pyarrow.fs as pafs
 from rlsweep import metrics as M
 from rlsweep.experiment.history import result_rows
 from rlsweep.manifest import complete_manifest
-from rlsweep.storage import filesystem
+from rlsweep.storage import CHECKPOINT_DIR, filesystem
 
-CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)$")
-"""Tune's name of a trial's checkpoint dirs: `checkpoint_000003`, its index 3."""
 ITERATION = "training_iteration"
 """Tune's iteration count in each result row."""
 
