@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 TORCH  ?= $(file < rlsweep/torch-pin.txt)
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test test-fast demo bench bench-plan bench-gpu gpu-check syslibs wheelhouse lint clean
+.PHONY: install test test-fast demo bench bench-plan bench-gpu gpu-check study-sitting syslibs wheelhouse lint clean
 
 install: $(STAMP)
 
@@ -55,6 +55,19 @@ GPU_PYTHON ?= python3
 gpu-check:
 	$(GPU_PYTHON) benchmarks/gpu_check.py run --wheelhouse $(WHEELHOUSE) $(if $(NO_INSTALL),--no-install) \
 		$(if $(QUICK),--quick) -- $(GPU_ARGS)
+
+# One sitting of a study on a GPU node held for minutes (benchmarks/study_sitting.py): install
+# $(WHEELHOUSE), take up the experiment dir from the parts in CARRIED (the last sitting's
+# $$OUT/carry), run it on (`rlsweep ablate STUDY ABLATE_ARGS`, then `resume`) under a time limit
+# that ends inside MINUTES, report it and pack it into $$OUT/carry for the next sitting.
+# NO_INSTALL=1 SMOKE=1: the study's smoke on this Python's environment (a CPU rehearsal).
+STUDY   ?= pooling-bigfish
+MINUTES ?= 9
+CARRIED ?= carried
+study-sitting:
+	$(GPU_PYTHON) benchmarks/study_sitting.py $(STUDY) --minutes $(MINUTES) --carried $(CARRIED) \
+		--wheelhouse $(WHEELHOUSE) $(if $(NO_INSTALL),--no-install) $(if $(SMOKE),--smoke) \
+		-- $(ABLATE_ARGS)
 
 # The .debs of the system libraries Procgen's Qt runtime needs (rlsweep.envs.qt.SYSTEM_LIBRARIES),
 # from this machine's apt, into syslibs/: carry it beside the wheelhouse to a node without an index.

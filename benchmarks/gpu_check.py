@@ -39,9 +39,11 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -160,24 +162,30 @@ def fetch_syslibs(dest: Path) -> int:
 
 # --- stages ----------------------------------------------------------------------------------
 class Run:
-    """Stages run one after another, each teed to the console and to OUT/<name>.log."""
+    """Stages run one after another, each teed to the console and to OUT/<name>.log (or, with
+    `one_log`, all to OUT/<summary>.log: where few files may come back), summed up in
+    OUT/<summary>.json."""
 
-    def __init__(self, out: Path, env: dict[str, str]) -> None:
-        self.out, self.env = out, env
+    def __init__(
+        self, out: Path, env: dict[str, str], summary: str = "gpu-check", one_log: bool = False
+    ) -> None:
+        self.out, self.env, self.summary, self.one_log = out, env, summary, one_log
         self.stages: list[dict] = []
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "gpu-check.log").write_text("")
-        (self.out / "gpu-check.json").unlink(missing_ok=True)
+        (self.out / f"{summary}.log").write_text("")
+        (self.out / f"{summary}.json").unlink(missing_ok=True)
 
     def log(self, line: str) -> None:
-        print(f"gpu-check: {line}", flush=True)
-        with open(self.out / "gpu-check.log", "a") as f:
+        print(f"{self.summary}: {line}", flush=True)
+        with open(self.out / f"{self.summary}.log", "a") as f:
             f.write(line + "\n")
 
-    def stage(self, name: str, argv: list[str]) -> int:
+    def stage(self, name: str, argv: list[str], timeout: float | None = None) -> int:
+        """Run `argv`; its exit code (124 when `timeout` seconds ran out first)."""
         self.log(f"[{name}] {' '.join(argv)}")
         t = time.monotonic()
-        with open(self.out / f"{name}.log", "w") as log:
+        log_name = f"{self.summary if self.one_log else name}.log"
+        with open(self.out / log_name, "a" if self.one_log else "w") as log:
             proc = subprocess.Popen(
                 argv,
                 stdout=subprocess.PIPE,
@@ -185,13 +193,23 @@ class Run:
                 text=True,
                 env=self.env,
                 cwd=REPO,
+                start_new_session=timeout is not None,  # the backstop kills its whole group
             )
+            timer = None
+            if timeout is not None:
+                timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL))
+            if timer:
+                timer.start()
             for line in proc.stdout:
                 sys.stdout.write(line)
                 sys.stdout.flush()
                 log.write(line)
                 log.flush()
             rc = proc.wait()
+            if timer and not timer.is_alive() and rc < 0:
+                rc = 124
+            if timer:
+                timer.cancel()
         wall = time.monotonic() - t
         self.stages.append({"stage": name, "rc": rc, "wall_s": round(wall, 1)})
         self.log(f"[{name}] exit code {rc} after {wall:.0f} s")
@@ -199,7 +217,7 @@ class Run:
         return rc
 
     def write_summary(self, **extra) -> None:
-        path = self.out / "gpu-check.json"
+        path = self.out / f"{self.summary}.json"
         summary = json.loads(path.read_text()) if path.exists() else {}
         summary.update(extra, stages=self.stages)
         path.write_text(json.dumps(summary, indent=1) + "\n")
@@ -210,8 +228,40 @@ def prepend(env: dict[str, str], key: str, paths: list[Path | str]) -> None:
     env[key] = os.pathsep.join(parts)
 
 
+def prepare(r: Run, wheelhouse: Path | None, syslibs: Path) -> int:
+    """Make this node run rlsweep, in r.env: install `wheelhouse` (None: use this Python's
+    environment as it is) into WORK/site, on PYTHONPATH behind this checkout, and put the system
+    libraries that do not load here on LD_LIBRARY_PATH from `syslibs`' .debs. An exit code: 0
+    ready, 1 the install failed, 2 no wheelhouse (nothing after either could run)."""
+    pythonpath: list[Path | str] = [REPO]
+    if wheelhouse is not None:
+        wheelhouse = wheelhouse.resolve()
+        if not (wheelhouse / "wheelhouse.py").is_file():
+            r.log(f"no wheelhouse at {wheelhouse} (README: Offline install); or --no-install")
+            return 2
+        site = WORK / "site"
+        shutil.rmtree(site, ignore_errors=True)  # pip --target skips what it finds there
+        argv = [sys.executable, str(wheelhouse / "wheelhouse.py"), "install", str(wheelhouse)]
+        if r.stage("install", [*argv, "--", "--target", str(site)]):
+            return 1
+        pythonpath.append(site)
+        prepend(r.env, "PATH", [site / "bin"])
+    prepend(r.env, "PYTHONPATH", pythonpath)
+    packages, dirs = provide_system_libraries(syslibs.resolve(), WORK / "syslibs", r.log)
+    if dirs:
+        prepend(r.env, "LD_LIBRARY_PATH", dirs)
+        r.log(f"LD_LIBRARY_PATH={r.env['LD_LIBRARY_PATH']}")
+    r.write_summary(unpacked=packages, ld_library_path=[str(d) for d in dirs])
+    return 0
+
+
+def out_dir() -> Path:
+    """$OUT (what a GPU sitting brings back), else DEFAULT_OUT."""
+    return Path(os.environ.get("OUT") or DEFAULT_OUT).resolve()
+
+
 def run(args: argparse.Namespace) -> int:
-    out = Path(os.environ.get("OUT") or DEFAULT_OUT).resolve()
+    out = out_dir()
     env = {**os.environ, "OUT": str(out), "PYTHONUNBUFFERED": "1"}
     python = sys.executable
     r = Run(out, env)
@@ -219,25 +269,8 @@ def run(args: argparse.Namespace) -> int:
     r.write_summary(python=python, quick=args.quick, started=time.strftime("%Y-%m-%d %H:%M:%S"))
     if shutil.which("nvidia-smi"):
         r.stage("nvidia-smi", ["nvidia-smi"])
-    pythonpath: list[Path | str] = [REPO]
-    if not args.no_install:
-        wheelhouse = args.wheelhouse.resolve()
-        if not (wheelhouse / "wheelhouse.py").is_file():
-            r.log(f"no wheelhouse at {wheelhouse} (README: Offline install); or --no-install")
-            return 2
-        site = WORK / "site"
-        shutil.rmtree(site, ignore_errors=True)  # pip --target skips what it finds there
-        argv = [python, str(wheelhouse / "wheelhouse.py"), "install", str(wheelhouse)]
-        if r.stage("install", [*argv, "--", "--target", str(site)]):
-            return 1
-        pythonpath.append(site)
-        prepend(env, "PATH", [site / "bin"])
-    prepend(env, "PYTHONPATH", pythonpath)
-    packages, dirs = provide_system_libraries(args.syslibs.resolve(), WORK / "syslibs", r.log)
-    if dirs:
-        prepend(env, "LD_LIBRARY_PATH", dirs)
-        r.log(f"LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}")
-    r.write_summary(unpacked=packages, ld_library_path=[str(d) for d in dirs])
+    if code := prepare(r, None if args.no_install else args.wheelhouse, args.syslibs):
+        return code
     doctor = [python, "-m", "rlsweep.cli", "doctor", "--json", str(out / "doctor.json")]
     r.stage("doctor", doctor if args.quick else [*doctor, "--gpu"])
     quick = ["--quick"] if args.quick else []

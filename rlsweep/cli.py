@@ -347,6 +347,39 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     return _exit_code(result)
 
 
+def cmd_pack(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlsweep.node.carry import CarryError, pack
+
+    try:
+        m = pack(Path(args.dir), Path(args.out), int(args.part_mb * 2**20))
+    except CarryError as e:
+        raise SpecError(None, "", str(e)) from None
+    size = sum(p["bytes"] for p in m["parts"])
+    left = m["checkpoints_left_out"]
+    print(
+        f"{args.out}: {m['experiment']} ({m['bytes'] / 2**20:.1f} MiB) in {len(m['parts'])} "
+        f"part(s), {size / 2**20:.1f} MiB gzipped; checkpoints left out: "
+        f"{len(left)} ended trial(s)\nunpack it: rlsweep unpack {args.out} --dest DIR"
+    )
+    return 0
+
+
+def cmd_unpack(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rlsweep.experiment.interrupt import resume_command
+    from rlsweep.node.carry import CarryError, unpack
+
+    try:
+        target = unpack(Path(args.parts), Path(args.dest))
+    except CarryError as e:
+        raise SpecError(None, "", str(e)) from None
+    print(f"{target}\nresume it: {resume_command(target)}")
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """One line per check as it finishes (rlsweep.node.doctor); exit code 1 if any failed."""
     import json
@@ -636,6 +669,31 @@ def parser() -> argparse.ArgumentParser:
     rep.add_argument("--resamples", type=int, help="bootstrap resamples (default: the report's)")
     rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)
+
+    pk = _parser(
+        sub,
+        "pack",
+        "an experiment dir as gzipped parts of bounded size, to resume on another machine",
+        "  rlsweep pack results/study --out parts --part-mb 16\n"
+        "  rlsweep unpack parts --dest results && rlsweep resume results/study   # elsewhere\n",
+        "Everything a resume needs: the experiment dir less the checkpoints of trials that "
+        "ended; a manifest holds every part's sha256.",
+    )
+    pk.add_argument("dir", metavar="DIR", help="experiment dir (e.g. results/demo)")
+    pk.add_argument("--out", required=True, help="folder for the parts and manifest.json")
+    pk.add_argument(
+        "--part-mb", type=float, default=16.0, help="largest part, MiB (default %(default)s)"
+    )
+    pk.set_defaults(func=cmd_pack)
+    up = _parser(
+        sub,
+        "unpack",
+        "restore a packed experiment dir, verified, under DEST",
+        "  rlsweep unpack parts --dest results     # then: rlsweep resume results/<name>\n",
+    )
+    up.add_argument("parts", metavar="PARTS", help="the folder `rlsweep pack` wrote")
+    up.add_argument("--dest", default="results", help="where it goes (default %(default)s)")
+    up.set_defaults(func=cmd_unpack)
 
     dr = _parser(
         sub,

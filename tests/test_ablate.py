@@ -220,35 +220,3 @@ def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tm
         "0.500",
         "3, 2 |",
     ]
-
-
-@pytest.mark.rllib
-def test_the_pooling_studys_smoke_runs_real_trials_to_its_ablation_table(tmp_path, rlsweep_cli):
-    """`rlsweep ablate pooling-bigfish --smoke`: the study's three variants as real RLlib trials
-    on real bigfish (lars12llt's network and gap framestack, a tiny rollout), then ablation.md
-    with LOGS.md's and CleanRL's numbers in their own columns and Avg Pool against the others;
-    `rlsweep report` on the dir writes the same table again."""
-    run = rlsweep_cli(
-        "ablate",
-        "pooling-bigfish",
-        "--smoke",
-        "--num-cpus",
-        "2",
-        "--storage",
-        "results",
-        cwd=tmp_path,
-        timeout=600,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    out = tmp_path / "results" / "study-pooling-bigfish-smoke" / "report"
-    table = (out / "ablation.md").read_text()
-    assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in table
-    assert "## Raw returns beside published numbers" in table
-    assert "17.7" in table and "16.46 ± 2.71" in table and "single run" in table
-    assert "## Differences: Avg Pool against each other variant" in table
-    assert (out / "report.md").exists() and (out / "ablation.csv").exists()
-    (out / "ablation.md").unlink()
-    again = rlsweep_cli("report", "results/study-pooling-bigfish-smoke", cwd=tmp_path, timeout=300)
-    assert again.returncode == 0, again.stderr
-    rewritten = (out / "ablation.md").read_text()  # the same, less the smoke run's note
-    assert rewritten[rewritten.index("| game |") :] == table[table.index("| game |") :]

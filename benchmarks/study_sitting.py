@@ -1,0 +1,136 @@
+"""One sitting of a study on a GPU node held for minutes (`make study-sitting`): install, take
+up the experiment dir the last sitting carried out, run it on under a time limit, report it,
+and pack it for the next sitting.
+
+    python3 benchmarks/study_sitting.py NAME --minutes 9 [--carried DIR] [--smoke]
+        [--wheelhouse DIR | --no-install] [--syslibs DIR] [-- ABLATE ARGS]
+
+Stdlib only until the install: it runs with the node's own Python (and its torch). Stages,
+every one's output in OUT/sitting.log (OUT: $OUT, else results/sittings/), summed up in
+OUT/sitting.json, so that what comes back is a handful of files (a GPU sitting brings back 8
+at most, 16 MiB each, 64 MiB in all):
+
+1. install the wheelhouse and the system libraries that do not load (benchmarks/gpu_check.py's
+   `prepare`), unless `--no-install`;
+2. unpack the experiment dir from `--carried` (the parts the last sitting packed, carried in)
+   into results/ (beside the study's committed STATUS.md and report/), unless it is there
+   already (a warm node) or this is the first sitting;
+3. `rlsweep resume` the experiment dir, or on the first sitting `rlsweep ablate NAME` (with
+   the ABLATE ARGS: `search.max_concurrent=6`, `--smoke`'s overrides...), with
+   `--time-limit` set to what is left of `--minutes` less RESERVE_S for the stages after it;
+4. `rlsweep report` where the sweep stopped before its end (ablate and resume report a
+   finished one themselves);
+5. `rlsweep pack` the experiment dir into OUT/carry/: the next sitting carries that folder in
+   as `--carried` (its finished trials' checkpoints left out).
+
+Exit code: rlsweep's (0 finished, 3 stopped by the time limit: resume next sitting), or the
+first failed stage's. The study's notes: results/<study>/STATUS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_check  # noqa: E402  (benchmarks/gpu_check.py: stdlib only, like this file)
+
+REPO = gpu_check.REPO
+RESERVE_S = 60.0
+"""Seconds kept after the sweep's time limit for the report and the pack (a 9-trial study's
+report and an 80 MB pack took ~20 s on 2 CPU cores) and for Ray's exit."""
+PART_MB = 15.5
+"""Under the 16 MiB a file may weigh on its way back."""
+MAX_BACK = (8, 64 * 2**20)
+"""Files and bytes that may come back from OUT."""
+
+
+def experiment_dir(r: gpu_check.Run, name: str, smoke: bool, storage: Path) -> Path:
+    """The study's experiment dir as its spec names it (rlsweep, once installed, reads it)."""
+    code = (
+        "from rlsweep.results.ablate import load_ablation; "
+        "from rlsweep.experiment.experiment_dir import experiment_path; "
+        f"spec = load_ablation({name!r}, smoke={smoke!r}, storage_path={str(storage)!r}); "
+        "print(experiment_path(spec))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=r.env, cwd=REPO, capture_output=True, text=True
+    )
+    if out.returncode:
+        r.log(f"the study's spec: {out.stderr.strip()}")
+        raise SystemExit(2)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def came_back(out: Path) -> dict:
+    """What OUT holds against what may come back from it."""
+    files = [f for f in out.rglob("*") if f.is_file()]
+    size = sum(f.stat().st_size for f in files)
+    ok = len(files) <= MAX_BACK[0] and size <= MAX_BACK[1]
+    ok = ok and all(f.stat().st_size <= 16 * 2**20 for f in files)
+    return {"files": len(files), "mib": round(size / 2**20, 1), "fits": ok}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("name", help="the study (or ablation): pooling-bigfish, or a YAML path")
+    p.add_argument("--minutes", type=float, required=True, help="this sitting's wall time")
+    p.add_argument("--carried", type=Path, help="the parts the last sitting packed")
+    p.add_argument("--smoke", action="store_true", help="the study's smoke: run on a CPU")
+    p.add_argument("--storage", type=Path, default=REPO / "results", help="%(default)s")
+    p.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse", help="%(default)s")
+    p.add_argument("--no-install", action="store_true", help="use this Python's environment")
+    p.add_argument("--syslibs", type=Path, default=REPO / "syslibs", help="%(default)s")
+    argv = sys.argv[1:] if argv is None else argv
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = p.parse_args(argv[:cut])
+    args.ablate_args = argv[cut + 1 :]  # more `rlsweep ablate` arguments, after --
+    deadline = time.monotonic() + args.minutes * 60
+    out = Path(os.environ.get("OUT") or REPO / "results" / "sittings").resolve()
+    r = gpu_check.Run(out, {**os.environ, "PYTHONUNBUFFERED": "1"}, "sitting", one_log=True)
+    r.write_summary(study=args.name, minutes=args.minutes, started=time.strftime("%F %T"))
+    if shutil.which("nvidia-smi"):
+        r.stage("nvidia-smi", ["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv"])
+    if code := gpu_check.prepare(r, None if args.no_install else args.wheelhouse, args.syslibs):
+        return code
+    rlsweep = [sys.executable, "-m", "rlsweep.cli"]
+    exp = experiment_dir(r, args.name, args.smoke, args.storage.resolve())
+    carried = args.carried and (args.carried / "manifest.json").is_file()
+    if carried and not (exp / "sweep.yaml").is_file():  # a warm node has it already
+        argv = [*rlsweep, "unpack", str(args.carried), "--dest", str(exp.parent)]
+        if rc := r.stage("unpack", argv):
+            return rc
+    limit = int(deadline - time.monotonic() - RESERVE_S)
+    r.write_summary(experiment=str(exp), time_limit_s=limit)
+    if limit < 60:
+        r.log(f"{limit} s left for the sweep: too little to start one")
+        return 2
+    if (exp / "sweep.yaml").is_file():
+        argv = [*rlsweep, "resume", str(exp)]
+    else:
+        argv = [*rlsweep, "ablate", args.name, "--storage", str(args.storage.resolve())]
+        argv += [*(["--smoke"] if args.smoke else []), *args.ablate_args]
+    sweep_rc = r.stage("sweep", [*argv, "--time-limit", f"{limit}s"], timeout=limit + 45)
+    if sweep_rc not in (0, 1) and (exp / "sweep.yaml").is_file():
+        r.stage("report", [*rlsweep, "report", str(exp)], timeout=deadline - time.monotonic())
+    if (exp / "sweep.yaml").is_file():
+        carry = out / "carry"
+        shutil.rmtree(carry, ignore_errors=True)
+        argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
+        r.stage("pack", argv)
+    back = came_back(out)
+    r.write_summary(sweep_rc=sweep_rc, out=back, ended=time.strftime("%F %T"))
+    r.log(
+        f"OUT holds {back['files']} files, {back['mib']} MiB: "
+        + ("all of it comes back" if back["fits"] else "MORE THAN COMES BACK: the pack is lost")
+    )
+    return sweep_rc if back["fits"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""rlsweep.node.carry without Ray running: parts verified before anything is written, a target
+never overwritten. A real sweep carried and resumed: tests/test_recovery.py; two GPU-style
+sittings: tests/test_study_sitting.py."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from rlsweep.cli import main
+from rlsweep.node.carry import CarryError, pack, unpack
+
+
+@pytest.fixture
+def experiment(tmp_path) -> Path:
+    exp = tmp_path / "node1" / "study"
+    (exp / "trial_0" / "checkpoint_000002").mkdir(parents=True)
+    (exp / "sweep.yaml").write_text("name: study\n")
+    (exp / "trial_0" / "result.json").write_text('{"training_iteration": 1}\n')
+    (exp / "trial_0" / "checkpoint_000002" / "weights.bin").write_bytes(
+        random.Random(0).randbytes(16384)
+    )
+    return exp
+
+
+def test_pack_and_unpack_restore_the_dir_byte_for_byte_elsewhere(tmp_path, experiment):
+    manifest = pack(experiment, tmp_path / "parts", part_bytes=2000)
+    assert manifest["experiment"] == "study" and len(manifest["parts"]) > 1
+    assert manifest["checkpoints_left_out"] == []  # no Tune state: no trial ended
+    target = unpack(tmp_path / "parts", tmp_path / "node2")
+    assert target == tmp_path / "node2" / "study"
+    files = sorted(p.relative_to(experiment) for p in experiment.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(target) for p in target.rglob("*") if p.is_file())
+    assert all((target / f).read_bytes() == (experiment / f).read_bytes() for f in files)
+
+
+def test_unpack_refuses_an_altered_or_missing_part_and_an_existing_dir(tmp_path, experiment):
+    manifest = pack(experiment, tmp_path / "parts", part_bytes=2000)
+    with pytest.raises(CarryError, match="holds a sweep already"):
+        unpack(tmp_path / "parts", experiment.parent)
+    second = tmp_path / "parts" / manifest["parts"][1]["name"]
+    data = second.read_bytes()
+    second.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    with pytest.raises(CarryError, match=f"{second.name}: checksum mismatch"):
+        unpack(tmp_path / "parts", tmp_path / "node2")
+    second.unlink()
+    with pytest.raises(CarryError, match=f"{second.name}: missing part"):
+        unpack(tmp_path / "parts", tmp_path / "node2")
+    assert not (tmp_path / "node2" / "study").exists()  # nothing written before the check
+
+
+def test_unpack_fills_a_dir_that_holds_no_sweep_keeping_its_own_files(tmp_path, experiment):
+    # A study's committed notes (STATUS.md, report/) where its experiment dir goes.
+    pack(experiment, tmp_path / "parts", part_bytes=1 << 20)
+    notes = tmp_path / "node2" / "study"
+    notes.mkdir(parents=True)
+    (notes / "STATUS.md").write_text("where it stands\n")
+    assert unpack(tmp_path / "parts", tmp_path / "node2") == notes
+    assert (notes / "STATUS.md").read_text() == "where it stands\n"
+    assert (notes / "sweep.yaml").read_text() == "name: study\n"
+    assert (notes / "trial_0" / "checkpoint_000002" / "weights.bin").exists()
+
+
+def test_the_cli_packs_unpacks_and_names_what_is_not_an_experiment(tmp_path, experiment, capsys):
+    parts = str(tmp_path / "parts")
+    assert main(["pack", str(experiment), "--out", parts, "--part-mb", "0.001"]) == 0
+    assert "unpack it: rlsweep unpack" in capsys.readouterr().out
+    assert main(["unpack", parts, "--dest", str(tmp_path / "node2")]) == 0
+    assert "resume it: rlsweep resume" in capsys.readouterr().out
+    assert main(["pack", str(tmp_path), "--out", parts]) == 2
+    assert "not an experiment dir (no sweep.yaml)" in capsys.readouterr().err

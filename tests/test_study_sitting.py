@@ -1,0 +1,58 @@
+"""benchmarks/study_sitting.py: the pooling study's smoke through two sittings, on the CPU path
+(`--no-install`, real RLlib on real bigfish): the first runs it and packs it into $OUT, the next
+takes the parts up at another path as a fresh node would, resumes and packs it again."""
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SITTING = REPO / "benchmarks" / "study_sitting.py"
+
+
+def _sitting(tmp_path: Path, out: str, storage: str, *more: str) -> dict:
+    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--smoke", "--no-install"]
+    argv += ["--minutes", "6", "--storage", str(tmp_path / storage), *more]
+    env = {**os.environ, "OUT": str(tmp_path / out)}
+    run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    summary = json.loads((tmp_path / out / "sitting.json").read_text())
+    summary["stages"] = [s for s in summary["stages"] if s["stage"] != "nvidia-smi"]
+    log = (tmp_path / out / "sitting.log").read_text()
+    assert summary["out"]["fits"] and summary["out"]["files"] <= 8, summary
+    return summary | {"log": log}
+
+
+@pytest.mark.rllib
+def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
+    first = _sitting(tmp_path, "out1", "node1", "--", "--num-cpus", "2")
+    assert [s["stage"] for s in first["stages"]] == ["sweep", "pack"], first["stages"]
+    assert "--time-limit" in first["log"] and "rlsweep.cli ablate pooling-bigfish" in first["log"]
+    table = tmp_path / "node1" / "study-pooling-bigfish-smoke" / "report" / "ablation.md"
+    text = table.read_text()
+    assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in text
+    assert "17.7" in text and "16.46 ± 2.71" in text and "single run" in text
+    assert "## Differences: Avg Pool against each other variant" in text
+
+    # The next node: the parts carried in, the experiment dir restored at another path.
+    carried = tmp_path / "out1" / "carry"
+    manifest = json.loads((carried / "manifest.json").read_text())
+    assert len(manifest["checkpoints_left_out"]) == 3  # every trial ended: none is needed
+    second = _sitting(tmp_path, "out2", "node2", "--carried", str(carried))
+    assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "pack"]
+    assert "rlsweep.cli resume" in second["log"]
+    moved = tmp_path / "node2" / "study-pooling-bigfish-smoke"
+    again = (moved / "report" / "ablation.md").read_text()  # resume reports it again, there
+    assert again[again.index("| game |") :] == text[text.index("| game |") :]
+    parts = sorted((tmp_path / "out2" / "carry").glob("experiment.tar.gz.part*"))
+    joined = tmp_path / "joined.tar.gz"
+    joined.write_bytes(b"".join(p.read_bytes() for p in parts))
+    with tarfile.open(joined) as tar:
+        names = tar.getnames()
+    assert any(n.endswith("/progress.csv") for n in names)
+    assert not [n for n in names if "/checkpoint_" in n]
