@@ -12,6 +12,7 @@ import pytest
 from rlsweep.launch.sagemaker import (
     CHECKPOINT_DIR,
     ENTRY_PROGRAM,
+    STOP_BEFORE_MAX_RUN_S,
     SageMakerJob,
     create_training_job_request,
     submit,
@@ -119,6 +120,7 @@ def test_script_mode_hyperparameters_and_code_channel():
     assert hp["sagemaker_program"] == ENTRY_PROGRAM and (ROOT / ENTRY_PROGRAM).is_file()
     assert hp["sagemaker_submit_directory"] == "/opt/ml/input/data/code/sourcedir.tar.gz"
     assert hp["spec"] == "search_spaces/ppo_lr.yaml"
+    assert hp["time_limit"] == 4 * 3600 - STOP_BEFORE_MAX_RUN_S  # the sweep stops itself first
     (channel,) = req["InputDataConfig"]
     assert channel["ChannelName"] == "code"
     assert (
@@ -163,6 +165,7 @@ def test_model_checks_catch_what_botocore_lets_through():
     [
         ({"use_spot": True, "max_run_s": 7200, "max_wait_s": 3600}, r"max_wait_s.*>= max_run_s"),
         ({"use_spot": True, "max_wait_s": None}, "max_wait_s"),
+        ({"max_run_s": 300}, r"max_run_s.*>= 360 \(the sweep stops itself 300 s before it\)"),
         ({"max_wait_s": 3600}, "max_wait_s.*unless use_spot"),
         ({"checkpoint_s3_uri": "rlsweep-bucket/checkpoints"}, "checkpoint_s3_uri"),
         ({"output_s3_uri": "https://example.com/out"}, "output_s3_uri"),

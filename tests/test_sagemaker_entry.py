@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -157,10 +158,55 @@ def test_ray_auth_is_explicit(tmp_path):
 
 def test_sagemaker_arguments_are_accepted():
     """SageMaker passes hyperparameters as `--head_group value`: both spellings parse."""
-    args = entry.parse_args(["--spec", "s.yaml", "--head_group", "learner", "--storage", "/x"])
-    assert args.head_group == "learner" and args.storage == "/x"
+    argv = ["--spec", "s.yaml", "--head_group", "learner", "--storage", "/x", "--time_limit", "60"]
+    args = entry.parse_args(argv)
+    assert args.head_group == "learner" and args.storage == "/x" and args.time_limit == 60
     assert args.checkpoint_dir == CHECKPOINT_DIR and args.dashboard
     assert entry.load_trainable("rlsweep.testing:fake_trial").__name__ == "fake_trial"
+
+
+def test_a_jobs_sweep_stops_itself_inside_its_time_limit_and_says_how_to_go_on(
+    tmp_path, monkeypatch
+):
+    """The head's sweep under `--time_limit` (the request's max_run less a margin), counted
+    from the entry's start: the trials checkpoint and stop in time, exit code 3, and the
+    summary and SageMaker's failure reason say where it stopped and how to go on. Real Tune,
+    the fake trainable, local Ray (the bootstrap is the test below)."""
+    import ray
+
+    from rlsweep.experiment.interrupt import SHUTDOWN_S
+    from rlsweep.spec.spec import SweepSpec
+    from rlsweep.testing import ITER_S_ENV, fake_trial
+
+    if ray.is_initialized():
+        ray.shutdown()
+    spec = SweepSpec(
+        name="sm-limited",
+        games=["coinrun"],
+        seeds=[0, 1],
+        budget=30 * 16384,
+        params={"checkpoint_interval": 4},
+    )
+    monkeypatch.setenv(ITER_S_ENV, "0.4")  # 12 s a trial: the limit falls mid-way
+    limit = SHUTDOWN_S + 20
+    argv = ["--spec", "sm.yaml", "--time_limit", str(limit)]
+    argv += ["--checkpoint-dir", str(tmp_path / "ckpt"), "--model-dir", str(tmp_path / "model")]
+    args = entry.parse_args([*argv, "--output-dir", str(tmp_path / "output")])
+    args.started, args.trainable_fn = time.monotonic() - 5, fake_trial  # bootstrap took 5 s
+    start = time.monotonic()
+    assert entry.sweep(args, spec, None, {"head": "algo-1"}) == 3
+    assert time.monotonic() - start < limit - 5
+    summary = json.loads((tmp_path / "model" / "summary.json").read_text())
+    # Stopped before the end (on a loaded machine, before the trials' first result even).
+    assert set(summary["statuses"]) <= {"INCOMPLETE"} and summary["head"] == "algo-1"
+    # What was left of the limit after the 5 s before the sweep (formatted to the second).
+    assert re.match(
+        rf"time limit ({limit - 6:.0f}|{limit - 5:.0f})s: sweep sm-limited", summary["stopped"]
+    )
+    assert "same checkpoint S3 URI" in summary["go_on"]
+    failure = (tmp_path / "output" / "failure").read_text()
+    assert failure.startswith("rlsweep: time limit") and "submit the job again" in failure
+    assert "rlsweep resume" not in failure  # a SageMaker job goes on by a new job
 
 
 # --- the bootstrap: two "hosts" on 127.0.0.1 ----------------------------------------------------

@@ -271,11 +271,12 @@ class SweepInterrupted(Exception):
         reason = reason or (signal.Signals(signum).name if signum is not None else "stopped")
         started = len(result.trials)
         finished = int((result.trials["status"] == "TERMINATED").sum())
-        super().__init__(
+        self.what = (
             f"{reason}: sweep {result.spec.name} stopped with {finished} of "
-            f"{result.spec.num_trials} trials finished ({started} started); continue it with: "
-            f"{self.command}"
+            f"{result.spec.num_trials} trials finished ({started} started)"
         )
+        """What stopped and where, without how to go on (`command`)."""
+        super().__init__(f"{self.what}; continue it with: {self.command}")
 
 
 def resume_command(experiment: Path | str) -> str:

@@ -43,6 +43,10 @@ CHECKPOINT_DIR = "/opt/ml/checkpoints"
 """Where the job's sweep is stored: SageMaker syncs it with `checkpoint_s3_uri`."""
 MODEL_DIR = "/opt/ml/model"
 """The entry script's summary goes here; SageMaker uploads it as model.tar.gz."""
+STOP_BEFORE_MAX_RUN_S = 300
+"""The job's sweep stops itself (its time limit, `--time-limit`'s) this long before max_run_s:
+room for Ray's stop, the summary and SageMaker's last sync of the checkpoint dir. Stopped by
+max_run_s instead, the trials would lose what they ran since their last checkpoint."""
 CODE_CHANNEL = "code"
 CODE_CHANNEL_DIR = f"/opt/ml/input/data/{CODE_CHANNEL}"
 ENTRY_PROGRAM = "rlsweep/launch/sagemaker_entry.py"
@@ -93,7 +97,9 @@ class SageMakerJob:
     volume_size_gb: int = 50
     """EBS volume per host: the image, the code, Ray's spill and the checkpoint dir."""
     max_run_s: int = 24 * 3600
-    """Compute time limit (SageMaker stops the job after it)."""
+    """Compute time limit (SageMaker stops the job after it). The sweep stops itself
+    STOP_BEFORE_MAX_RUN_S earlier, its trials checkpointed; the same job submitted again
+    resumes it from the checkpoint S3 URI."""
     use_spot: bool = False
     """Managed spot training: cheaper, may be interrupted and restarted from the checkpoints."""
     max_wait_s: int | None = None
@@ -150,9 +156,14 @@ class SageMakerJob:
         if not isinstance(self.image_uri, str) or not 0 < len(self.image_uri) <= 255:
             fail("image_uri", "an image URI of 1-255 characters")
         self._check_instances(fail)
-        for name in ("volume_size_gb", "max_run_s"):
-            if not is_int(getattr(self, name), minimum=1):
-                fail(name, "an integer >= 1")
+        if not is_int(self.volume_size_gb, minimum=1):
+            fail("volume_size_gb", "an integer >= 1")
+        if not is_int(self.max_run_s, minimum=STOP_BEFORE_MAX_RUN_S + 60):
+            fail(
+                "max_run_s",
+                f"an integer >= {STOP_BEFORE_MAX_RUN_S + 60} (the sweep stops itself "
+                f"{STOP_BEFORE_MAX_RUN_S} s before it)",
+            )
         if self.use_spot:
             if not is_int(self.max_wait_s, minimum=1) or self.max_wait_s < self.max_run_s:
                 fail("max_wait_s", f"with use_spot, an integer >= max_run_s ({self.max_run_s})")
@@ -241,6 +252,7 @@ def hyperparameters(job: SageMakerJob) -> dict[str, str]:
         "sagemaker_program": ENTRY_PROGRAM,
         "sagemaker_job_name": job.job_name,
         "spec": job.spec_path,
+        "time_limit": job.max_run_s - STOP_BEFORE_MAX_RUN_S,
     }
     if job.source_s3_uri:
         hp["sagemaker_submit_directory"] = (

@@ -8,7 +8,9 @@ host reads the same file and arguments, so all agree on the head without talking
 
 - head: `ray start --head` on its own address, waits until every host's node has joined, runs
   the sweep stored in the checkpoint dir (SageMaker syncs it to S3 and restores it when a spot
-  job restarts), writes summary.json and trials.csv into the model dir, stops its node.
+  job restarts) within `--time-limit` (the request's max_run less a margin: the trials
+  checkpoint and stop before SageMaker would kill them, exit code 3, how to go on in the job's
+  failure reason), writes summary.json and trials.csv into the model dir, stops its node.
 - the others: wait for the head's port, `ray start --address head:port`, and stop their node
   once the head's port has been closed for `--head-gone-s` (the head is done).
 
@@ -52,6 +54,8 @@ RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
 RESOURCE_CONFIG_ENV = "RLSWEEP_SM_RESOURCE_CONFIG"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"
 MODEL_DIR = "/opt/ml/model"
+OUTPUT_DIR = "/opt/ml/output"
+"""SageMaker shows the text of `failure` in it as the job's FailureReason."""
 GROUP_LABEL = "sagemaker-group"
 
 
@@ -299,12 +303,44 @@ def load_trainable(path: str | None):
     return getattr(importlib.import_module(module), attr)
 
 
-def run(spec, *, address: str, storage: str, trainable=None):
+def run(spec, *, address: str, storage: str, trainable=None, time_limit: float | None = None):
     """The job's sweep: the one call site that runs it. A spot job restarted after an
     interruption finds its sweep in the restored checkpoint dir and resumes it."""
     from rlsweep.run.sweep import run_or_resume
 
-    return run_or_resume(spec, address=address, storage_path=storage, trainable=trainable)
+    return run_or_resume(
+        spec, address=address, storage_path=storage, trainable=trainable, time_limit=time_limit
+    )
+
+
+def sweep(args: argparse.Namespace, spec, address: str, summary: dict[str, Any]) -> int:
+    """Run the job's sweep within what is left of its time limit (`--time-limit`, counted from
+    the entry's start), write the summary (and where it stopped early, SageMaker's failure
+    reason: how to go on); the job's exit code (rlsweep's)."""
+    from rlsweep.experiment.interrupt import SweepInterrupted
+
+    storage = args.storage or args.checkpoint_dir
+    left = None
+    if args.time_limit is not None:
+        left = max(1.0, args.time_limit - (time.monotonic() - args.started))
+    summary = {**summary, "storage": storage}
+    try:
+        trainable = args.trainable_fn
+        result = run(spec, address=address, storage=storage, trainable=trainable, time_limit=left)
+    except SweepInterrupted as e:
+        how = (
+            "submit the job again with the same checkpoint S3 URI (a restarted spot job does "
+            "it by itself): it resumes the sweep"
+        )
+        path = write_summary(args.model_dir, e.result, {**summary, "stopped": e.what, "go_on": how})
+        print(f"rlsweep: {e.what}\nrlsweep: summary {path}; to go on, {how}", flush=True)
+        failure = Path(args.output_dir) / "failure"
+        failure.parent.mkdir(parents=True, exist_ok=True)
+        failure.write_text(f"rlsweep: {e.what}; to go on, {how}\n")
+        return e.exit_code
+    path = write_summary(args.model_dir, result, summary)
+    print(f"rlsweep: summary {path}", flush=True)
+    return 0 if (result.trials["status"] == "TERMINATED").all() else 1
 
 
 def write_summary(model_dir: str, result, summary: dict[str, Any]) -> Path:
@@ -334,17 +370,13 @@ def run_head(args: argparse.Namespace, cfg: ResourceConfig, node_ip: str) -> int
         address = f"{node_ip}:{args.port}"
         nodes = wait_for_nodes(address, len(cfg.hosts), args.join_timeout)
         print(f"rlsweep: {len(nodes)} Ray nodes up; running {args.spec}", flush=True)
-        storage = args.storage or args.checkpoint_dir
         spec = placed_spec(args.spec, cfg, args.head_group or cfg.head_group_default)
-        result = run(spec, address=address, storage=storage, trainable=args.trainable_fn)
         summary = {
             "head": cfg.current_host,
             "hosts": cfg.hosts,
             "nodes": [{"resources": n["Resources"], "labels": n.get("Labels", {})} for n in nodes],
         }
-        path = write_summary(args.model_dir, result, {**summary, "storage": storage})
-        print(f"rlsweep: summary {path}", flush=True)
-        return 0 if (result.trials["status"] == "TERMINATED").all() else 1
+        return sweep(args, spec, address, summary)
     finally:
         node.stop()
 
@@ -403,6 +435,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port", type=int, default=6379, help="the head's Ray (GCS) port")
     p.add_argument("--checkpoint-dir", default=CHECKPOINT_DIR)
     p.add_argument("--model-dir", default=os.environ.get("SM_MODEL_DIR", MODEL_DIR))
+    p.add_argument("--output-dir", default=os.environ.get("SM_OUTPUT_DIR", OUTPUT_DIR))
+    p.add_argument(
+        "--time-limit",
+        "--time_limit",
+        type=float,
+        help="s from the entry's start to the sweep's stop (the request sets max_run less "
+        "STOP_BEFORE_MAX_RUN_S; default: none)",
+    )
     p.add_argument("--trainable", help="module:attr (tests only: rlsweep.testing:fake_trial)")
     p.add_argument("--num-cpus", type=int, help="CPUs of this node (default: Ray detects)")
     p.add_argument("--num-gpus", type=int, help="GPUs of this node (default: Ray detects)")
@@ -429,7 +469,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     args = parse_args(argv)
+    args.started = started
     # SageMaker stops a job (and spot reclaims it) with SIGTERM: unwind, so `finally` stops Ray.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     # Before anything imports ray, which reads it once; `ray start` and trials inherit it.
