@@ -65,15 +65,22 @@ def test_colors_are_stable_per_variant():
 
 
 def _trial_like_the_trainable(
-    exp: Path, name: str, params: dict, steps: list[int], evals: set[int], score
+    exp: Path,
+    name: str,
+    params: dict,
+    steps: list[int],
+    evals: set[int],
+    score,
+    raw: float = 1.0,
+    budget: int | None = None,
 ) -> None:
     """A trial dir as `rlsweep.trial.trainable` writes it: scores measured on the iterations in
-    `evals` (`score(iteration)` -> (train, test) normalized), carried forward between them,
-    NaN before the first. Its budget: the env steps it takes in 4 iterations of 256 or 12 of
-    1,024 (the last iteration may take more)."""
+    `evals` (`score(iteration)` -> (train, test) normalized; raw returns `raw` times them),
+    carried forward between them, NaN before the first. Its budget: the env steps it takes in
+    4 iterations of 256 or 12 of 1,024 (the last iteration may take more), or `budget`."""
     d = exp / name
     d.mkdir(parents=True)
-    budget = {4: 1024, 12: 12288}[len(steps)]
+    budget = budget or {4: 1024, 12: 12288}[len(steps)]
     (d / "params.json").write_text(json.dumps({**params, "total_env_steps": budget}))
     train = test = math.nan
     rows = []
@@ -84,9 +91,9 @@ def _trial_like_the_trainable(
             {
                 "training_iteration": i,
                 M.ENV_STEPS: s,
-                M.TRAIN_RETURN: train,
+                M.TRAIN_RETURN: raw * train,
                 M.TRAIN_RETURN_NORM: train,
-                M.TEST_RETURN: test,
+                M.TEST_RETURN: raw * test,
                 M.TEST_RETURN_NORM: test,
                 M.GAP_NORM: train - test,
                 M.WALL_S: float(i),
@@ -180,11 +187,47 @@ def test_a_run_with_one_evaluation_is_a_point_and_an_empty_cell_is_named(tmp_pat
         np.testing.assert_allclose(line.get_ydata(), [y])
     assert len(lines) == 2  # nothing drawn for variant=None ...
     notes = [t.get_text().replace("\n", " ") for t in ax.texts]
-    assert notes == ["Not drawn: variant=None (no finished run)"]  # ... and the panel says so
+    assert notes == ["Not drawn: variant=None (no run evaluated yet)"]  # ... the panel says so
     fig.canvas.draw()
     assert _ticks(ax) == ["0", "250", "500", "750", "1k"]  # never "200m"
     assert ax.get_xlim()[0] == 0 < 1032 < ax.get_xlim()[1]
     plt.close(fig)
+
+
+def test_a_variant_not_finished_anywhere_is_drawn_as_far_as_it_got_in_raw_returns(tmp_path):
+    """A study between sittings: No Pool's runs are unfinished (12 of 24 iterations), so its
+    curves come from them, as far as they got, and its legend entry counts them; Avg
+    Pool's finished runs are drawn alone, its unfinished third seed left out. `raw`: returns
+    as the runs reported them (here 40 times the normalized ones), on a `return` axis."""
+    exp_dir = tmp_path / "study"
+    score = lambda i: (0.01 * i, 0.005 * i)  # noqa: E731
+    for seed, variant, iterations in ((0, "Avg Pool", 24), (1, "Avg Pool", 24),
+                                      (2, "Avg Pool", 12), (0, "No Pool", 12),
+                                      (1, "No Pool", 12)):  # fmt: skip
+        params = {"game": "bigfish", "seed": seed, "variant": variant}
+        name = f"bigfish_s{seed}_{variant.replace(' ', '_')}"
+        steps = [1024 * i for i in range(1, iterations + 1)]
+        evals = set(range(6, iterations + 1, 6))
+        _trial_like_the_trainable(exp_dir, name, params, steps, evals, score, 40.0, 24576)
+    exp = load_experiment([exp_dir])
+    assert dict(exp.final.groupby("status").size()) == {"INCOMPLETE": 3, "TERMINATED": 2}
+    assert exp.variants == ["variant=Avg Pool", "variant=No Pool"], exp.variants
+    fig = plots.learning_curves_figure(exp, n_resamples=100, raw=True)
+    ax = fig.axes[0]
+    colors = plots.colors(exp.variants)
+    lines = _panel_lines(ax)
+    for variant, end in (("variant=Avg Pool", 24576), ("variant=No Pool", 12288)):
+        test = lines[to_hex(colors[variant]), "-"]
+        assert (test.get_xdata()[0], test.get_xdata()[-1]) == (6144, end)
+        np.testing.assert_allclose(test.get_ydata()[[0, -1]], [40 * 0.03, 40 * end / 1024 * 0.005])
+    assert ax.get_ylabel() == "return" and not ax.texts  # nothing left undrawn
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "variant=Avg Pool (n=2 seeds)" in labels
+    assert "variant=No Pool (n=0 seeds; 2 unfinished, so far)" in labels
+    plt.close(fig)
+    normalized = plots.learning_curves_figure(exp, n_resamples=100)
+    assert normalized.axes[0].get_ylabel() == "normalized return"
+    plt.close(normalized)
 
 
 def test_the_legend_fits_the_figure(demo_like):

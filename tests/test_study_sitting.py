@@ -38,6 +38,8 @@ def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
     assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in text
     assert "17.7" in text and "16.46 ± 2.71" in text and "single run" in text
     assert "## Differences: Avg Pool against each other variant" in text
+    report = (table.parent / "report.md").read_text()  # its metric is a raw return: so are
+    assert "Raw returns (`train/return`, `test/return`)" in report  # its curves
 
     # The next node: the parts carried in, the experiment dir restored at another path.
     carried = tmp_path / "out1" / "carry"

@@ -108,9 +108,12 @@ def plot_learning_curves(
     n_resamples: int = REPORT_RESAMPLES,
     seed: int = 0,
     highlight: list[str] | None = None,
+    raw: bool = False,
 ) -> None:
     """`learning_curves_figure`, written to `path`."""
-    fig = learning_curves_figure(exp, n_resamples=n_resamples, seed=seed, highlight=highlight)
+    fig = learning_curves_figure(
+        exp, n_resamples=n_resamples, seed=seed, highlight=highlight, raw=raw
+    )
     _save(fig, path)
 
 
@@ -120,19 +123,27 @@ def learning_curves_figure(
     n_resamples: int = REPORT_RESAMPLES,
     seed: int = 0,
     highlight: list[str] | None = None,
+    raw: bool = False,
 ) -> Figure:
-    """Per game: mean normalized return over seeds vs env steps, training levels (dashed) and
-    unseen levels (solid), one color per variant, with light 95% bootstrap bands edged in the
-    curve's color and style where a variant has MIN_CI_RUNS runs or more. Both are drawn
-    alike, from the iterations that evaluated (`test/fresh`; the rows between repeat the last
-    evaluation), each run interpolated linearly onto env steps all runs cover; runs with a
-    single evaluation are a point. A variant a panel cannot draw is named in it.
+    """Per game: mean normalized return (`raw`: return) over seeds vs env steps, training
+    levels (dashed) and unseen levels (solid), one color per variant, with light 95% bootstrap
+    bands edged in the curve's color and style where a variant has MIN_CI_RUNS runs or more.
+    Both are drawn alike, from the iterations that evaluated (`test/fresh`; the rows between
+    repeat the last evaluation), each run interpolated linearly onto env steps all runs cover;
+    runs with a single evaluation are a point. A variant without a finished run on a game is
+    drawn from its unfinished runs as far as they have got (a study between sittings), its
+    legend entry counting them. A variant a panel cannot draw is named in it.
 
     `highlight`: the variants in colour with a legend entry (default `highlighted`: all up to
     MAX_SERIES, else the TOP_COLOURED best); the others are drawn grey, unseen levels only,
     without bands or legend entries. The figure is at most PAGE_HEIGHT tall."""
     highlight = highlighted(exp) if highlight is None else highlight
     runs_of = exp.all_runs()
+    so_far = exp.all_runs(highlight, unfinished=True)
+    drawn_so_far = dict.fromkeys(highlight, 0)  # unfinished runs drawn, per variant
+    train_metric, test_metric = (
+        (M.TRAIN_RETURN, M.TEST_RETURN) if raw else (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM)
+    )
     others = [v for v in exp.variants if v not in set(highlight) and any(runs_of[v].values())]
     ncols = min(4, max(1, len(exp.games)))
     nrows = -(-max(1, len(exp.games)) // ncols)
@@ -153,7 +164,7 @@ def learning_curves_figure(
     for ax, game in zip(axes.flat, exp.games, strict=False):
         for v in others:  # underneath, in grey: where the rest of the search lies
             runs = runs_of[v].get(game, [])
-            g = on_grid([points(r, M.TEST_RETURN_NORM, True) for r in runs], GREY_POINTS)
+            g = on_grid([points(r, test_metric, True) for r in runs], GREY_POINTS)
             if g is not None:
                 x, values = g
                 ax.plot(
@@ -168,8 +179,11 @@ def learning_curves_figure(
         missing = []
         for v, color in palette.items():
             runs = runs_of[v].get(game, [])
+            unfinished = not runs
+            if unfinished:
+                runs = [r for r in so_far[v].get(game, []) if r[M.TEST_FRESH].any()]
             drawn = False
-            for metric, style in ((M.TRAIN_RETURN_NORM, "--"), (M.TEST_RETURN_NORM, "-")):
+            for metric, style in ((train_metric, "--"), (test_metric, "-")):
                 g = on_grid([points(r, metric, fresh_only=True) for r in runs], CURVE_POINTS)
                 if g is None:
                     continue
@@ -197,15 +211,17 @@ def learning_curves_figure(
                     )
                 drawn = True
                 single |= len(x) == 1
+            if drawn and unfinished:
+                drawn_so_far[v] += len(runs)
             if not drawn:
-                why = "no finished run" if not runs else "its runs share no evaluated env steps"
+                why = "no run evaluated yet" if not runs else "its runs share no evaluated steps"
                 missing.append(f"{v} ({why})")
         if missing:
             note = textwrap.fill("Not drawn: " + "; ".join(missing), 60)
             ax.text(0.02, 0.98, note, transform=ax.transAxes, fontsize=7, va="top", color="0.3")
         ax.set_title(game)
         _steps_axis(ax)
-        ax.set_ylabel("normalized return")
+        ax.set_ylabel("return" if raw else "normalized return")
         ax.grid(alpha=0.3)
     scores = exp.all_scores(variants=palette)
     handles = [
@@ -213,7 +229,12 @@ def learning_curves_figure(
             [],
             [],
             color=c,
-            label=textwrap.fill(f"{v} (n={_n_label([len(s) for s in scores[v]])})", 60),
+            label=textwrap.fill(
+                f"{v} (n={_n_label([len(s) for s in scores[v]])}"
+                + (f"; {k} unfinished, so far" if (k := drawn_so_far[v]) else "")
+                + ")",
+                60,
+            ),
         )
         for v, c in palette.items()
     ]

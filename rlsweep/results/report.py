@@ -158,10 +158,11 @@ def _write_report(
     dirs = [d for d in dirs if d.name in set(exp.final["sweep"])]
     specs = [s for d in dirs if (s := sweep_spec(d)) is not None]
     kind, why = report_kind(exp, specs)
+    raw = raw_curves(specs)
     if kind == SEARCH:
-        body, figures = _search_body(exp, specs, out, kind_why=why, kw=kw)
+        body, figures = _search_body(exp, specs, out, kind_why=why, kw=kw, raw=raw)
     else:
-        body, figures = _ablation_body(exp, out, kind_why=why, kw=kw)
+        body, figures = _ablation_body(exp, out, kind_why=why, kw=kw, raw=raw)
     importance = importance_section(dirs, exp, out)
     md = [
         *_header(exp),
@@ -186,7 +187,18 @@ def _write_report(
     return out / "report.md"
 
 
-def _ablation_body(exp: Experiment, out: Path, *, kind_why: str, kw: dict) -> tuple[list, list]:
+RAW_METRICS = (M.TRAIN_RETURN, M.TEST_RETURN)
+
+
+def raw_curves(specs: Sequence[SweepSpec]) -> bool:
+    """Learning curves in raw returns where every sweep ranks its trials by one (a study whose
+    numbers go beside published raw returns, one game's); else normalized, as the tables."""
+    return bool(specs) and all(s.metric in RAW_METRICS for s in specs)
+
+
+def _ablation_body(
+    exp: Experiment, out: Path, *, kind_why: str, kw: dict, raw: bool = False
+) -> tuple[list, list]:
     """An ablation's sections (report.md's lines) and its figures beyond FILES: the variants
     compared with each other."""
     table = T.score_table(exp, **kw)
@@ -195,7 +207,7 @@ def _ablation_body(exp: Experiment, out: Path, *, kind_why: str, kw: dict) -> tu
     complete = [v for v in exp.variants if all(len(g) for g in scores[v])]
     aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
     colors = plots.colors(exp.variants)
-    plots.plot_learning_curves(exp, out / "learning_curves.png", **kw)
+    plots.plot_learning_curves(exp, out / "learning_curves.png", raw=raw, **kw)
     plots.plot_aggregates(
         aggs, out / "aggregates.png", colors=colors, n_resamples=kw["n_resamples"]
     )
@@ -208,13 +220,19 @@ def _ablation_body(exp: Experiment, out: Path, *, kind_why: str, kw: dict) -> tu
         *_aggregates_section(exp, aggs),
         *_improvement_section(exp, complete, kw, f"among every variant that ran every game ({n})"),
         *_gap_section(exp, complete, kw),
-        *_curves_section(),
+        *_curves_section(raw=raw),
     ]
     return md, []
 
 
 def _search_body(
-    exp: Experiment, specs: Sequence[SweepSpec], out: Path, *, kind_why: str, kw: dict
+    exp: Experiment,
+    specs: Sequence[SweepSpec],
+    out: Path,
+    *,
+    kind_why: str,
+    kw: dict,
+    raw: bool = False,
 ) -> tuple[list, list]:
     """A search's sections and its figures beyond FILES: its configurations ranked."""
     ranked = T.ranking(exp)
@@ -238,7 +256,7 @@ def _search_body(
     complete = [v for v in top if all(len(g) for g in scores[v])]
     aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
     colors = plots.colors(top)
-    plots.plot_learning_curves(exp, out / "learning_curves.png", highlight=top, **kw)
+    plots.plot_learning_curves(exp, out / "learning_curves.png", highlight=top, raw=raw, **kw)
     plots.plot_aggregates(
         aggs, out / "aggregates.png", colors=colors, n_resamples=kw["n_resamples"]
     )
@@ -286,7 +304,7 @@ def _search_body(
             "table grows as the square of what it compares",
         ),
         *_gap_section(exp, complete, kw),
-        *_curves_section(len(top), others=n_ranked - len(top)),
+        *_curves_section(len(top), others=n_ranked - len(top), raw=raw),
     ]
     return md, list(SEARCH_FILES) + ["ranking.csv"]
 
@@ -456,21 +474,29 @@ def _gap_section(exp: Experiment, complete: list[str], kw: dict) -> list[str]:
     ]
 
 
-def _curves_section(top: int = 0, others: int = 0) -> list[str]:
-    """`others`: a search's configurations drawn grey beside its `top` ones."""
+def _curves_section(top: int = 0, others: int = 0, raw: bool = False) -> list[str]:
+    """`others`: a search's configurations drawn grey beside its `top` ones; `raw`: the
+    curves are raw returns (`raw_curves`)."""
     grey = (
         f" The top {top} configurations in colour; the other {others} in grey (unseen levels, "
         "without a legend entry)."
         if others
         else ""
     )
+    units = (
+        f"Raw returns (`{M.TRAIN_RETURN}`, `{M.TEST_RETURN}`): the sweep ranks by a raw return."
+        if raw
+        else f"Normalized returns (`{M.TRAIN_RETURN_NORM}`, `{M.TEST_RETURN_NORM}`)."
+    )
     return [
         "## Learning curves",
         "",
-        "Dashed: training levels; solid: unseen levels. Both are drawn from the iterations "
-        "that evaluated (scores.csv leaves the others' scores empty), each run interpolated "
-        "linearly onto the env steps all runs cover; runs with one evaluation are a point. "
-        f"Bands: 95% bootstrap CIs, where a variant has {T.MIN_CI_RUNS}+ runs.{grey}",
+        f"{units} Dashed: training levels; solid: unseen levels. Both are drawn from the "
+        "iterations that evaluated (scores.csv leaves the others' scores empty), each run "
+        "interpolated linearly onto the env steps all runs cover; runs with one evaluation are "
+        "a point. A variant without a finished run on a game is drawn from its unfinished runs "
+        "as far as they have got (its legend entry counts them). Bands: 95% bootstrap CIs, "
+        f"where a variant has {T.MIN_CI_RUNS}+ runs.{grey}",
         "",
         "![learning curves](learning_curves.png)",
         "",

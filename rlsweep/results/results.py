@@ -541,12 +541,13 @@ class Experiment:
         return [run for runs in per_game.values() for run in runs]
 
     def all_runs(
-        self, variants: Iterable[str] | None = None
+        self, variants: Iterable[str] | None = None, *, unfinished: bool = False
     ) -> dict[str, dict[str, list[pd.DataFrame]]]:
         """`runs` of every variant (or of `variants`), by game, from one pass over the curves:
-        each run's frame, ordered by game, seed and trial."""
+        each run's frame, ordered by game, seed and trial. `unfinished`: the INCOMPLETE
+        trials' instead (running, interrupted, or stopped early by a scheduler)."""
         wanted = list(self.variants if variants is None else variants)
-        c = self.counted
+        c = self.final[self.final["status"] == "INCOMPLETE"] if unfinished else self.counted
         c = c.loc[c["variant"].isin(wanted), ["sweep", "trial_id", "variant"]]
         cur = self.curves.drop(columns="variant", errors="ignore")
         cur = cur.merge(c, on=["sweep", "trial_id"], how="inner", sort=False)
