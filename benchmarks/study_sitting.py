@@ -7,8 +7,8 @@ and pack it for the next sitting.
 
 Stdlib only until the install: it runs with the node's own Python (and its torch). Stages,
 every one's output in OUT/sitting.log (OUT: $OUT, else results/sittings/), summed up in
-OUT/sitting.json, so that what comes back is a handful of files (a GPU sitting brings back 8
-at most, 16 MiB each, 64 MiB in all):
+OUT/sitting.json (with each started trial's env steps and status), so that what comes back is
+a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in all):
 
 1. install the wheelhouse and the system libraries that do not load (benchmarks/gpu_check.py's
    `prepare`), unless `--no-install`;
@@ -30,6 +30,7 @@ first failed stage's. The study's notes: results/<study>/STATUS.md.
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import shutil
 import subprocess
@@ -66,6 +67,17 @@ def experiment_dir(r: gpu_check.Run, name: str, smoke: bool, storage: Path) -> P
         r.log(f"the study's spec: {out.stderr.strip()}")
         raise SystemExit(2)
     return Path(out.stdout.strip().splitlines()[-1])
+
+
+def progress(exp: Path) -> list[dict]:
+    """Each started trial's variant, seed, env steps, budget, status and wall time, from the
+    report's final.csv (the report or ablate stage wrote it)."""
+    final = exp / "report" / "final.csv"
+    if not final.is_file():
+        return []
+    keys = ("variant", "seed", "env_steps", "total_env_steps", "status", "time/wall_s")
+    with open(final, newline="") as f:
+        return [{k: row.get(k) for k in keys} for row in csv.DictReader(f)]
 
 
 def came_back(out: Path) -> dict:
@@ -124,8 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(carry, ignore_errors=True)
         argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
         r.stage("pack", argv)
+    trials = progress(exp)
+    steps = sum(float(t["env_steps"] or 0) for t in trials)
+    done = sum(t["status"] == "TERMINATED" for t in trials)
+    r.log(f"{exp.name}: {len(trials)} trials started, {done} finished, {steps:,.0f} env steps")
     back = came_back(out)
-    r.write_summary(sweep_rc=sweep_rc, out=back, ended=time.strftime("%F %T"))
+    r.write_summary(sweep_rc=sweep_rc, trials=trials, out=back, ended=time.strftime("%F %T"))
     r.log(
         f"OUT holds {back['files']} files, {back['mib']} MiB: "
         + ("all of it comes back" if back["fits"] else "MORE THAN COMES BACK: the pack is lost")

@@ -32,6 +32,9 @@ def _sitting(tmp_path: Path, out: str, storage: str, *more: str) -> dict:
 def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
     first = _sitting(tmp_path, "out1", "node1", "--", "--num-cpus", "2")
     assert [s["stage"] for s in first["stages"]] == ["sweep", "pack"], first["stages"]
+    assert sorted((t["variant"], t["status"]) for t in first["trials"]) == [
+        (f"variant={v}", "TERMINATED") for v in ("Avg Pool", "Avg Pool fp32", "No Pool")
+    ]
     assert "--time-limit" in first["log"] and "rlsweep.cli ablate pooling-bigfish" in first["log"]
     table = tmp_path / "node1" / "study-pooling-bigfish-smoke" / "report" / "ablation.md"
     text = table.read_text()
