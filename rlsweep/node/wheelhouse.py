@@ -1,9 +1,9 @@
 """Offline install for nodes without a package index (air-gapped GPU clusters).
 
-On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=61`):
+On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=60`):
 
     python -m rlsweep.node.wheelhouse build --python 3.12 --platform manylinux_2_28_x86_64 \\
-        --part-mb 61 --exclude torch --have node-freeze.txt --out wheelhouse
+        --part-mb 60 --exclude torch --have node-freeze.txt --out wheelhouse
 
 downloads rlsweep's wheel and every dependency's for that Python and platform (`pip download
 --only-binary=:all:`), leaves out what the node already has (`--exclude` names, torch by
