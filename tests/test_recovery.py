@@ -3,6 +3,7 @@ path (Tune plumbing, with the fake trainable); what a resume picks from disk
 (rlsweep.experiment.recovery, rlsweep.manifest). The real trial killed with SIGKILL and resumed
 is in tests/test_resume.py."""
 
+import functools
 import json
 import shutil
 import tarfile
@@ -216,3 +217,29 @@ def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts():
     thread.start()
     thread.join()
     assert errors == ["a time limit needs run_sweep/resume_sweep called in the main thread"]
+
+
+def test_a_trial_retried_within_the_run_reports_each_iteration_once(tmp_path, no_ray_running):
+    """Tune retries a trial whose worker died after iteration 3 from its checkpoint at
+    iteration 2 (`max_failures`): it reports iteration 3 again. Tune's JSON logger restores
+    result.json from the trial's stored copy by itself; its CSV logger appends to
+    progress.csv, so before the retry that is cut back to the checkpoint
+    (`recovery.RetriedTrials`). Without it, progress.csv holds iteration 3 twice."""
+    spec = SweepSpec(
+        name="retried",
+        games=["coinrun"],
+        seeds=[0],
+        budget=6 * ITER,
+        params={"checkpoint_interval": 2},
+        storage_path=str(tmp_path),
+    )
+    trials = run_sweep(
+        spec, trainable=functools.partial(fake_trial, die_at=3), num_cpus=2, max_failures=2
+    ).trials
+    (trial,) = trials.itertuples()
+    assert trial.status == "TERMINATED" and trial.error.startswith("recovered after:")
+    rows = _rows(Path(trial.trial_dir))
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r[M.RESUMED_AT] for r in rows] == [0, 0, 2, 2, 2, 2]  # 3 is the retry's report
+    csv = (Path(trial.trial_dir) / "progress.csv").read_text().splitlines()
+    assert len(csv) == 7, csv  # header + one row per iteration

@@ -78,7 +78,8 @@ def _iteration(trial: Any) -> int:
     return int((trial.last_result or {}).get("training_iteration") or 0)
 
 
-def _checkpoint_iteration(trial: Any) -> int | None:
+def checkpoint_iteration(trial: Any) -> int | None:
+    """The iteration of the checkpoint a running Tune trial would restart from (None: none)."""
     try:
         saved = trial.latest_checkpoint_result
         return int(saved.metrics["training_iteration"]) if saved else None
@@ -100,7 +101,7 @@ def recover_line(trial: Any, label: str) -> str:
     """A retry's line: `trial coinrun s0 (id): its worker died at iteration 7 (reason); retry 1
     of 2, from its checkpoint at iteration 5`."""
     what, why = _what(trial)
-    at = _checkpoint_iteration(trial)
+    at = checkpoint_iteration(trial)
     start = f"from its checkpoint at iteration {at}" if at else "from scratch (no checkpoint)"
     retry = f"retry {trial.num_failures} of {trial.max_failures}"
     return (

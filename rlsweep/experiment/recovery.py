@@ -15,6 +15,10 @@ continues (not TERMINATED):
   progress.csv (all of them, for a trial without a checkpoint): the trial reports them again.
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
 Works on a local dir and at a URI alike (files read and written through pyarrow).
+
+Within a run, `RetriedTrials` does the same for a trial Tune retries (`max_failures`) from its
+latest checkpoint: Tune's CSV logger would append the iterations it reports again to
+progress.csv (its JSON logger restores result.json from the trial's stored copy by itself).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from rlsweep import metrics as M
-from rlsweep.experiment.history import result_rows
+from rlsweep.experiment.history import checkpoint_iteration, result_rows
 from rlsweep.manifest import complete_manifest
 from rlsweep.storage import CHECKPOINT_DIR, filesystem
 
@@ -92,6 +96,17 @@ def reconcile(experiment: str) -> list[Restart]:
     if changed:
         state.save()
     return restarts
+
+
+class RetriedTrials:
+    """A driver listener (`rlsweep.run.tune_bridge.listening`): when Tune retries a trial, cut
+    its result files in the driver's trial dir back to the checkpoint it restarts from (to
+    nothing without one). Tune's loggers append in place (O_APPEND), so their next rows follow
+    the cut."""
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        fs, root = _fs(str(trial.local_path))
+        _trim_results(fs, root, checkpoint_iteration(trial) or 0)
 
 
 def _fs(experiment: str) -> tuple[pafs.FileSystem, str]:

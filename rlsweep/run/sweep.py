@@ -220,6 +220,7 @@ def _driver(
     """For one `fit`: Ray (every trial checked to fit what it offers), graceful interrupts and
     the time limit (`rlsweep.experiment.interrupt`) and, unless `verbose`, the progress view
     (`rlsweep.run.progress`), both fed by Tune's callback events."""
+    from rlsweep.experiment.recovery import RetriedTrials
     from rlsweep.run.progress import ProgressView
     from rlsweep.run.tune_bridge import listening
 
@@ -229,7 +230,7 @@ def _driver(
         check_fits(spec, address, num_cpus)
         view = None if verbose else ProgressView(spec)
         interrupts = Interrupts(say=view.say if view else print, time_limit=time_limit)
-        with interrupts, listening(interrupts, *([view] if view else [])):
+        with interrupts, listening(interrupts, RetriedTrials(), *([view] if view else [])):
             where = user_path(experiment)
             print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
             if view is not None:
