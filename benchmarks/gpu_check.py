@@ -255,9 +255,9 @@ def prepare(r: Run, wheelhouse: Path | None, syslibs: Path) -> int:
     return 0
 
 
-def out_dir() -> Path:
-    """$OUT (what a GPU sitting brings back), else DEFAULT_OUT."""
-    return Path(os.environ.get("OUT") or DEFAULT_OUT).resolve()
+def out_dir(default: Path = DEFAULT_OUT) -> Path:
+    """$OUT (what a GPU sitting brings back), else `default`."""
+    return Path(os.environ.get("OUT") or default).resolve()
 
 
 def run(args: argparse.Namespace) -> int:

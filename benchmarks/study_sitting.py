@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv[:cut])
     args.ablate_args = argv[cut + 1 :]  # more `rlsweep ablate` arguments, after --
     deadline = time.monotonic() + args.minutes * 60
-    out = Path(os.environ.get("OUT") or REPO / "results" / "sittings").resolve()
+    out = gpu_check.out_dir(REPO / "results" / "sittings")
     r = gpu_check.Run(out, {**os.environ, "PYTHONUNBUFFERED": "1"}, "sitting", one_log=True)
     r.write_summary(study=args.name, minutes=args.minutes, started=time.strftime("%F %T"))
     if shutil.which("nvidia-smi"):

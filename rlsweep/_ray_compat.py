@@ -7,8 +7,9 @@ envs in one batched operation (`EnvRunnerHooks`, used by
 `rlsweep.trial.overlap`), to keep credentials out of the runtime envs Ray logs in plain text
 (`keyless_wandb_callback_class`, `stop_propagating_env_vars`), to find the jemalloc Ray ships
 (`bundled_jemalloc`), to start a local Ray without the background work nobody reads
-(`quiet_local_ray`), to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to share the sweep's
-stop flag through the GCS (`kv_put`, `kv_get`), and to keep Ray's log lines that a sweep's user
+(`quiet_local_ray`), to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to find a
+trial's result files in storage (`trial_result_dirs`), to share the sweep's stop flag through
+the GCS (`kv_put`, `kv_get`), and to keep Ray's log lines that a sweep's user
 cannot act on off the console (`DRIVER_LOGS`: matched by their wording, which is no API either).
 `HOOKS` lists each private name with the Ray version it was checked against.
 
@@ -241,6 +242,14 @@ HOOKS: tuple[Hook, ...] = (
         "ray.train._internal.session",
         "_TrainingResult",
         "TuneState: a (checkpoint, metrics) pair as the checkpoint manager holds it",
+    ),
+    # trial_result_dirs (rlsweep.experiment.recovery.RetriedTrials: a retried trial's rows once;
+    # also StorageContext's storage_filesystem, as TuneState, unlisted: RunConfig's public
+    # keyword has the same name).
+    Hook(
+        "ray.train._internal.storage.StorageContext",
+        "trial_fs_path",
+        "trial_result_dirs: a trial's dir in storage, copied over the driver's at a restart",
     ),
 )
 
@@ -748,6 +757,22 @@ class TuneState:
         with self.fs.open_output_stream(tmp) as f:
             f.write(json.dumps(self._state, cls=TuneFunctionEncoder).encode())
         self.fs.move(tmp, self.path)
+
+
+def trial_result_dirs(trial: Any) -> list[tuple[Any, str]]:
+    """(pyarrow filesystem, dir) of where a running Tune trial's result files are: the
+    driver's trial dir, which Tune's loggers write, and its dir in storage where that differs,
+    which Tune's JSON logger copies back over the driver's when it restarts the trial
+    (`LoggerCallback._restore_from_remote`)."""
+    import pyarrow.fs as pafs
+
+    local = (pafs.LocalFileSystem(), str(trial.local_path))
+    storage = trial.storage
+    stored = (storage.storage_filesystem, storage.trial_fs_path)
+    same = isinstance(stored[0], pafs.LocalFileSystem) and (
+        os.path.realpath(stored[1]) == os.path.realpath(local[1])
+    )
+    return [local] if same else [local, stored]
 
 
 def set_restored_verbosity(tuner: Any, verbose: int) -> None:

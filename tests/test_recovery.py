@@ -221,10 +221,10 @@ def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts():
 
 def test_a_trial_retried_within_the_run_reports_each_iteration_once(tmp_path, no_ray_running):
     """Tune retries a trial whose worker died after iteration 3 from its checkpoint at
-    iteration 2 (`max_failures`): it reports iteration 3 again. Tune's JSON logger restores
-    result.json from the trial's stored copy by itself; its CSV logger appends to
-    progress.csv, so before the retry that is cut back to the checkpoint
-    (`recovery.RetriedTrials`). Without it, progress.csv holds iteration 3 twice."""
+    iteration 2 (`max_failures`): it reports iteration 3 again, and Tune's loggers append, so
+    before the retry its result files are cut back to the checkpoint (`recovery.RetriedTrials`).
+    Without it, progress.csv holds iteration 3 twice, and result.json does where Tune synced
+    it to storage after iteration 3 (Tune copies the stored one back at the restart)."""
     spec = SweepSpec(
         name="retried",
         games=["coinrun"],

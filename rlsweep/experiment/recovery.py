@@ -17,8 +17,8 @@ A checkpoint without a manifest (written before manifests existed) is left to Tu
 Works on a local dir and at a URI alike (files read and written through pyarrow).
 
 Within a run, `RetriedTrials` does the same for a trial Tune retries (`max_failures`) from its
-latest checkpoint: Tune's CSV logger would append the iterations it reports again to
-progress.csv (its JSON logger restores result.json from the trial's stored copy by itself).
+latest checkpoint: Tune's loggers would append the iterations it reports again (result.json
+only when its stored copy was synced after the checkpoint; progress.csv always).
 """
 
 from __future__ import annotations
@@ -100,13 +100,17 @@ def reconcile(experiment: str) -> list[Restart]:
 
 class RetriedTrials:
     """A driver listener (`rlsweep.run.tune_bridge.listening`): when Tune retries a trial, cut
-    its result files in the driver's trial dir back to the checkpoint it restarts from (to
-    nothing without one). Tune's loggers append in place (O_APPEND), so their next rows follow
-    the cut."""
+    its result files back to the checkpoint it restarts from (to nothing without one), in the
+    driver's trial dir and in storage (`_ray_compat.trial_result_dirs`: Tune copies the stored
+    result.json over the driver's at the restart, whatever it held when last synced). Tune's
+    loggers append in place (O_APPEND), so their next rows follow the cut."""
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        fs, root = _fs(str(trial.local_path))
-        _trim_results(fs, root, checkpoint_iteration(trial) or 0)
+        from rlsweep._ray_compat import trial_result_dirs
+
+        at = checkpoint_iteration(trial) or 0
+        for fs, root in trial_result_dirs(trial):
+            _trim_results(fs, root.rstrip("/"), at)
 
 
 def _fs(experiment: str) -> tuple[pafs.FileSystem, str]:

@@ -21,7 +21,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from rlsweep.experiment.experiment_dir import holds_sweep
+from rlsweep.experiment.experiment_dir import SWEEP_FILE, holds_sweep
 from rlsweep.node.wheelhouse import (
     MANIFEST,
     WheelhouseError,
@@ -54,8 +54,8 @@ def pack(experiment: Path, out: Path, part_bytes: int) -> dict:
     """Write `experiment` (less the ended trials' checkpoints) into `out` as parts of at most
     `part_bytes` bytes and `manifest.json`. Returns the manifest."""
     experiment = experiment.resolve()
-    if not (experiment / "sweep.yaml").is_file():
-        raise CarryError(f"{experiment}: not an experiment dir (no sweep.yaml)")
+    if not (experiment / SWEEP_FILE).is_file():
+        raise CarryError(f"{experiment}: not an experiment dir (no {SWEEP_FILE})")
     ended = set(ended_trials(experiment))
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -91,7 +91,8 @@ def unpack(parts: Path, dest: Path) -> Path:
         target = dest / manifest["experiment"]
         if holds_sweep(str(target)):
             raise CarryError(f"{target}: holds a sweep already; move it away or unpack elsewhere")
-        with tempfile.TemporaryDirectory(dir=_mkdir(dest)) as tmp:
+        dest.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=dest) as tmp:
             archive = Path(tmp) / ARCHIVE
             reassemble(parts, manifest, archive)
             with tarfile.open(archive) as tar:
@@ -100,8 +101,3 @@ def unpack(parts: Path, dest: Path) -> Path:
     except WheelhouseError as e:
         raise CarryError(str(e)) from None
     return target
-
-
-def _mkdir(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
-    return path
