@@ -62,7 +62,7 @@ gpu-check:
 # that ends inside MINUTES, report it and pack it into $$OUT/carry for the next sitting.
 # NO_INSTALL=1 SMOKE=1: the study's smoke on this Python's environment (a CPU rehearsal).
 STUDY   ?= pooling-bigfish
-MINUTES ?= 9
+MINUTES ?= 9.5
 CARRIED ?= carried
 study-sitting:
 	$(GPU_PYTHON) benchmarks/study_sitting.py $(STUDY) --minutes $(MINUTES) --carried $(CARRIED) \

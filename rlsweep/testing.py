@@ -94,10 +94,13 @@ def fake_trial(
             steps = json.load(f)["env_steps"]
     iteration = resumed_at = steps // per_iter
     end = stop_at * cfg.total_env_steps
+    clock = interrupt.IterationClock(0)  # its scores cost nothing: no evaluation to time
     while steps < end:
         if die_at is not None and iteration == die_at and not resumed_at:
             os._exit(1)  # its report of iteration die_at is in: Tune has it
+        t0 = time.monotonic()
         time.sleep(pause)
+        clock.trained(time.monotonic() - t0)
         steps += per_iter
         iteration += 1
         train, test = curve(cfg, steps)
@@ -120,16 +123,18 @@ def fake_trial(
             M.RESUMED_AT: resumed_at,
             M.TRIAL_INTERRUPTED: False,
         }
-        stop = steps < end and interrupt.requested()
+        stop = steps < end and interrupt.requested(clock.next_s(evaluates=False))
         metrics[M.TRIAL_INTERRUPTED] = stop
         done = steps >= end
         if stop or done or interrupt.checkpoint_due(cfg, iteration, saved_at):
+            t0 = time.monotonic()
             with tempfile.TemporaryDirectory() as tmp:
                 with open(os.path.join(tmp, "state.json"), "w") as f:
                     json.dump({"env_steps": steps}, f)
                 write_manifest(tmp, iteration, steps)
                 tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
             saved_at = time.monotonic()
+            clock.saved(saved_at - t0)
         else:
             tune.report(metrics)
         if stop:

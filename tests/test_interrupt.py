@@ -4,6 +4,7 @@ by tests/test_resume.py, with real trials)."""
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -11,9 +12,16 @@ import pytest
 
 from rlsweep.errors import ConfigError
 from rlsweep.experiment.interrupt import (
+    SAFETY,
+    SHUTDOWN_S,
     Interrupts,
+    IterationClock,
+    StopFlag,
     SweepInterrupted,
+    TimeLimit,
+    bind,
     checkpoint_due,
+    ends_in_time,
     requested,
     resume_command,
 )
@@ -75,3 +83,79 @@ def test_interrupts_keep_tunes_sigint_handler_off_only_while_active(monkeypatch)
     thread.start()
     thread.join()
     assert seen == ["0", "0"]
+
+
+def test_an_iteration_clock_prices_the_next_iteration_and_its_checkpoint():
+    clock = IterationClock(eval_steps_at_most=2 * 6000)  # bigfish: 2 splits of 6000 steps
+    assert clock.next_s(evaluates=False) is None  # nothing timed yet: the driver's ask decides
+    clock.trained(30.0)  # the first iteration warms up: used only until there is another
+    assert clock.next_s(evaluates=False) == SAFETY * (30 + 30)  # a checkpoint: a step's worth
+    clock.trained(6.0)
+    clock.trained(5.0)
+    assert clock.train_s == 6.0 and clock.next_s(evaluates=False) == SAFETY * (6 + 6)
+    assert clock.next_s(evaluates=True) is None  # no evaluation timed in this process yet
+    clock.evaluated(seconds=3.0, steps=1500)  # 2 ms a step; at the episode limit, 24 s
+    clock.saved(0.5)
+    assert clock.next_s(evaluates=True) == pytest.approx(SAFETY * (6 + 2 * 3 + 0.5))
+    assert clock.next_s(evaluates=True, worst=True) == pytest.approx(SAFETY * (6 + 24 + 0.5))
+    assert clock.next_s(evaluates=False) == SAFETY * 6.5
+    for _ in range(IterationClock.RECENT):
+        clock.trained(4.0)
+    assert clock.train_s == 4.0  # the recent ones: a slow spell passes
+
+
+@pytest.mark.parametrize(
+    ("flag", "next_s", "left_s", "stop"),
+    [
+        (None, 10.0, 20.0, False),  # it has time for the next iteration
+        (None, 10.0, 5.0, True),  # it has not: it stops itself
+        (None, None, 5.0, False),  # it cannot tell: it waits for the driver's ask
+        (b"time", 10.0, 20.0, False),  # the driver's ask is for trials that cannot tell
+        (b"time", None, 20.0, True),
+        (b"signal", 10.0, 20.0, True),  # a signal stops every trial
+    ],
+)
+def test_a_trial_that_times_itself_answers_the_time_limit_alone(
+    monkeypatch, flag, next_s, left_s, stop
+):
+    monkeypatch.setattr("rlsweep._ray_compat.kv_get", lambda key: flag)
+    monkeypatch.setattr("time.time", lambda: 1000.0)
+    bind(StopFlag("rlsweep-stop-x", end_by=1000.0 + left_s))
+    try:
+        assert requested(next_s) is stop
+        assert ends_in_time(next_s) is (next_s is None or next_s <= left_s)
+    finally:
+        bind(None)
+    assert ends_in_time(1e9)  # no limit bound
+
+
+class _Trial:
+    def __init__(self, trial_id: str, status: str = "RUNNING") -> None:
+        self.trial_id, self.status = trial_id, status
+
+
+def test_trials_that_stop_themselves_end_the_sweep_and_keep_others_from_starting(monkeypatch):
+    """Under a time limit the first trial that stops itself marks the sweep timed out: the
+    flag says so (trials not started yet do not begin), and Tune's loop ends once every running
+    trial has checkpointed, long before the driver's own ask."""
+    put, ended, said = [], [], []
+    monkeypatch.setattr("rlsweep._ray_compat.kv_put", lambda key, value: put.append(value))
+    monkeypatch.setattr("rlsweep._ray_compat.kv_delete", lambda key: None)
+    monkeypatch.setattr("rlsweep._ray_compat.end_tune_loop", lambda: ended.append(True))
+    a, b, c = _Trial("a"), _Trial("b"), _Trial("c", "PENDING")
+    trials = [a, b, c]
+    with Interrupts(say=said.append, time_limit=TimeLimit(3600)) as interrupts:
+        assert interrupts.stop_flag.end_by == pytest.approx(time.time() + 3600 - SHUTDOWN_S, 1)
+        interrupts.on_step_begin(0, trials)
+        assert not put and not interrupts.stopped
+        stopping = {"time_this_iter_s": 6.0, "trial/interrupted": True}
+        interrupts.on_trial_result(1, trials, a, stopping)
+        interrupts.on_checkpoint(1, trials, a, None)
+        assert interrupts.timed_out and interrupts.reason() == "time limit 1h00m"
+        interrupts.on_step_begin(2, trials)
+        assert put == [b"time"] and not ended  # b still runs its last iteration
+        assert "1 running trial(s) checkpoint" in said[0]
+        interrupts.on_trial_result(3, trials, b, stopping)
+        interrupts.on_checkpoint(3, trials, b, None)
+        interrupts.on_step_begin(4, trials)
+        assert ended == [True] and put == [b"time"]

@@ -12,6 +12,12 @@ Trials learn of the request through a key in Ray's GCS key-value store, so it re
 every node of a cluster; they read it between iterations with `requested()` (one GCS call). A
 key and not a named actor: an idle actor is a worker process of its own, taking a share of a
 core and memory beside every sweep.
+
+Under a time limit a trial that times its own iterations (`IterationClock`) stops by itself, at
+the last iteration that leaves time for the next one and a checkpoint before the limit: later
+than the driver's ask, which must allow for any trial's longest iteration (an evaluation's)
+twice. The driver's ask still stops trials that cannot tell (a trainable that does not time
+itself; a trial before its first evaluation in this process), and keeps new ones from starting.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import signal
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,9 +43,20 @@ GRACE_S = 600.0
 """Default wait for running trials to checkpoint after an interrupt: one iteration and an
 evaluation of a full-size trial fit in it."""
 
-SHUTDOWN_S = 30.0
+SHUTDOWN_S = 20.0
 """What a time limit keeps for the end of a sweep once its trials have stopped: Tune saving its
-experiment state, Ray stopping, the table read from disk (~10 s on 2 cores; doubled)."""
+experiment state and stopping the trials' actors (10 s: Tune 2.60 waits that long for an actor
+busy in its `train()`, as a stopped trial's is, before it kills it), Ray stopping, the table
+read from disk: 13 s from Tune's loop ending to the exit on 2 cores (`benchmarks/study_sitting.py
+--smoke`, two trials, 2026-11-27)."""
+
+SAFETY = 1.25
+"""A self-timing trial's margin on its estimate of its next iteration and checkpoint (each
+part already the longest this process has seen)."""
+
+_SIGNAL, _TIME = b"signal", b"time"
+"""The stop flag's values: a signal (every trial stops after its iteration), or the time limit
+(a trial that times itself decides alone)."""
 
 EXIT_TIME_LIMIT = 3
 """Exit code of a sweep its time limit stopped: INCOMPLETE, to be resumed (not 1, "trials
@@ -59,26 +78,111 @@ def checkpoint_due(cfg: Any, iteration: int, saved_at: float) -> bool:
     return bool(cfg.checkpoint_every_s) and time.monotonic() - saved_at >= cfg.checkpoint_every_s
 
 
-_flag_name: str | None = None
+@dataclass(frozen=True)
+class StopFlag:
+    """What a trial needs of its sweep's interrupts: the stop flag's key, and when the time
+    limit ends the sweep (Unix time; None: no limit). Bound in each trial process
+    (`tune_bridge.wrap_trainable` calls `bind`)."""
+
+    key: str
+    end_by: float | None = None
 
 
-def bind(name: str | None) -> None:
+_flag: StopFlag | None = None
+
+
+def bind(flag: StopFlag | None) -> None:
     """Called in each trial process (by `tune_bridge.wrap_trainable`): the flag to poll."""
-    global _flag_name
-    _flag_name = name
+    global _flag
+    _flag = flag
 
 
-def requested() -> bool:
-    """The sweep was interrupted: checkpoint now, report with `trial/interrupted`, then call
-    `wait_to_be_stopped()`. False outside a sweep run by rlsweep."""
-    if _flag_name is None:
+def requested(next_iteration_s: float | None = None) -> bool:
+    """The sweep is stopping: checkpoint now, report with `trial/interrupted`, then call
+    `wait_to_be_stopped()`. False outside a sweep run by rlsweep.
+
+    `next_iteration_s`: how long the trial's next iteration and its checkpoint would take
+    (`IterationClock.next_s`). Given, the trial answers the time limit itself: True when they
+    would not end before the limit, and the driver's ask for the time limit is left to trials
+    that cannot tell (None). A signal stops every trial."""
+    if _flag is None:
         return False
     from rlsweep._ray_compat import kv_get
 
     try:
-        return kv_get(_flag_name) is not None
+        value = kv_get(_flag.key)
     except Exception:  # Ray (and its GCS) is gone: Tune is ending this trial anyway
         return False
+    if next_iteration_s is not None and _flag.end_by is not None:
+        late = time.time() + next_iteration_s > _flag.end_by
+        return late or value not in (None, _TIME)
+    return value is not None
+
+
+def ends_in_time(seconds: float | None) -> bool:
+    """Whether `seconds` from now is before the time limit's end (True with no limit bound, or
+    `seconds` None)."""
+    if seconds is None or _flag is None or _flag.end_by is None:
+        return True
+    return time.time() + seconds <= _flag.end_by
+
+
+class IterationClock:
+    """A trial's iterations timed in parts, to price the next one and the checkpoint after it
+    (`next_s`): training (the longest of the last `RECENT`; the process's first, which warms
+    up, only until there is another), evaluation and checkpointing (the longest so far).
+
+    An evaluation lasts until its longest episode ends, which grows as the policy learns: the
+    next is priced at `EVAL_GROWTH` times the longest so far, and at worst (`worst=True`) at
+    the episode time limit, each of its steps as slow as the slowest so far. A trial whose
+    worst case would not end in time checkpoints before that iteration
+    (`rlsweep.trial.trainable`): if it outlasts its price, the limit costs only it."""
+
+    RECENT = 8
+    EVAL_GROWTH = 2.0
+
+    def __init__(self, eval_steps_at_most: int) -> None:
+        """eval_steps_at_most: the most steps an evaluation's envs can take, one after another
+        (its splits, each to the episode time limit)."""
+        self.eval_steps_at_most = eval_steps_at_most
+        self._first_train_s: float | None = None
+        self._train_s: deque[float] = deque(maxlen=self.RECENT)
+        self.eval_s: float | None = None
+        self.eval_step_s: float | None = None
+        self.save_s: float | None = None
+
+    def trained(self, seconds: float) -> None:
+        if self._first_train_s is None:
+            self._first_train_s = seconds
+        else:
+            self._train_s.append(seconds)
+
+    @property
+    def train_s(self) -> float | None:
+        return max(self._train_s) if self._train_s else self._first_train_s
+
+    def evaluated(self, seconds: float, steps: int) -> None:
+        """An evaluation whose envs took `steps` steps one after another took `seconds`."""
+        self.eval_s = max(self.eval_s or 0.0, seconds)
+        if steps > 0:
+            self.eval_step_s = max(self.eval_step_s or 0.0, seconds / steps)
+
+    def saved(self, seconds: float) -> None:
+        self.save_s = max(self.save_s or 0.0, seconds)
+
+    def next_s(self, evaluates: bool, worst: bool = False) -> float | None:
+        """The next iteration (with its evaluation if `evaluates`) and a checkpoint, times
+        `SAFETY`; None when a part was never timed here (before the first iteration, or the
+        first evaluation). A checkpoint not timed yet is priced as a training step."""
+        train = self.train_s
+        if train is None or (evaluates and (self.eval_s is None or self.eval_step_s is None)):
+            return None
+        evaluation = 0.0
+        if evaluates:
+            at_most = self.eval_step_s * self.eval_steps_at_most
+            evaluation = at_most if worst else min(self.EVAL_GROWTH * self.eval_s, at_most)
+        save = train if self.save_s is None else self.save_s
+        return SAFETY * (train + evaluation + save)
 
 
 def wait_to_be_stopped() -> NoReturn:
@@ -144,9 +248,12 @@ class Interrupts:
         """The time limit (not a signal) stopped the sweep."""
         self._count = 0
         self.flag_name: str | None = None
+        self._asked: bytes | None = None
         self._asked_at: float | None = None
         self._waiting: set[str] = set()
         self._saving: set[str] = set()
+        self._stopped: set[str] = set()
+        """Trials that reported `trial/interrupted` and whose checkpoint Tune has."""
         self._ended = False
         self._previous: dict[int, Any] = {}
         self._env = contextlib.ExitStack()
@@ -172,6 +279,17 @@ class Interrupts:
 
             with contextlib.suppress(Exception):  # Ray already shut down: the key went with it
                 kv_delete(self.flag_name)
+
+    @property
+    def stop_flag(self) -> StopFlag | None:
+        """What each trial process binds (`bind`): the flag, and the time limit's end in Unix
+        time. None where nothing can stop the sweep early (off the main thread)."""
+        if self.flag_name is None:
+            return None
+        end_by = None
+        if self.time_limit is not None:
+            end_by = time.time() + self.time_limit.end_at - time.monotonic()
+        return StopFlag(self.flag_name, end_by)
 
     @property
     def stopped(self) -> bool:
@@ -213,21 +331,30 @@ class Interrupts:
             self.timed_out = True
         if not self.stopped or self._ended:
             return
-        if self._asked_at is None:
+        value = _TIME if self.signum is None else _SIGNAL
+        if self._asked != value:  # first asked, or a signal came after the time limit's ask
             from rlsweep._ray_compat import kv_put
 
+            kv_put(self.flag_name, value)
+            self._asked = value
+        if self._asked_at is None:
             self._asked_at = now
-            kv_put(self.flag_name, b"1")
-            self._waiting = {t.trial_id for t in trials if t.status == "RUNNING"}
+            running = {t.trial_id for t in trials if t.status == "RUNNING"}
+            self._waiting = running - self._stopped
             if self._waiting:
                 until = (
                     f"at most {self.grace_s / 60:.0f} min; Ctrl-C again to stop now"
                     if self.signum is not None
                     else f"{duration(max(limit.end_at - now, 0))} left"
                 )
+                when = (
+                    "after their current iteration"
+                    if self.signum is not None
+                    else "after their last iteration that ends in time"
+                )
                 self.say(
                     f"rlsweep: {self.reason()}: {len(self._waiting)} running trial(s) "
-                    f"checkpoint after their current iteration, then the sweep stops ({until})"
+                    f"checkpoint {when}, then the sweep stops ({until})"
                 )
         late = now - self._asked_at > self.grace_s or (limit is not None and now >= limit.end_at)
         if late and self._waiting:
@@ -243,9 +370,12 @@ class Interrupts:
             self.time_limit.saw_iteration(result["time_this_iter_s"])
         if result.get(TRIAL_INTERRUPTED):
             self._saving.add(trial.trial_id)
+            if self.time_limit is not None and self.signum is None:
+                self.timed_out = True  # it stopped itself: the rest follow (`requested`)
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info):
         if trial.trial_id in self._saving:
+            self._stopped.add(trial.trial_id)
             self._waiting.discard(trial.trial_id)
 
     def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:

@@ -20,6 +20,7 @@ from ray import tune
 
 from rlsweep import _ray_compat
 from rlsweep.errors import ConfigError, SpecError
+from rlsweep.experiment.interrupt import StopFlag
 from rlsweep.metrics import TRIAL_DONE
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
@@ -116,10 +117,11 @@ def resolver(spec: SweepSpec) -> Callable[..., dict[str, Any]]:
 
 
 def wrap_trainable(
-    spec: SweepSpec, trainable: Trainable, stop_flag: str | None = None
+    spec: SweepSpec, trainable: Trainable, stop_flag: StopFlag | None = None
 ) -> Trainable:
     """`trainable` on the TrialConfig dict a trial runs, its resources sized per trial.
-    `stop_flag`: the driver's interrupt flag (`rlsweep.experiment.interrupt`) the trial polls."""
+    `stop_flag`: the driver's interrupt flag and time limit (`rlsweep.experiment.interrupt`)
+    the trial polls."""
     resolve = resolver(spec)
 
     def run(config: dict[str, Any]) -> None:
@@ -225,7 +227,7 @@ def build_tuner(
     storage_path: str | None = None,
     callbacks: list[Any] | None = None,
     max_failures: int = 0,
-    stop_flag: str | None = None,
+    stop_flag: StopFlag | None = None,
     verbose: bool = False,
 ) -> tune.Tuner:
     """A Tuner running every trial of `spec` with `trainable`, resources sized per trial.
@@ -285,7 +287,7 @@ def restore_tuner(
     trainable: Trainable,
     experiment: str,
     *,
-    stop_flag: str | None = None,
+    stop_flag: StopFlag | None = None,
     verbose: bool = False,
 ) -> tune.Tuner:
     """The Tuner of an interrupted sweep: finished trials stay finished; unfinished and errored

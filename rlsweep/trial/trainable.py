@@ -31,6 +31,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.columns import Columns
 from ray.tune.result import SHOULD_CHECKPOINT
 
+from rlsweep.envs import procgen
 from rlsweep.experiment import interrupt
 from rlsweep.metrics import (
     CPU_S,
@@ -180,6 +181,10 @@ def train_trial(config: dict[str, Any]) -> None:
     wall_before, eval_s = saved.get(WALL_S, 0.0), saved.get(EVAL_S, 0.0)
     cpu_before = saved.get(CPU_S, 0.0)
     saved_at = time.monotonic()
+    # Under a time limit the trial stops itself at its last iteration that ends in time.
+    clock = interrupt.IterationClock(
+        len(eval_envs) * procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
+    )
     # Facts of this process, fixed for its life: read once, reported with every result.
     process = {
         JEMALLOC: jemalloc_loaded(),
@@ -192,7 +197,9 @@ def train_trial(config: dict[str, Any]) -> None:
     last: dict[str, Any] = {}  # the last report's metrics
     try:
         while True:
+            t0 = time.monotonic()
             result = algo.train()
+            clock.trained(time.monotonic() - t0)
             iteration += 1
             m = algos.read_result(result)
             if steps_at_start is None:
@@ -200,9 +207,12 @@ def train_trial(config: dict[str, Any]) -> None:
             finished = m[ENV_STEPS] >= cfg.total_env_steps
             fresh = finished or iteration % cfg.eval_interval == 0
             if fresh:
-                t0 = time.monotonic()
+                t0, steps = time.monotonic(), 0
                 for split, env in eval_envs.items():
-                    scores.update(score_metrics(cfg, split, evaluate(policy, env)))
+                    ev = evaluate(policy, env)
+                    scores.update(score_metrics(cfg, split, ev))
+                    steps += ev.env_steps // env.num_envs
+                clock.evaluated(time.monotonic() - t0, steps)
                 eval_s += time.monotonic() - t0
             elapsed = time.monotonic() - start
             # Every report has the same keys in the same order (rlsweep.metrics).
@@ -230,14 +240,22 @@ def train_trial(config: dict[str, Any]) -> None:
                 reason = f"training diverged: {bad[0]} is {m[bad[0]]} at iteration {iteration}"
                 tune.report({**metrics, TRIAL_ERROR: reason, TRIAL_DONE: True})
                 break
-            stop = not finished and interrupt.requested()
+            last_next = m[ENV_STEPS] + cfg.effective_train_batch_size >= cfg.total_env_steps
+            evaluates_next = last_next or (iteration + 1) % cfg.eval_interval == 0
+            stop = not finished and interrupt.requested(clock.next_s(evaluates_next))
             metrics[TRIAL_INTERRUPTED] = stop
-            if finished or stop or interrupt.checkpoint_due(cfg, iteration, saved_at):
+            # An evaluation that may outlast the time limit goes ahead from a checkpoint.
+            insure = evaluates_next and not interrupt.ends_in_time(
+                clock.next_s(evaluates_next, worst=True)
+            )
+            due = insure or interrupt.checkpoint_due(cfg, iteration, saved_at)
+            if finished or stop or due:
                 trial = {
                     CHECKPOINT_ITERATION: iteration,
                     CHECKPOINT_SCORES: scores,
                     **{k: metrics[k] for k in CLOCKS},
                 }
+                t0 = time.monotonic()
                 with tempfile.TemporaryDirectory() as tmp:
                     path = os.path.join(tmp, "algo")
                     checkpoint.save(
@@ -251,6 +269,7 @@ def train_trial(config: dict[str, Any]) -> None:
                     )
                     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(path))
                 saved_at = time.monotonic()
+                clock.saved(saved_at - t0)
             else:
                 tune.report(metrics)
             if finished:
