@@ -114,3 +114,25 @@ def test_plan_validate_and_run_lay_trials_out_on_their_target(monkeypatch, tmp_p
     # The smoke run's 2 trials: half a GPU and 8 CPUs each, recorded in its sweep.yaml.
     assert ran[0].params["num_gpus"] == 0.5 and ran[0].params["num_cpus"] == 8
     assert "  num_gpus: 0.5\n" in ran[0].to_yaml()
+
+
+def test_run_sweep_from_python_lays_trials_out_as_the_cli_does(monkeypatch, tmp_path, capsys):
+    """A notebook's `run_sweep(spec)` on a GPU box packs its trials on the GPU as `rlsweep run`
+    would (not 1 CPU each); a spec the CLI laid out runs as it is."""
+    import rlsweep.run.sweep
+    from rlsweep.run.sweep import run_sweep
+
+    monkeypatch.chdir(tmp_path)  # no benchmark here: the H100's packing (DEFAULT_GPU_PACKED)
+    monkeypatch.setattr(placement, "local_machine", lambda cpus=None, look_up_gpus=True: H100_BOX)
+    checked = []
+    monkeypatch.setattr(
+        rlsweep.run.sweep, "check_fits", lambda spec, *a: checked.append(spec) or 1 / 0
+    )
+    spec = SweepSpec.from_yaml(STUDY).with_overrides(storage_path=str(tmp_path))
+    with pytest.raises(ZeroDivisionError):  # where Ray would start
+        run_sweep(spec)
+    assert {t.num_gpus for t in checked[0].trials()} == {0.125}
+    assert "rlsweep: layout: 8 trials per GPU" in capsys.readouterr().out
+    with pytest.raises(ZeroDivisionError):
+        run_sweep(checked[0])
+    assert checked[1] is checked[0] and "layout" not in capsys.readouterr().out

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from rlsweep.errors import SpecError
 from rlsweep.experiment.experiment_dir import experiment_path
-from rlsweep.plan.layout import choose
-from rlsweep.plan.plan import ALLOW_LONG, Plan, make_plan, measured_throughput
+from rlsweep.plan.layout import Layout, choose, pinned
+from rlsweep.plan.placement import Machine
+from rlsweep.plan.plan import ALLOW_LONG, Plan, Throughput, make_plan, measured_throughput
 from rlsweep.run.fits import check_fits, target_machine
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.storage import SKIP_REMOTE_CHECK, check_storage
@@ -44,8 +45,7 @@ def check(
     check_spec_storage(spec, remote=remote_storage)
     machine = target_machine(address, num_cpus)
     rate = measured_throughput()
-    layout = choose(spec, machine, rate.gpu_packed, rate.gpu_source)
-    laid = layout.apply(spec)
+    laid, layout = laid_out(spec, machine, rate)
     check_fits(laid, address, num_cpus)  # a cluster's misfit: a warning (its autoscaler)
     try:
         plan = make_plan(
@@ -60,6 +60,27 @@ def check(
     except SpecError:
         plan = None  # trials that wait for nodes the cluster does not have yet
     return Checked(laid, plan)
+
+
+def laid_out(
+    spec: SweepSpec, machine: Machine, rate: Throughput | None = None
+) -> tuple[SweepSpec, Layout]:
+    """`spec` in its layout on `machine` (`rlsweep.plan.layout.choose`, with the GPU packings
+    measured, `rate`), and the layout."""
+    rate = rate or measured_throughput()
+    layout = choose(spec, machine, rate.gpu_packed, rate.gpu_source)
+    return layout.apply(spec), layout
+
+
+def on_target(
+    spec: SweepSpec, address: str | None = None, num_cpus: int | None = None
+) -> tuple[SweepSpec, Layout | None]:
+    """`spec` in its layout where it would run (this machine, or the cluster at `address`,
+    joined to look), as `check` lays it out; a spec that sets its resources (one `check` laid
+    out already) is kept as it is, without looking (layout None)."""
+    if pinned(spec):
+        return spec, None
+    return laid_out(spec, target_machine(address, num_cpus))
 
 
 def check_spec_storage(spec: SweepSpec, remote: bool = True) -> None:

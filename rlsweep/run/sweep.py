@@ -33,6 +33,7 @@ from rlsweep.plan.placement import starts_local_ray
 from rlsweep.results.results import resume_points, trials_table
 from rlsweep.run import tracking
 from rlsweep.run.fits import check_fits
+from rlsweep.run.preflight import on_target
 from rlsweep.run.session import Dashboard, quiet_console, ray_session
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
@@ -89,7 +90,9 @@ def run_sweep(
     a SLURM allocation, a SageMaker job's max_run). The experiment dir can then be moved
     anywhere and resumed there (`resume_sweep`).
 
-    spec: a SweepSpec or the path of a YAML spec (validated before Ray starts).
+    spec: a SweepSpec or the path of a YAML spec (validated before Ray starts). Where it sets
+        no resources, its trials get the layout `rlsweep run` gives them where they run
+        (`rlsweep.plan.layout`: packed on this machine's GPUs, or 1 CPU each), said in a line.
     address: a running Ray cluster ("auto", "ray://..."); None starts Ray in-process.
     storage_path: overrides the spec's storage_path (a directory or s3:// URI).
     trainable: the Tune trainable (default: the real RLlib trial, `train_trial`).
@@ -108,6 +111,11 @@ def run_sweep(
     limit = TimeLimit(time_limit) if time_limit is not None else None
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
+    # Trials laid out where they run, as `rlsweep run` lays them out (it passes a laid-out spec).
+    laid, layout = on_target(spec, address, num_cpus)
+    if laid is not spec:
+        print(layout.line(), flush=True)
+        spec = laid
     if starts_local_ray(address):  # before Ray starts; a cluster is checked once joined
         check_fits(spec, address, num_cpus)
     experiment = experiment_path(spec, storage_path)
@@ -128,7 +136,7 @@ def run_sweep(
             storage_path=storage_path,
             callbacks=callbacks,
             max_failures=max_failures,
-            stop_flag=interrupts.flag_name,
+            stop_flag=interrupts.stop_flag,
             verbose=verbose,
         )
         _fit(tuner, wandb_settings)
@@ -186,7 +194,7 @@ def resume_sweep(
                 spec,
                 trainable or _real_trainable(),
                 experiment,
-                stop_flag=interrupts.flag_name,
+                stop_flag=interrupts.stop_flag,
                 verbose=verbose,
             )
             _fit(tuner, wandb_settings)
