@@ -4,6 +4,13 @@
     python benchmarks/learning.py --device cuda --budget 25e6     # the published scale
     .venv/bin/python benchmarks/learning.py --precision bf16      # rlsweep bf16 against fp32
     .venv/bin/python benchmarks/learning.py --overlap             # overlap: true against false
+    python benchmarks/learning.py --baseline lars12llt --game bigfish --seeds 0 --budget 4e6 \
+        --eval-every 63 --eval-episodes 32 --device cuda --plain-only   # beside the pooling study
+
+With `--baseline NAME` both arms run baselines/NAME.yaml's setting (the reference loop through
+`PPOArgs.of_trial`: lars12llt's gap framestack, wide pooled IMPALA-CNN, KL penalty and lr
+schedule too); `--plain-only` runs the reference loop alone, to set beside a study's trials of
+that baseline (issue 38's check of a result that contradicts LOGS.md).
 
 The same game, seeds and budget run (a) as rlsweep trials through `run_sweep` (RLlib, Tune, the
 cobbe2019 baseline: train-procgen's PPO) and (b) by `benchmarks/plain_ppo.py` (CleanRL's loop,
@@ -28,7 +35,6 @@ returns at 25M steps (all levels): starpilot 30.99 +- 1.96, bigfish 16.46 +- 2.7
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import shutil
 import time
@@ -42,6 +48,7 @@ from rlsweep import metrics as M
 from rlsweep.envs import procgen
 from rlsweep.results import stats
 from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.spec import load_baseline
 from rlsweep.trial.evaluation import evaluate, evaluation_envs, sampling_policy
 
 BATCH = 64 * 256  # cobbe2019's iteration
@@ -68,8 +75,8 @@ def run_rlsweep(
     if args.device == "cuda":
         params["num_gpus"] = 1
     spec = SweepSpec(
-        name=f"learning-{game}-{precision}" + ("-overlap" if overlap else ""),
-        extends="cobbe2019",
+        name=f"learning-{args.baseline}-{game}-{precision}" + ("-overlap" if overlap else ""),
+        extends=args.baseline,
         games=[game],
         seeds=seeds,
         budget=budget,
@@ -85,11 +92,17 @@ def run_rlsweep(
 
 
 def run_plain(game: str, seed: int, budget: int, args) -> list[dict]:
-    """The reference loop, evaluated like an rlsweep trial (same evaluator and env streams)."""
-    ppo = PlainPPO(PPOArgs(game=game, seed=seed, num_threads=args.threads, device=args.device))
-    # The evaluation envs an rlsweep trial of this game and seed would get.
-    trial = TrialConfig(game=game, distribution_mode="easy", eval_episodes=args.eval_episodes)
-    evals = evaluation_envs(dataclasses.replace(trial, seed=seed))
+    """The reference loop in the baseline's setting (`PPOArgs.of_trial`), evaluated like an
+    rlsweep trial of it (same evaluator and env streams)."""
+    trial = TrialConfig(
+        **load_baseline(args.baseline),
+        game=game,
+        distribution_mode="easy",
+        eval_episodes=args.eval_episodes,
+        seed=seed,
+    )
+    ppo = PlainPPO(PPOArgs.of_trial(trial, num_threads=args.threads, device=args.device))
+    evals = evaluation_envs(trial)  # the evaluation envs an rlsweep trial of it gets
     policy = sampling_policy(lambda obs: ppo.net(obs.to(args.device))[0].cpu(), seed=seed)
     rows, iteration = [], 0
     try:
@@ -121,7 +134,7 @@ def plot(game: str, curves: dict[str, dict[int, list[dict]]], path: Path) -> Non
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for ax, split in zip(axes, ("train", "test"), strict=True):
-        for (name, runs), color in zip(curves.items(), ("tab:blue", "tab:orange"), strict=True):
+        for (name, runs), color in zip(curves.items(), ("tab:blue", "tab:orange"), strict=False):
             n = min(len(r) for r in runs.values())
             steps = np.array([[r[i][M.ENV_STEPS] for r in runs.values()] for i in range(n)])
             vals = np.array([[r[i][f"{split}/return"] for r in runs.values()] for i in range(n)])
@@ -142,6 +155,16 @@ def plot(game: str, curves: dict[str, dict[int, list[dict]]], path: Path) -> Non
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--game", default="starpilot")
+    parser.add_argument(
+        "--baseline",
+        default="cobbe2019",
+        help="the setting both run (baselines/NAME.yaml; lars12llt: the pooling study's)",
+    )
+    parser.add_argument(
+        "--plain-only",
+        action="store_true",
+        help="the reference loop alone (to set beside a study's trials of the same baseline)",
+    )
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument(
         "--budget", type=float, default=DEFAULT_BUDGET, help="env steps per run (25e6 accepted)"
@@ -162,13 +185,13 @@ def main(argv: list[str] | None = None) -> None:
         help="compare rlsweep with overlap: true with rlsweep without it (no reference loop)",
     )
     args = parser.parse_args(argv)
-    if args.precision and args.overlap:
-        parser.error("--precision and --overlap: one comparison at a time")
+    if sum(map(bool, (args.precision, args.overlap, args.plain_only))) > 1:
+        parser.error("--precision, --overlap, --plain-only: one comparison at a time")
     budget = int(args.budget)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     print(
-        f"{args.game} easy (200 levels), cobbe2019 / train-procgen PPO, seeds {args.seeds}, "
+        f"{args.game} easy (200 levels), {args.baseline} PPO, seeds {args.seeds}, "
         f"{budget:,} env steps each, device {args.device}, {args.threads} threads",
         flush=True,
     )
@@ -180,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.overlap
         else "rlsweep (RLlib)"
     )
-    curves = {first: run_rlsweep(args.game, args.seeds, budget, args)}
+    curves = {} if args.plain_only else {first: run_rlsweep(args.game, args.seeds, budget, args)}
     t1 = time.monotonic()
     if args.precision:
         other = f"rlsweep, {args.precision}"
@@ -209,14 +232,18 @@ def main(argv: list[str] | None = None) -> None:
     cis = {name: stats.interval([np.array(v)], "mean") for name, v in finals.items()}
     for name, ci in cis.items():
         print(f"{name:<26} mean test return {ci.value:.2f}, 95% CI [{ci.low:.2f}, {ci.high:.2f}]")
-    (a, b) = cis.values()
-    overlap = not (a.high < b.low or b.high < a.low) if a.has_ci and b.has_ci else math.nan
-    print(f"95% CIs overlap: {overlap}")
-    rl = [rows[-1] for rows in curves[first].values()]
-    share = sum(r[M.EVAL_S] for r in rl) / sum(r[M.WALL_S] for r in rl)
-    print(f"rlsweep trials spent {100 * share:.1f}% of their wall time evaluating")
-    print(f"wall time: rlsweep {t1 - t0:.0f} s, {other} {t2 - t1:.0f} s")
+    if not args.plain_only:
+        (a, b) = cis.values()
+        overlap = not (a.high < b.low or b.high < a.low) if a.has_ci and b.has_ci else math.nan
+        print(f"95% CIs overlap: {overlap}")
+        rl = [rows[-1] for rows in curves[first].values()]
+        share = sum(r[M.EVAL_S] for r in rl) / sum(r[M.WALL_S] for r in rl)
+        print(f"rlsweep trials spent {100 * share:.1f}% of their wall time evaluating")
+        print(f"wall time: rlsweep {t1 - t0:.0f} s, {other} {t2 - t1:.0f} s")
+    else:
+        print(f"wall time: {other} {t2 - t1:.0f} s")
     suffix = f"_{args.precision}" if args.precision else "_overlap" if args.overlap else ""
+    suffix += "" if args.baseline == "cobbe2019" else f"_{args.baseline}"
     png = args.out / f"learning_{args.game}{suffix}.png"
     plot(args.game, curves, png)
     print(f"learning curves: {png}")

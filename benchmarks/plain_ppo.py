@@ -15,10 +15,21 @@ evaluator: the env is envpool itself, rewards are normalized here.
 envpool resets an env on the step after its episode ends (the action is ignored, the reward 0):
 such a step is not a transition. The rollout runs until it holds `num_envs * num_steps` real
 transitions (as RLlib's EnvRunner does) and everything below skips the reset-only steps.
+
+Options beyond CleanRL's loop make it the reference of the other PPO the baselines run, 2020's
+RLlib PPO (old stack) as the Procgen competition's entries ran it (`baselines/lars12llt.yaml`):
+a framestack (`stack`: the last k frames; `gap`: the first and last of them; an episode's first
+frame fills its history, as gym's FrameStack did), a piecewise-linear learning rate over env
+steps (each update at the rate of the env steps sampled before its rollout: RLlib sets it after
+an update), the adaptive KL penalty (kl_coeff x KL(old || new) in the loss; after an update the
+coefficient x1.5 when the mean KL of its last epoch exceeded twice kl_target, x0.5 below half),
+a value clip of its own, advantages standardized once over the batch (RLlib's `standardized`:
+numpy's std, at least 1e-4), no reward normalization and no gradient clipping.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -56,31 +67,130 @@ class PPOArgs:
     """Discount."""
     gae_lambda: float = 0.95
     """GAE lambda."""
+    lr_schedule: tuple[tuple[int, float], ...] | None = None
+    """Piecewise-linear [(env_step, lr), ...] from step 0, flat after the last point; each
+    update at the rate of the env steps sampled before its rollout. None: `lr` throughout."""
     clip_coef: float = 0.2
-    """Ratio clip, and PPO2's value clip."""
+    """Ratio clip, and PPO2's value clip unless `vf_clip` is set."""
+    vf_clip: float | None = None
+    """PPO2's value clip: the value stays within +-vf_clip of the rollout's. None: clip_coef."""
     ent_coef: float = 0.01
     """Entropy bonus."""
     vf_coef: float = 0.5
-    """Weight of 0.5 x the clipped squared value error."""
-    max_grad_norm: float = 0.5
-    """Global gradient-norm clip."""
+    """Weight of 0.5 x the clipped squared value error (RLlib's vf_loss_coeff x 2)."""
+    kl_coeff: float = 0.0
+    """Initial weight of KL(old || new) in the loss; 0: no KL penalty."""
+    kl_target: float = 0.01
+    """The KL the coefficient adapts towards."""
+    advantage_norm: str = "minibatch"
+    """minibatch: standardized per minibatch (PPO2, CleanRL) | batch: once over the batch
+    (2020's RLlib)."""
+    max_grad_norm: float | None = 0.5
+    """Global gradient-norm clip; None: none."""
+    normalize_reward: bool = True
+    """Rewards through VecNormalize (PPO2); False: raw."""
     reward_norm_gamma: float = 0.99
     """VecNormalize's gamma (train-procgen leaves it at its default 0.99)."""
     reward_clip: float = 10.0
     """VecNormalize's cliprew."""
+    widths: tuple[int, ...] = (16, 32, 32)
+    """IMPALA-CNN channels per stage; (32, 64, 64): the wide one."""
+    global_pool: bool = False
+    """Average the last stage over space before the dense layer."""
+    framestack: str = "none"
+    """none | stack: the last `framestack_k` frames | gap: the first and last of them."""
+    framestack_k: int = 4
+    """Frames a stack spans."""
     num_threads: int = 2
     """torch threads."""
     seed: int = 0
     """Seeds torch, the envs and the minibatch permutations."""
     device: str = "cpu"
+    """Where the network trains and infers."""
     precision: str = "fp32"
     """The network's arithmetic, as rlsweep.trial.models.ModelConfig.precision: on a GPU, fp32 keeps
     matmuls and convolutions in full float32 (TF32 off) and tf32 lets them use TF32."""
-    """Where the network trains and infers."""
 
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
+
+    @classmethod
+    def of_trial(cls, cfg, **overrides) -> PPOArgs:
+        """The reference's arguments for an rlsweep TrialConfig's setting (its options read
+        as PPO2's, or 2020's RLlib's: the value loss weight is RLlib's vf_loss_coeff on the
+        squared error, 0.5 x vf_coef here). `overrides`: the loop's own (threads, device)."""
+        return cls(
+            game=cfg.game,
+            distribution_mode=cfg.distribution_mode,
+            num_levels=cfg.env_config().train_levels,
+            start_level=cfg.start_level,
+            num_envs=cfg.num_envs_per_env_runner,
+            num_steps=cfg.rollout_length,
+            minibatch_size=cfg.minibatch_size,
+            update_epochs=cfg.num_epochs,
+            lr=cfg.lr,
+            lr_schedule=cfg.lr_schedule,
+            adam_eps=cfg.adam_eps,
+            gamma=cfg.gamma,
+            gae_lambda=cfg.lambda_,
+            clip_coef=cfg.clip_param,
+            vf_clip=cfg.vf_clip_param,
+            ent_coef=cfg.entropy_coeff,
+            vf_coef=2 * cfg.vf_loss_coeff,
+            kl_coeff=cfg.kl_coeff,
+            kl_target=cfg.kl_target,
+            advantage_norm=cfg.advantage_norm,
+            max_grad_norm=cfg.grad_clip,
+            normalize_reward=cfg.normalize_reward,
+            reward_norm_gamma=cfg.reward_norm_gamma,
+            widths=cfg.widths,
+            global_pool=cfg.global_pool,
+            framestack=cfg.framestack,
+            framestack_k=cfg.framestack_k,
+            seed=cfg.seed,
+            **overrides,
+        )
+
+    def lr_at(self, env_steps: int) -> float:
+        """The learning rate after `env_steps` env steps."""
+        if self.lr_schedule is None:
+            return self.lr
+        steps, rates = zip(*self.lr_schedule, strict=True)
+        return float(np.interp(env_steps, steps, rates))
+
+
+class FrameStack:
+    """The last k frames of each env, oldest first, as `mode` shows them: `stack` all k, `gap`
+    the first and last (k - 1 steps apart), `none` the frame alone. An env's episode starts with
+    its first frame k times over."""
+
+    def __init__(self, mode: str, k: int) -> None:
+        if mode not in ("none", "stack", "gap"):
+            raise ValueError(f"framestack: got {mode!r}; allowed: none, stack, gap")
+        self.mode, self.k = mode, k
+        self.history: list[np.ndarray] = []  # k frames (N, C, H, W), oldest first
+
+    def __call__(self, frames: np.ndarray, new_episode: np.ndarray | None) -> np.ndarray:
+        """This step's frames in; `new_episode`: the envs whose frame starts an episode (None:
+        all of them). Returns the stacked observation (N, C x frames shown, H, W)."""
+        if self.mode == "none":
+            return frames
+        if new_episode is None or not self.history:
+            self.history = [frames.copy() for _ in range(self.k)]
+        else:
+            self.history = [*self.history[1:], frames.copy()]
+            for h in self.history:
+                h[new_episode] = frames[new_episode]
+        shown = self.history if self.mode == "stack" else [self.history[0], self.history[-1]]
+        return np.concatenate(shown, axis=1)
+
+    def rollout(self, r: Rollout) -> Rollout:
+        """A rollout of raw frames (its first a reset's) as the policy saw it, stacked."""
+        self.history = []
+        stacked = [self(r.obs[0], None)]
+        stacked += [self(r.obs[k + 1], r.started(k)) for k in range(len(r.actions))]
+        return dataclasses.replace(r, obs=stacked)
 
 
 @dataclass
@@ -88,7 +198,8 @@ class Rollout:
     """K steps of N envs as envpool returned them (raw rewards): what PPO learns from."""
 
     obs: list[np.ndarray] = field(default_factory=list)
-    """K + 1 frames (N, C, H, W): before each step, and after the last."""
+    """K + 1 observations (N, C, H, W): before each step, and after the last (frames as envpool
+    returned them, or stacked: `FrameStack`)."""
     actions: list[np.ndarray] = field(default_factory=list)
     rewards: list[np.ndarray] = field(default_factory=list)
     terminated: list[np.ndarray] = field(default_factory=list)
@@ -143,8 +254,9 @@ class VecNormalize:
 @torch.no_grad()
 def values_and_logprobs(
     net: ImpalaActorCritic, r: Rollout, chunk: int = 1024
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """V(obs) for the K + 1 observations and log pi(action) for the K steps, (K[+1], N)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """V(obs) for the K + 1 observations, log pi(action) and the logits for the K steps,
+    (K[+1], N[, actions])."""
     obs = torch.from_numpy(np.stack(r.obs))
     k1, n = obs.shape[:2]
     flat = obs.flatten(0, 1)
@@ -153,7 +265,7 @@ def values_and_logprobs(
     logits = torch.cat([o[0] for o in outs]).view(k1, n, -1)
     values = torch.cat([o[1] for o in outs]).view(k1, n)
     actions = torch.from_numpy(np.stack(r.actions)).long().to(device)
-    return values, Categorical(logits=logits[:-1]).log_prob(actions)
+    return values, Categorical(logits=logits[:-1]).log_prob(actions), logits[:-1]
 
 
 def ppo_update(
@@ -166,11 +278,15 @@ def ppo_update(
     args: PPOArgs,
     generator: torch.Generator,
     order: list[tuple[int, int]] | None = None,
+    logits: torch.Tensor | None = None,
+    kl_coeff: float = 0.0,
 ) -> dict[str, float]:
     """GAE, then `update_epochs` epochs of `batch_size // minibatch_size` minibatches, each
     from a fresh `torch.randperm(len(order), generator=generator)` of the real transitions.
     `order` lists them as (step, env); default time-major (a test passes RLlib's row order so
-    that the same permutation picks the same transitions)."""
+    that the same permutation picks the same transitions). `logits`: the rollout policy's, for
+    the KL penalty at `kl_coeff`. Returns the last minibatch's losses and `kl`, the mean KL of
+    the last epoch's minibatches."""
     device = values.device
     num_steps = len(r.actions)
     dones = torch.from_numpy(np.stack(r.terminated) | np.stack(r.truncated)).float().to(device)
@@ -194,10 +310,17 @@ def ppo_update(
     actions = torch.from_numpy(np.stack(r.actions)).long().to(device)
     b_obs, b_actions, b_logprobs = obs[ks, envs], actions[ks, envs], logprobs[ks, envs]
     b_advantages, b_returns, b_values = advantages[ks, envs], returns[ks, envs], values[ks, envs]
+    if args.advantage_norm == "batch":  # RLlib's `standardized`, on its float32 numpy arrays
+        a = b_advantages.cpu().numpy()
+        a = (a - a.mean()) / max(1e-4, a.std())
+        b_advantages = torch.from_numpy(a).to(device)
+    b_old = None if logits is None else Categorical(logits=logits[ks, envs])
+    vf_clip = args.clip_coef if args.vf_clip is None else args.vf_clip
 
     mb, stats = args.minibatch_size, {}
     for _ in range(args.update_epochs):
         b_inds = torch.randperm(len(order), generator=generator).to(device)
+        kls = []
         for start in range(0, args.batch_size, mb):
             mb_inds = b_inds[start : start + mb]
             newlogits, newvalue = net(b_obs[mb_inds])
@@ -206,26 +329,45 @@ def ppo_update(
             ratio = (newlogprob - b_logprobs[mb_inds]).exp()
 
             mb_advantages = b_advantages[mb_inds]
-            mb_advantages = (mb_advantages - mb_advantages.mean()) / (mb_advantages.std() + 1e-8)
+            if args.advantage_norm == "minibatch":
+                mb_advantages = (mb_advantages - mb_advantages.mean()) / (
+                    mb_advantages.std() + 1e-8
+                )
             pg_loss1 = -mb_advantages * ratio
             pg_loss2 = -mb_advantages * torch.clamp(ratio, 1 - args.clip_coef, 1 + args.clip_coef)
             pg_loss = torch.max(pg_loss1, pg_loss2).mean()
 
             v_loss_unclipped = (newvalue - b_returns[mb_inds]) ** 2
             v_clipped = b_values[mb_inds] + torch.clamp(
-                newvalue - b_values[mb_inds], -args.clip_coef, args.clip_coef
+                newvalue - b_values[mb_inds], -vf_clip, vf_clip
             )
             v_loss_clipped = (v_clipped - b_returns[mb_inds]) ** 2
             v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
             entropy_loss = entropy.mean()
             loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
+            if kl_coeff:
+                old = Categorical(logits=b_old.logits[mb_inds])
+                kl = torch.distributions.kl_divergence(old, dist).mean()
+                loss = loss + kl_coeff * kl
+                kls.append(kl.item())
             optimizer.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
+            if args.max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), args.max_grad_norm)
             optimizer.step()
             stats = {"loss": loss.item(), "pg_loss": pg_loss.item(), "v_loss": v_loss.item()}
+        stats["kl"] = float(np.mean(kls)) if kls else 0.0
     return stats
+
+
+def adapted_kl_coeff(kl_coeff: float, kl: float, target: float) -> float:
+    """RLlib's adaptive KL coefficient after an update whose mean KL was `kl`."""
+    if kl > 2.0 * target:
+        return kl_coeff * 1.5
+    if kl < 0.5 * target:
+        return kl_coeff * 0.5
+    return kl_coeff
 
 
 def make_envpool(args: PPOArgs):
@@ -265,29 +407,36 @@ class PlainPPO:
         torch.set_num_threads(a.num_threads)
         torch.manual_seed(a.seed)
         self.env = make_envpool(a)
-        obs_shape = tuple(self.env.observation_space.shape)
+        self.stack = FrameStack(a.framestack, a.framestack_k)
+        self.next_obs = self.stack(self.env.reset()[0], None)
         num_actions = int(self.env.action_space.n)
         if a.device.startswith("cuda"):
             tf32 = "tf32" if a.precision == "tf32" else "ieee"
             torch.backends.cuda.matmul.fp32_precision = tf32
             torch.backends.cudnn.conv.fp32_precision = tf32
-        model = ModelConfig(precision=a.precision)
-        self.net = ImpalaActorCritic(obs_shape, num_actions, model).to(a.device)
-        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=a.lr, eps=a.adam_eps)
+        model = ModelConfig(widths=a.widths, global_pool=a.global_pool, precision=a.precision)
+        self.net = ImpalaActorCritic(self.next_obs.shape[1:], num_actions, model).to(a.device)
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=a.lr_at(0), eps=a.adam_eps)
         self.normalizer = VecNormalize(a.num_envs, a.reward_norm_gamma, a.reward_clip)
         self.generator = torch.Generator().manual_seed(a.seed)
-        self.next_obs, _ = self.env.reset()
         self.next_resets = np.zeros(a.num_envs, bool)
         self.env_steps = 0
+        self.kl_coeff = a.kl_coeff
 
     def close(self) -> None:
         self.env.close()
 
+    def observe(self, frames: np.ndarray, r: Rollout) -> np.ndarray:
+        """The policy's observation of the frames the rollout's last step returned."""
+        return self.stack(frames, r.started(len(r.actions) - 1))
+
     @torch.no_grad()
-    def rollout(self) -> tuple[Rollout, torch.Tensor, torch.Tensor]:
+    def rollout(self) -> tuple[Rollout, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A rollout (observations as the policy saw them), and the rollout policy's values
+        (with the last observation's), log-probabilities and logits."""
         a, device = self.args, self.args.device
         r = Rollout(obs=[self.next_obs], first_step_resets=self.next_resets)
-        values, logprobs, real = [], [], 0
+        values, logprobs, all_logits, real = [], [], [], 0
         while real < a.batch_size:
             real += int((~r.started(len(r.actions))).sum())
             logits, value = self.net(torch.from_numpy(r.obs[-1]).to(device))
@@ -295,25 +444,44 @@ class PlainPPO:
             action = dist.sample()
             values.append(value)
             logprobs.append(dist.log_prob(action))
-            obs, reward, terminated, truncated, _ = self.env.step(action.cpu().numpy())
-            r.obs.append(obs)
+            all_logits.append(logits)
+            frames, reward, terminated, truncated, _ = self.env.step(action.cpu().numpy())
             r.actions.append(action.cpu().numpy())
+            r.obs.append(self.observe(frames, r))
             r.rewards.append(reward)
             r.terminated.append(terminated)
             r.truncated.append(truncated)
         _, last_value = self.net(torch.from_numpy(r.obs[-1]).to(device))
         self.next_obs, self.next_resets = r.obs[-1], r.terminated[-1] | r.truncated[-1]
         self.env_steps += real
-        return r, torch.stack([*values, last_value]), torch.stack(logprobs)
+        values = torch.stack([*values, last_value])
+        return r, values, torch.stack(logprobs), torch.stack(all_logits)
 
     def train_iteration(self) -> IterationStats:
+        a = self.args
+        for group in self.optimizer.param_groups:  # RLlib sets it after the previous update
+            group["lr"] = a.lr_at(self.env_steps)
         t0 = time.perf_counter()
-        r, values, logprobs = self.rollout()
+        r, values, logprobs, logits = self.rollout()
         t1 = time.perf_counter()
-        rewards = self.normalizer.rollout(r)
+        if a.normalize_reward:
+            rewards = self.normalizer.rollout(r)
+        else:
+            rewards = torch.from_numpy(np.stack(r.rewards)).float()
         stats = ppo_update(
-            self.net, self.optimizer, r, values, logprobs, rewards, self.args, self.generator
+            self.net,
+            self.optimizer,
+            r,
+            values,
+            logprobs,
+            rewards,
+            a,
+            self.generator,
+            logits=logits,
+            kl_coeff=self.kl_coeff,
         )
+        if self.kl_coeff:
+            self.kl_coeff = adapted_kl_coeff(self.kl_coeff, stats["kl"], a.kl_target)
         t2 = time.perf_counter()
         real = sum(int((~r.started(k)).sum()) for k in range(len(r.actions)))
         return IterationStats(real, t1 - t0, t2 - t1, stats.get("loss", float("nan")))

@@ -308,9 +308,9 @@ class AlgorithmConfig(Validated):
     CleanRL, 2020's RLlib) | rllib: RLlib's cyclic iterator over the batch with its bootstrap
     rows (shuffled only when it wraps around). ppo only."""
     advantage_norm: str = checked("minibatch", rule=one_of(ADVANTAGE_NORMS))
-    """Standardize advantages over each minibatch (PPO2, CleanRL) | over the batch's real
-    transitions (2020's RLlib) | rllib: over the whole batch, bootstrap rows included (RLlib's
-    new API stack). ppo only."""
+    """Standardize advantages over each minibatch (PPO2, CleanRL: the unbiased std + 1e-8) |
+    batch: over the batch's real transitions (2020's RLlib: its `standardized`, numpy's std, at
+    least 1e-4) | rllib: as batch, bootstrap rows included (RLlib's new API stack). ppo only."""
     adam_eps: float = checked(1e-5, rule=positive)
     """Adam's epsilon (PPO2 and CleanRL: 1e-5; torch's default, RLlib's: 1e-8). ppo only."""
     overlap: bool = checked(False, rule=flag)

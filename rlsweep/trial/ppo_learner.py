@@ -550,12 +550,15 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
             if Postprocessing.ADVANTAGES not in b:
                 continue
             adv = b[Postprocessing.ADVANTAGES]
-            if norm == "rllib":  # RLlib's GeneralAdvantageEstimation, verbatim in effect
-                b[Postprocessing.ADVANTAGES] = (adv - adv.mean()) / adv.std(
+            if norm in ("rllib", "batch"):
+                # RLlib's `standardized` (numpy's std, at least 1e-4): over the whole batch as
+                # its new stack's GeneralAdvantageEstimation does (rllib), or over the real
+                # transitions as its 2020 StandardizeFields did (batch).
+                mask = b.get(Columns.LOSS_MASK) if norm == "batch" else None
+                real = adv if mask is None else adv[mask]
+                b[Postprocessing.ADVANTAGES] = (adv - real.mean()) / real.std(
                     unbiased=False
                 ).clamp_min(1e-4)
-            elif norm == "batch":
-                b[Postprocessing.ADVANTAGES] = standardize(adv, b.get(Columns.LOSS_MASK))
 
     def minibatch_iterator(
         self, *, training_data, num_epochs: int = 1, minibatch_size: int | None = None, **kwargs
