@@ -54,6 +54,7 @@ class Hook:
 
 _LEARNER = "ray.rllib.core.learner.learner.Learner"
 _TORCH_LEARNER = "ray.rllib.core.learner.torch.torch_learner.TorchLearner"
+_PPO_TORCH_LEARNER = "ray.rllib.algorithms.ppo.torch.ppo_torch_learner.PPOTorchLearner"
 _ALGORITHM_CONFIG = "ray.rllib.algorithms.algorithm_config.AlgorithmConfig"
 _WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
 _RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
@@ -86,6 +87,12 @@ HOOKS: tuple[Hook, ...] = (
         kind="instance",
     ),
     Hook(_TORCH_LEARNER, "_get_optimizer_lr", "LearnerHooks.optimizer_lr: the lr of an update"),
+    Hook(
+        _PPO_TORCH_LEARNER,
+        "_update_module_kl_coeff",
+        "overridden as LearnerHooks.update_kl_coeff: the KL coefficient adapts on the mean KL "
+        "of the update's last epoch (2020's RLlib)",
+    ),
     Hook(
         _ALGORITHM_CONFIG,
         "_torch_grad_scaler_class",
@@ -398,8 +405,16 @@ class LearnerHooks:
             training_data=training_data, num_epochs=num_epochs, minibatch_size=minibatch_size, **kw
         )
 
+    def update_kl_coeff(self, *, module_id: Any, config: Any, kl_loss: float) -> None:
+        """PPO's adaptive KL coefficient, after an update, from the KL `kl_loss` (RLlib passes
+        its last minibatch's)."""
+        super()._update_module_kl_coeff(module_id=module_id, config=config, kl_loss=kl_loss)
+
     def _make_batch_if_necessary(self, training_data: Any) -> Any:
         return self.make_batch(training_data)
+
+    def _update_module_kl_coeff(self, **kwargs: Any) -> None:
+        self.update_kl_coeff(**kwargs)
 
     def _create_iterator_if_necessary(self, **kwargs: Any) -> Any:
         return self.minibatch_iterator(**kwargs)

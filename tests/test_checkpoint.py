@@ -96,3 +96,27 @@ def test_checkpoint_restores_every_rng_of_the_trial(ray_local, tmp_path):
         assert _same_state(checkpoint.rng_state(restored, fresh), saved)
     finally:
         restored.stop()
+
+
+def test_checkpoint_keeps_the_adapted_kl_coefficient(ray_local, tmp_path):
+    """RLlib's Learner state leaves PPO's KL coefficient out: restored, a trial would start
+    again from `kl_coeff` (each sitting of a study resumes every trial). The checkpoint keeps
+    the coefficient its updates reached."""
+    cfg = TrialConfig(**TINY, kl_coeff=0.2, kl_target=1e3)  # every KL below half: x0.5 each
+    algo = build_algorithm(cfg)
+    try:
+        for _ in range(2):
+            algo.train()
+        (coeffs,) = algo.learner_group.foreach_learner(checkpoint._kl_coeffs)
+        coeffs = coeffs.get()
+        assert coeffs == {"default_policy": pytest.approx(0.05)}
+        checkpoint.save(algo, cfg, str(tmp_path / "ckpt"))
+    finally:
+        algo.stop()
+    restored = build_algorithm(cfg)
+    try:
+        checkpoint.restore(restored, str(tmp_path / "ckpt"))
+        (after,) = restored.learner_group.foreach_learner(checkpoint._kl_coeffs)
+        assert after.get() == coeffs
+    finally:
+        restored.stop()

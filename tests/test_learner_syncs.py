@@ -261,3 +261,44 @@ def test_the_gradient_step_is_rllibs(setup, caplog):
     assert norms[0] == norms[1] and norms[2] == norms[3]
     for a, b in zip(*params, strict=True):
         assert torch.equal(a, b)
+
+
+def test_the_kl_coefficient_adapts_on_the_last_epochs_mean_kl(setup, monkeypatch):
+    """As 2020's RLlib (its minibatch SGD's fetches, averaged over the last epoch), not on the
+    last minibatch's KL (RLlib's new API stack): x1.5 above twice the target, x0.5 below half.
+    The same update each time (same weights and permutations), with targets placed around the
+    last epoch's mean KL and the last minibatch's."""
+    cfg, _, episodes = setup
+    cfg = dataclasses.replace(cfg, num_epochs=2)
+    per_epoch = cfg.effective_train_batch_size // cfg.minibatch_size
+    initial = build_learner(setup).module.get_state()
+    kls = []
+    loss = type(build_learner(setup)).rllib_ppo_loss
+
+    def recorded(self, **kw):
+        total = loss(self, **kw)
+        kls.append(float(self._epoch_kls[kw["module_id"]][-1]))
+        return total
+
+    monkeypatch.setattr(type(build_learner(setup)), "rllib_ppo_loss", recorded)
+
+    def coeff_after_update(target: float) -> float:
+        learner = build_learner(setup, kl_coeff=0.2, kl_target=target, num_epochs=2)
+        learner.module.set_state(initial)
+        kls.clear()
+        update(learner, episodes, cfg, cfg.minibatch_size)
+        assert len(kls) == 2 * per_epoch and per_epoch > 1
+        return float(learner.curr_kl_coeffs_per_module[DEFAULT_MODULE_ID])
+
+    assert coeff_after_update(1e-12) == pytest.approx(0.3)  # every KL above twice it
+    assert coeff_after_update(1e3) == pytest.approx(0.1)  # every KL below half of it
+    epoch_mean, last = sum(kls[per_epoch:]) / per_epoch, kls[-1]
+    assert epoch_mean != pytest.approx(last, rel=0.05)
+    between = (epoch_mean + last) / 4  # twice it lies between the two KLs
+
+    def rule(kl: float, target: float) -> float:
+        return 0.3 if kl > 2 * target else 0.1 if kl < 0.5 * target else 0.2
+
+    assert rule(epoch_mean, between) != rule(last, between)
+    assert coeff_after_update(between) == pytest.approx(rule(epoch_mean, between))
+    assert kls[-1] == last  # the same update again

@@ -2,10 +2,11 @@
 
 The Algorithm's own state is RLlib's (`Algorithm.save_to_path`: modules, optimizers, connectors,
 counters); beside it lie what RLlib does not save: the state of every random number generator the
-trial owns (`rng_state`), the trainable's own state (its iteration, scores and clocks) and, with
-`checkpoint_replay_buffer`, DQN's replay buffer. `save` writes them all, `restore` puts them back,
-so that a restored trial draws what the uninterrupted one would have drawn next. The last file
-`save` writes is the manifest (`rlsweep.manifest`), by which a resume knows the checkpoint whole.
+trial owns (`rng_state`), PPO's adaptive KL coefficients (`KL_FILE`), the trainable's own state
+(its iteration, scores and clocks) and, with `checkpoint_replay_buffer`, DQN's replay buffer.
+`save` writes them all, `restore` puts them back, so that a restored trial draws what the
+uninterrupted one would have drawn next. The last file `save` writes is the manifest
+(`rlsweep.manifest`), by which a resume knows the checkpoint whole.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ REPLAY_FILE = "replay_buffer.pkl"
 """The replay buffer's state (RLlib's new API stack saves none; `checkpoint_replay_buffer`)."""
 RNG_FILE = "rng_state.pkl"
 """The state of every random number generator the trial owns (`rng_state`)."""
+KL_FILE = "kl_coeffs.json"
+"""PPO's KL coefficient of each module as the updates adapted it (RLlib 2.60 keeps it out of
+the Learner's state: a restored trial would start again from the config's `kl_coeff`)."""
 TRIAL_FILE = "trial_state.json"
 """The trainable's own state at the checkpoint (its iteration, clocks), as given to `save`: a
 JSON object."""
@@ -64,6 +68,10 @@ def save(
         pickle.dump(rng_state(algo, generators or {}), f, protocol=pickle.HIGHEST_PROTOCOL)
     with open(os.path.join(path, TRIAL_FILE), "w") as f:
         json.dump(trial or {}, f)
+    (kl,) = [r.get() for r in algo.learner_group.foreach_learner(_kl_coeffs)]
+    if kl:
+        with open(os.path.join(path, KL_FILE), "w") as f:
+            json.dump(kl, f)
     buffer = _replay_buffer(algo)
     if buffer is not None and cfg.checkpoint_replay_buffer:
         with open(os.path.join(path, REPLAY_FILE), "wb") as f:
@@ -86,10 +94,28 @@ def restore(
     if os.path.exists(os.path.join(path, TRIAL_FILE)):
         with open(os.path.join(path, TRIAL_FILE)) as f:
             trial = json.load(f)
+    if os.path.exists(os.path.join(path, KL_FILE)):
+        with open(os.path.join(path, KL_FILE)) as f:
+            kl = json.load(f)
+        for r in algo.learner_group.foreach_learner(_set_kl_coeffs, coeffs=kl):
+            r.get()
     if os.path.exists(os.path.join(path, RNG_FILE)):
         with open(os.path.join(path, RNG_FILE), "rb") as f:
             set_rng_state(algo, pickle.load(f), generators or {})
     return Restored(trial=trial, replay_buffer=buffer is None or os.path.exists(replay))
+
+
+def _kl_coeffs(learner: Any) -> dict[str, float]:
+    """A PPO learner's KL coefficient per module ({} without a KL penalty)."""
+    coeffs = getattr(learner, "curr_kl_coeffs_per_module", None)
+    if not coeffs:
+        return {}
+    return {str(m): float(c) for m, c in coeffs.items()}
+
+
+def _set_kl_coeffs(learner: Any, coeffs: dict[str, float]) -> None:
+    for module_id, value in coeffs.items():
+        learner.curr_kl_coeffs_per_module[module_id].data.fill_(value)
 
 
 # --- the trial's random number generators --------------------------------------------------

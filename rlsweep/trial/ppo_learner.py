@@ -8,7 +8,9 @@ checks that each option it sets is load-bearing there.
 
 from __future__ import annotations
 
+import collections
 import logging
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -301,6 +303,8 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
       first epoch walks whole trajectories in order, and its bootstrap rows take minibatch
       slots. `rllib` keeps RLlib's iterator, with exactly that many minibatches.
     - `vf_clip_mode: ppo2`: PPO2's value clipping (see `ppo2_value_excess`).
+    - The KL penalty's coefficient adapts on the mean KL of the update's last epoch, as 2020's
+      RLlib's did (`update_kl_coeff`; RLlib's new stack: the last minibatch's).
     - Adam with `adam_eps` (PPO2 and CleanRL use 1e-5; torch's default is 1e-8).
 
     Speed and memory, same numbers:
@@ -328,6 +332,11 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         self._episodes_left_whole = False
         self._nonfinite_grads: torch.Tensor | None = None  # on the device: see apply_gradients
         self._finite_checked: list[tuple[torch.Tensor, set]] = []  # this minibatch's clipping
+        # Each module's KL of its last epoch's minibatches, on the device: see update_kl_coeff.
+        per_epoch = max(1, self.config.train_batch_size_per_learner // self.config.minibatch_size)
+        self._epoch_kls: dict[str, deque[torch.Tensor]] = collections.defaultdict(
+            lambda: deque(maxlen=per_epoch)
+        )
         connector = self.learner_connector
         if connector is None or not self.config.add_default_connectors_to_learner_pipeline:
             return
@@ -399,8 +408,9 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         the same operations in the same order, less its two copies from the host per
         minibatch, each a wait for the GPU (a blocking host-to-device copy syncs the stream):
         the zero KL term (`torch.tensor(0.0, device=...)`, made on the device here) and
-        explained_variance's -1 floor (`torch.tensor([-1.0]).to(device)`, a clamp here).
-        `tests/test_ppo_learner.py` holds both equal, loss and metrics."""
+        explained_variance's -1 floor (`torch.tensor([-1.0]).to(device)`, a clamp here). It
+        keeps the minibatch's mean KL for the coefficient's update (`update_kl_coeff`).
+        `tests/test_learner_syncs.py` holds both equal, loss and metrics."""
         module = self.module[module_id].unwrapped()
         if Columns.LOSS_MASK in batch:
             mask = batch[Columns.LOSS_MASK]
@@ -449,6 +459,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         )
         if config.use_kl_loss:
             total_loss += self.curr_kl_coeffs_per_module[module_id] * mean_kl_loss
+            self._epoch_kls[module_id].append(mean_kl_loss.detach())
         self.metrics.log_dict(
             {
                 POLICY_LOSS_KEY: -possibly_masked_mean(surrogate_loss),
@@ -464,6 +475,14 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
             window=1,
         )
         return total_loss
+
+    def update_kl_coeff(self, *, module_id, config, kl_loss: float) -> None:
+        """The KL coefficient adapts on the mean KL of the update's last epoch, as 2020's RLlib
+        adapted it (its minibatch SGD's fetches, averaged over the last epoch), not on the last
+        minibatch's alone (RLlib's new API stack): one host sync per update."""
+        if kls := self._epoch_kls.pop(module_id, None):
+            kl_loss = float(torch.stack(list(kls)).mean())
+        super().update_kl_coeff(module_id=module_id, config=config, kl_loss=kl_loss)
 
     def postprocess_gradients_for_module(self, *, module_id, config=None, module_gradients_dict):
         """Learner.postprocess_gradients_for_module (Ray 2.60) where `grad_clip_by` is
