@@ -98,25 +98,30 @@ def test_checkpoint_restores_every_rng_of_the_trial(ray_local, tmp_path):
         restored.stop()
 
 
-def test_checkpoint_keeps_the_adapted_kl_coefficient(ray_local, tmp_path):
-    """RLlib's Learner state leaves PPO's KL coefficient out: restored, a trial would start
-    again from `kl_coeff` (each sitting of a study resumes every trial). The checkpoint keeps
-    the coefficient its updates reached."""
-    cfg = TrialConfig(**TINY, kl_coeff=0.2, kl_target=1e3)  # every KL below half: x0.5 each
-    algo = build_algorithm(cfg)
+@pytest.mark.parametrize("runners", [0, 1])
+def test_checkpoint_keeps_what_learning_adapted(ray_local, tmp_path, runners):
+    """What RLlib 2.60 restores no trial with: PPO's KL coefficient (its Learner state leaves it
+    out: restored, a trial would start again from `kl_coeff`, and each sitting of a study
+    resumes every trial) and the reward normalization's running statistics (in the sampling
+    envs, which no checkpoint holds). A restored trial goes on with what its updates reached,
+    whether it samples in its own process or in a remote EnvRunner."""
+    cfg = TrialConfig(**TINY, kl_coeff=0.2, kl_target=1e3, num_env_runners=runners)
+    algo = build_algorithm(cfg)  # kl_target: every KL below half of it, x0.5 each update
     try:
         for _ in range(2):
             algo.train()
-        (coeffs,) = algo.learner_group.foreach_learner(checkpoint._kl_coeffs)
-        coeffs = coeffs.get()
-        assert coeffs == {"default_policy": pytest.approx(0.05)}
+        saved = checkpoint.learning_state(algo)
         checkpoint.save(algo, cfg, str(tmp_path / "ckpt"))
     finally:
         algo.stop()
+    assert saved["kl_coeffs"] == {"default_policy": pytest.approx(0.05)}
+    sampler = str(runners)  # the EnvRunner that samples: the trial's own (0) or the remote one
+    assert saved["reward_norm"][sampler]["count"] > 2 * TINY["rollout_length"]
     restored = build_algorithm(cfg)
     try:
+        fresh = checkpoint.learning_state(restored)
+        assert fresh["reward_norm"][sampler]["count"] == 1e-4 and not fresh["kl_coeffs"]
         checkpoint.restore(restored, str(tmp_path / "ckpt"))
-        (after,) = restored.learner_group.foreach_learner(checkpoint._kl_coeffs)
-        assert after.get() == coeffs
+        assert checkpoint.learning_state(restored) == saved
     finally:
         restored.stop()

@@ -55,6 +55,14 @@ class RewardNormalizer:
         scaled = reward / np.sqrt(self.var + self.epsilon)
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
+    def statistics(self) -> dict[str, float]:
+        """The running statistics of the returns: what a trial's checkpoint keeps (the
+        per-env returns belong to episodes a restored trial does not continue)."""
+        return {"mean": self.mean, "var": self.var, "count": self.count}
+
+    def set_statistics(self, stats: dict[str, float]) -> None:
+        self.mean, self.var, self.count = stats["mean"], stats["var"], stats["count"]
+
     def _update(self, x: np.ndarray) -> None:
         # Chan et al.'s parallel mean/variance merge (baselines' RunningMeanStd).
         b_mean, b_var, b_count = float(x.mean()), float(x.var()), x.size
@@ -275,6 +283,11 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
             reward = self._normalizer(reward, self._done, real=~started)
         # Infos stay empty: RLlib stores one dict per env step, and nothing downstream reads it.
         return obs, reward.astype(np.float32), terminated, truncated, {}
+
+    @property
+    def reward_normalizer(self) -> RewardNormalizer | None:
+        """The rewards' running normalization (`normalize_reward`), or None."""
+        return self._normalizer
 
     def close_extras(self, **kwargs: Any) -> None:
         for pool in self._pools:

@@ -2,8 +2,9 @@
 
 The Algorithm's own state is RLlib's (`Algorithm.save_to_path`: modules, optimizers, connectors,
 counters); beside it lie what RLlib does not save: the state of every random number generator the
-trial owns (`rng_state`), PPO's adaptive KL coefficients (`KL_FILE`), the trainable's own state
-(its iteration, scores and clocks) and, with `checkpoint_replay_buffer`, DQN's replay buffer.
+trial owns (`rng_state`), PPO's adaptive KL coefficients and the running statistics of the
+rewards' normalization (`LEARNING_FILE`), the trainable's own state (its iteration, scores and
+clocks) and, with `checkpoint_replay_buffer`, DQN's replay buffer.
 `save` writes them all, `restore` puts them back, so that a restored trial draws what the
 uninterrupted one would have drawn next. The last file `save` writes is the manifest
 (`rlsweep.manifest`), by which a resume knows the checkpoint whole.
@@ -31,9 +32,11 @@ REPLAY_FILE = "replay_buffer.pkl"
 """The replay buffer's state (RLlib's new API stack saves none; `checkpoint_replay_buffer`)."""
 RNG_FILE = "rng_state.pkl"
 """The state of every random number generator the trial owns (`rng_state`)."""
-KL_FILE = "kl_coeffs.json"
-"""PPO's KL coefficient of each module as the updates adapted it (RLlib 2.60 keeps it out of
-the Learner's state: a restored trial would start again from the config's `kl_coeff`)."""
+LEARNING_FILE = "learning_state.json"
+"""What learning adapted that RLlib 2.60 does not save, or saves in no state a restore reads:
+PPO's KL coefficient of each module (`kl_coeffs`: the Learner's state leaves it out, so a
+restored trial would start again from `kl_coeff`) and each EnvRunner's reward normalization
+statistics (`reward_norm`, by worker index: they live in its env, which no checkpoint holds)."""
 TRIAL_FILE = "trial_state.json"
 """The trainable's own state at the checkpoint (its iteration, clocks), as given to `save`: a
 JSON object."""
@@ -68,10 +71,8 @@ def save(
         pickle.dump(rng_state(algo, generators or {}), f, protocol=pickle.HIGHEST_PROTOCOL)
     with open(os.path.join(path, TRIAL_FILE), "w") as f:
         json.dump(trial or {}, f)
-    (kl,) = [r.get() for r in algo.learner_group.foreach_learner(_kl_coeffs)]
-    if kl:
-        with open(os.path.join(path, KL_FILE), "w") as f:
-            json.dump(kl, f)
+    with open(os.path.join(path, LEARNING_FILE), "w") as f:
+        json.dump(learning_state(algo), f)
     buffer = _replay_buffer(algo)
     if buffer is not None and cfg.checkpoint_replay_buffer:
         with open(os.path.join(path, REPLAY_FILE), "wb") as f:
@@ -94,28 +95,60 @@ def restore(
     if os.path.exists(os.path.join(path, TRIAL_FILE)):
         with open(os.path.join(path, TRIAL_FILE)) as f:
             trial = json.load(f)
-    if os.path.exists(os.path.join(path, KL_FILE)):
-        with open(os.path.join(path, KL_FILE)) as f:
-            kl = json.load(f)
-        for r in algo.learner_group.foreach_learner(_set_kl_coeffs, coeffs=kl):
-            r.get()
+    if os.path.exists(os.path.join(path, LEARNING_FILE)):
+        with open(os.path.join(path, LEARNING_FILE)) as f:
+            set_learning_state(algo, json.load(f))
     if os.path.exists(os.path.join(path, RNG_FILE)):
         with open(os.path.join(path, RNG_FILE), "rb") as f:
             set_rng_state(algo, pickle.load(f), generators or {})
     return Restored(trial=trial, replay_buffer=buffer is None or os.path.exists(replay))
 
 
+# --- what learning adapted that RLlib does not save ---------------------------------------
+def learning_state(algo: Algorithm) -> dict[str, Any]:
+    """PPO's KL coefficients and the EnvRunners' reward normalization statistics (LEARNING_FILE)."""
+    (kl,) = [r.get() for r in algo.learner_group.foreach_learner(_kl_coeffs)]
+    runners = algo.env_runner_group
+    norms = [] if runners is None else runners.foreach_env_runner(_reward_norm)
+    return {"kl_coeffs": kl, "reward_norm": {str(i): s for i, s in norms if s is not None}}
+
+
+def set_learning_state(algo: Algorithm, state: dict[str, Any]) -> None:
+    """Put back what `learning_state` read; EnvRunners not saved keep fresh statistics."""
+    for r in algo.learner_group.foreach_learner(_set_kl_coeffs, coeffs=state["kl_coeffs"]):
+        r.get()
+    if algo.env_runner_group is not None and state["reward_norm"]:
+        algo.env_runner_group.foreach_env_runner(
+            functools.partial(_set_reward_norm, stats=state["reward_norm"])
+        )
+
+
 def _kl_coeffs(learner: Any) -> dict[str, float]:
     """A PPO learner's KL coefficient per module ({} without a KL penalty)."""
     coeffs = getattr(learner, "curr_kl_coeffs_per_module", None)
-    if not coeffs:
-        return {}
-    return {str(m): float(c) for m, c in coeffs.items()}
+    return {str(m): float(c) for m, c in (coeffs or {}).items()}
 
 
 def _set_kl_coeffs(learner: Any, coeffs: dict[str, float]) -> None:
     for module_id, value in coeffs.items():
         learner.curr_kl_coeffs_per_module[module_id].data.fill_(value)
+
+
+def _normalizer(runner: Any) -> Any:
+    env = getattr(runner, "env", None)
+    return getattr(getattr(env, "unwrapped", None), "reward_normalizer", None)
+
+
+def _reward_norm(runner: Any) -> tuple[int, dict[str, float] | None]:
+    """An EnvRunner's index and its env's reward normalization statistics (None: none)."""
+    norm = _normalizer(runner)
+    return runner.worker_index, None if norm is None else norm.statistics()
+
+
+def _set_reward_norm(runner: Any, stats: dict[str, dict[str, float]]) -> None:
+    norm = _normalizer(runner)
+    if norm is not None and str(runner.worker_index) in stats:
+        norm.set_statistics(stats[str(runner.worker_index)])
 
 
 # --- the trial's random number generators --------------------------------------------------
