@@ -221,7 +221,7 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     at = before[-1]
     k = at["training_iteration"]
     assert (
-        f"{stopped.name}: from iteration {k}, {formatting.steps(at[M.ENV_STEPS])} env steps" in out
+        f"{stopped.name}: from iteration {k}, {formatting.count(at[M.ENV_STEPS])} env steps" in out
     ), out
 
     # The finished trial was neither lost nor rerun.
