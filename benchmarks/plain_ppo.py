@@ -314,7 +314,9 @@ def ppo_update(
         a = b_advantages.cpu().numpy()
         a = (a - a.mean()) / max(1e-4, a.std())
         b_advantages = torch.from_numpy(a).to(device)
-    b_old = None if logits is None else Categorical(logits=logits[ks, envs])
+    if kl_coeff and logits is None:
+        raise ValueError("a KL penalty needs the rollout policy's logits")
+    b_old_logits = None if logits is None else logits[ks, envs]
     vf_clip = args.clip_coef if args.vf_clip is None else args.vf_clip
 
     mb, stats = args.minibatch_size, {}
@@ -347,7 +349,7 @@ def ppo_update(
             entropy_loss = entropy.mean()
             loss = pg_loss - args.ent_coef * entropy_loss + v_loss * args.vf_coef
             if kl_coeff:
-                old = Categorical(logits=b_old.logits[mb_inds])
+                old = Categorical(logits=b_old_logits[mb_inds])
                 kl = torch.distributions.kl_divergence(old, dist).mean()
                 loss = loss + kl_coeff * kl
                 kls.append(kl.item())

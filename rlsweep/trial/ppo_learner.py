@@ -8,9 +8,8 @@ checks that each option it sets is load-bearing there.
 
 from __future__ import annotations
 
-import collections
 import logging
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -334,7 +333,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         self._finite_checked: list[tuple[torch.Tensor, set]] = []  # this minibatch's clipping
         # Each module's KL of its last epoch's minibatches, on the device: see update_kl_coeff.
         per_epoch = max(1, self.config.train_batch_size_per_learner // self.config.minibatch_size)
-        self._epoch_kls: dict[str, deque[torch.Tensor]] = collections.defaultdict(
+        self._epoch_kls: dict[str, deque[torch.Tensor]] = defaultdict(
             lambda: deque(maxlen=per_epoch)
         )
         connector = self.learner_connector
