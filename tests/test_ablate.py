@@ -149,7 +149,11 @@ reference:
 """
 
 
-def _raw_trial(exp: Path, variant: str, seed: int, train: float, test: float, iters: int) -> None:
+def _raw_trial(
+    exp: Path, variant: str, seed: int, train: float, test: float, iters: int, rising: bool = False
+) -> None:
+    """A trial dir of `iters` iterations of 4,096 env steps (4 finish its budget) that scores
+    `train`, `test` at every one, or, `rising`, those times iteration / 4."""
     import json
 
     from rlsweep import metrics as M
@@ -162,15 +166,16 @@ def _raw_trial(exp: Path, variant: str, seed: int, train: float, test: float, it
         {
             "training_iteration": i,
             M.ENV_STEPS: 4096 * i,
-            M.TRAIN_RETURN: train,
-            M.TRAIN_RETURN_NORM: train / 40,
-            M.TEST_RETURN: test,
-            M.TEST_RETURN_NORM: test / 40,
-            M.GAP_NORM: (train - test) / 40,
+            M.TRAIN_RETURN: train * f,
+            M.TRAIN_RETURN_NORM: train * f / 40,
+            M.TEST_RETURN: test * f,
+            M.TEST_RETURN_NORM: test * f / 40,
+            M.GAP_NORM: (train - test) * f / 40,
             M.WALL_S: float(i),
             M.TEST_FRESH: True,
         }
         for i in range(1, iters + 1)
+        for f in [i / 4 if rising else 1.0]
     ]
     (d / "result.json").write_text("\n".join(map(json.dumps, rows)) + "\n")
 
@@ -201,6 +206,7 @@ def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tm
     assert context[3:6] == ["", "", ""] and context[6:9] == ["16.46 ± 2.71", "25M", "3 seeds"]
 
     diffs = text[text.index("## Differences: Avg Pool against each other variant") :]
+    diffs = diffs[: diffs.index("## So far")]  # the interim read (next test) comes after
     d = {
         (r[1], r[2]): r[3:]
         for r in (line.split(" | ") for line in diffs.splitlines())
@@ -220,3 +226,47 @@ def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tm
         "0.500",
         "3, 2 |",
     ]
+
+
+def test_an_unfinished_ablation_gives_its_differences_so_far_at_an_evaluation_all_reached(
+    tmp_path,
+):
+    """While a study runs (a sitting stopped it), ablation.md's differences count only the
+    finished trials; its "So far" section compares each pair where all its evaluated trials
+    stand: here iteration 2, where No Pool's seed 2 stopped, with every trial's score of that
+    iteration (half its final one), not of its last."""
+    from rlsweep.spec.spec import SweepSpec
+
+    spec = SweepSpec.from_yaml_text(STUDY, source="study.yaml")
+    exp = tmp_path / "study"
+    for (variant, seed), (train, test) in RAW.items():
+        if variant != "Avg Pool fp32":  # not started: no pair with Avg Pool so far
+            done = (variant, seed) != ("No Pool", 2)
+            _raw_trial(exp, variant, seed, train, test, iters=4 if done else 2, rising=True)
+    text = write_ablation_table(spec, exp, n_resamples=200).read_text()
+    so_far = text[text.index("## So far: the unfinished comparisons") :]
+    assert so_far.count("### ") == 1
+    assert "### Avg Pool − No Pool at 8.19k env steps (iteration 2)" in so_far
+    rows = {
+        r[1]: r[2:]
+        for r in (line.split(" | ") for line in so_far.splitlines())
+        if r[0] == "| bigfish"
+    }
+    # At iteration 2, on training levels: Avg Pool 8, 9, 10 (final 16, 18, 20), No Pool 2.5, 3, 3.5.
+    pair, diff, better, runs = rows["training"]
+    assert pair == "Avg Pool − No Pool" and runs == "3, 3 |" and better == "1.000 [1.000, 1.000]"
+    assert diff.startswith("6.000 [")
+    assert rows["unseen"][1].startswith("3.500 [")  # (5, 6, 7) - (2, 2.5, 3)
+    # The finished comparison above it: No Pool's two finished seeds at their final scores.
+    diffs = text[text.index("## Differences") : text.index("## So far")]
+    (final,) = [r for r in diffs.splitlines() if "| training | Avg Pool − No Pool" in r]
+    assert "12.500 (2 runs: too few for a CI)" in final and final.endswith("| 3, 2 |")
+
+    # Failed there, or finished, it is no longer on its way: the section is gone.
+    import shutil
+
+    (exp / "bigfish_s2_No_Pool" / "error.txt").write_text("RuntimeError: CUDA error\n")
+    assert "## So far" not in write_ablation_table(spec, exp, n_resamples=200).read_text()
+    shutil.rmtree(exp / "bigfish_s2_No_Pool")
+    _raw_trial(exp, "No Pool", 2, 7.0, 6.0, iters=4, rising=True)
+    assert "## So far" not in write_ablation_table(spec, exp, n_resamples=200).read_text()

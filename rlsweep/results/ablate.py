@@ -7,8 +7,8 @@ one question asked at a real budget, with the published numbers it sets its answ
 (`reference:`). The output, next to the sweep's results: `ablation.md` (rows = games, columns =
 variants in the file's order, cells = normalized unseen-level score, mean ± CI over seeds; then
 the final raw returns beside the spec's published numbers, and the first variant against each
-other one: differences and P(X > Y) with CIs), `ablation.csv`, and the full report
-(`report.md`, plots) of `rlsweep report`.
+other one: differences and P(X > Y) with CIs, and, while trials are unfinished, those
+differences so far), `ablation.csv`, and the full report (`report.md`, plots) of `rlsweep report`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rlsweep import formatting
+from rlsweep import metrics as M
 from rlsweep.spec.overrides import Override
 from rlsweep.spec.spec import SpecError, SweepSpec, data_dir
 
@@ -162,4 +164,36 @@ def _raw_sections(spec: SweepSpec, exp: Experiment, n_resamples: int | None) -> 
             "half), with its CI from the same resampling. " + how + " With fewer runs: the "
             "point estimate alone, and why; —: a variant has no finished run there.",
         ]
+        lines += _so_far(exp, x, others, kw)
     return "\n".join(lines) + "\n"
+
+
+def _so_far(exp: Experiment, x: str, others: Sequence[str], kw: dict) -> list[str]:
+    """The differences of an unfinished ablation as they stand: each pair at the newest
+    evaluation all its evaluated trials have reached (`Experiment.so_far`)."""
+    from rlsweep.results import tables
+
+    sections = []
+    for y in others:
+        if (found := exp.so_far([x, y])) is None:
+            continue
+        now, iteration = found
+        steps = formatting.steps(now.final[M.ENV_STEPS].mean())
+        sections += [
+            "",
+            f"### {x} − {y} at {steps} env steps (iteration {iteration:,})",
+            "",
+            *tables.difference_table(now, x, [y], **kw),
+        ]
+    if not sections:
+        return []
+    return [
+        "",
+        "## So far: the unfinished comparisons",
+        "",
+        f"Not every trial of {x} and the variant set against it has finished, so the "
+        "differences above count only the finished ones. Here each pair's trials stand at "
+        "the newest evaluation all of them that have evaluated have reached, their raw returns "
+        "there compared as above: an interim read, which the final one replaces.",
+        *sections,
+    ]

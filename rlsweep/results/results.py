@@ -557,6 +557,29 @@ class Experiment:
             out[v].setdefault(game, []).append(run)
         return out
 
+    def so_far(self, variants: Sequence[str]) -> tuple[Experiment, int] | None:
+        """An unfinished comparison as it stands: these variants' trials at the newest
+        evaluation (its iteration) that every one of them that has evaluated has reached, each
+        counted there as if it had finished (trials evaluate at the same iterations, every
+        `eval_interval`; failed ones left out). None while none of them is INCOMPLETE (the
+        finished comparison is the one to read), or fewer than two of `variants` have an
+        evaluation."""
+        keys = ["sweep", "trial_id"]
+        final = self.final[self.final["variant"].isin(variants) & (self.final["status"] != ERROR)]
+        if not (final["status"] == INCOMPLETE).any():
+            return None
+        curves = self.curves.merge(final[keys], on=keys)
+        evals = curves[curves[M.TEST_FRESH].astype(bool)]
+        if evals["variant"].nunique() < 2:
+            return None
+        at = int(evals.groupby(keys, sort=False)[ITERATION].max().min())
+        there = evals.loc[evals[ITERATION] == at, keys]
+        curves = curves.merge(there, on=keys)
+        curves = curves[curves[ITERATION] <= at].reset_index(drop=True)
+        # Counted as finished: at this iteration, every trial here is as far as it goes.
+        final = final_scores(curves).assign(status=TERMINATED)
+        return dataclasses.replace(self, curves=curves, final=final, variants=list(variants)), at
+
 
 def choose_by(final: pd.DataFrame, by: Sequence[str] | None) -> list[str]:
     """The variant parameters asked for: `by` if given (checked), else the swept parameters."""
