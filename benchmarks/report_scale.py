@@ -30,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -41,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rlsweep.plan.placement import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "results" / "benchmarks" / "report_scale.json"
@@ -145,16 +146,6 @@ def write_search(
 
 def _load() -> float:
     return os.getloadavg()[0]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def time_report(n_trials: int, work: Path) -> dict[str, Any]:
@@ -286,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     sweeps = args.sweep if args.sweep is not None else ([300] if both else [])
     record: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{_cpu_model()}, {os.cpu_count()} cores",
+        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
         "command": " ".join(["benchmarks/report_scale.py", *(argv or sys.argv[1:])]),
         "reports": [],
         "sweeps": [],

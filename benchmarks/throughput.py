@@ -397,15 +397,11 @@ def cores_used(runs: list[Run]) -> float:
 def machine(cpus: int = CPUS) -> dict:
     import torch
 
-    model = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next((ln.split(":", 1)[1].strip() for ln in f if "model name" in ln), "")
-    except OSError:
-        pass
+    from rlsweep.plan.placement import cpu_model
+
     return {
         "hostname": platform.node(),
-        "cpu": model or platform.processor(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "cores_usable": len(os.sched_getaffinity(0)),
         "torch": torch.__version__,

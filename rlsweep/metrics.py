@@ -49,6 +49,9 @@ TORCH_THREADS = "perf/torch_threads"
 PRECISION = "perf/precision"
 """The arithmetic the trial's network ran: fp32, tf32 or bf16 (its `precision`, `auto` resolved by
 device: rlsweep.spec.subconfigs.resolved_precision)."""
+DEVICE = "perf/device"
+"""What the trial's learner ran on in this process, by name: its GPU's (`NVIDIA H100 80GB
+HBM3`), or `CPU: <model>`. A trial resumed on another machine says so from its restore on."""
 CPU_S = "perf/cpu_s"
 """CPU seconds the trial's process has used, all threads, plus those of the processes it was
 restored from (summed as time/wall_s; benchmarks/throughput.py reads it)."""

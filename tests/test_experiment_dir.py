@@ -10,6 +10,7 @@ from rlsweep import __version__
 from rlsweep.experiment.experiment_dir import (
     DRIVER_LOG,
     RUN_FILE,
+    RUNS_FILE,
     SWEEP_FILE,
     Instance,
     SweepExistsError,
@@ -18,9 +19,12 @@ from rlsweep.experiment.experiment_dir import (
     git_commit,
     holds_sweep,
     read_text,
+    record_end,
     record_run,
+    record_start,
     refuse_existing,
     run_info,
+    runs,
     sweep_spec,
 )
 from rlsweep.run.tracking import WandbSettings
@@ -79,6 +83,31 @@ def test_the_run_record_reads_back(tmp_path):
     assert info["rlsweep_version"] == __version__ and info["git_commit"] == git_commit()
     assert (info["ray_address"], info["instance_type"], info["spot"]) == ("auto", "c6i.large", True)
     assert info["wandb"] == {"project": "p", "entity": None, "mode": "offline", "dir": None}
+
+
+def test_each_start_of_the_driver_is_recorded_with_how_it_ended(tmp_path):
+    """runs.jsonl: a start and its end per driver; a driver killed leaves its start alone, and
+    a line cut short by the kill is skipped."""
+    experiment = str(tmp_path / "rec")
+    assert runs(experiment) == []
+    machine = {"nodes": 1, "cpus": 16, "gpus": 1, "gpu_types": ["H100"], "cpu_model": "EPYC"}
+    plan = {"box": "16 CPUs, 1 GPU", "est_wall_s": 4620.0}
+    record_start(experiment, "run", machine=machine, time_limit_s=555.0, plan=plan)
+    record_end(experiment, "time limit 9m15s", 547.25)
+    record_start(experiment, "resume", machine=machine, time_limit_s=None)
+    append_text(experiment, RUNS_FILE, '{"event": "end", "at": "2026-')  # killed mid-line
+    record_start(experiment, "resume", machine=machine, time_limit_s=None)
+    record_end(experiment, "ended", 12.0)
+    first, killed, last = runs(experiment)
+    assert first["command"] == "run" and first["plan"] == plan and first["time_limit_s"] == 555
+    assert (first["outcome"], first["wall_s"], first["gpu_types"]) == (
+        "time limit 9m15s",
+        547.2,
+        ["H100"],
+    )
+    assert first["git_commit"] == git_commit() and first["at"] <= first["ended_at"]
+    assert "outcome" not in killed and "wall_s" not in killed and killed["plan"] is None
+    assert (last["command"], last["outcome"], last["wall_s"]) == ("resume", "ended", 12.0)
 
 
 def test_files_at_a_uri(s3_server):

@@ -124,6 +124,7 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         assert 0 < last["time/eval_s"] < last["time/wall_s"]
         assert last["perf/jemalloc"] is True
         assert last["perf/nice"] == 0  # Ray's default for workers is 15 (session.runtime_env)
+        assert last["perf/device"].startswith("CPU: ")  # a CPU learner, by its model
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]
         )

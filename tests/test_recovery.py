@@ -15,6 +15,7 @@ import pytest
 
 from rlsweep import metrics as M
 from rlsweep.errors import SpecError
+from rlsweep.experiment.experiment_dir import runs
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
 from rlsweep.experiment.recovery import _newest_complete, _trim_results
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
@@ -98,7 +99,19 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
         assert [r["training_iteration"] for r in rows] == list(range(1, 31))
         csv = (Path(d) / "progress.csv").read_text().splitlines()
         assert len(csv) == 31  # header + one row per iteration
-    assert "2 TERMINATED" in build_report([moved]).read_text()
+    report = build_report([moved]).read_text()
+    assert "2 TERMINATED" in report
+    # Its run record: the first run stopped by the limit, priced by its plan; then the resume.
+    first, second = runs(moved)
+    assert (first["command"], first["time_limit_s"], first["cpus"]) == ("run", limit, 2)
+    assert first["outcome"] == f"time limit {limit:.0f}s" and 0 < first["wall_s"] < limit
+    assert first["plan"]["est_wall_s"] > 0 and first["plan"]["concurrent"] == 2
+    assert (second["command"], second["outcome"], second["time_limit_s"]) == (
+        "resume",
+        "ended",
+        None,
+    )
+    assert "## Runs and wall time" in report and "| 2 | " in report and "**Plan**" in report
     kept = [sorted(p.name for p in Path(d).glob("checkpoint_*")) for d in resumed["trial_dir"]]
     assert [len(k) for k in kept] == [1, 1], kept
     kept = [sorted(p.name for p in Path(d).glob("checkpoint_*")) for d in reference["trial_dir"]]

@@ -370,6 +370,56 @@ def test_gpu_memory_section_only_for_sweeps_with_gpu_trials(experiment, tmp_path
     assert "| syn | 2 | 9.2 | 8.25 | 9.00 | 6.00 |" in md  # median of 7.5 and 9.0
 
 
+def test_the_runs_section_says_where_and_how_long_each_run_and_trial_ran(experiment, tmp_path):
+    """From runs.jsonl (a time-limited run on one GPU node, a resume on another, killed) and
+    each trial's `perf/device` (a trial resumed on the other node says both): each start's
+    machine, limit, wall time and end; the plan against the real wall time; per trial its wall
+    time, env steps/s, share evaluating and devices. A dir without runs.jsonl: trials only."""
+    md = build_report([experiment], out=tmp_path / "none").read_text()
+    trials = _section(md, "Runs and wall time")
+    assert "**Plan**" not in md and len(trials) == 12  # every trial dir, in Tune's order
+    machine = {"cpus": 16, "gpus": 1, "cpu_model": "AMD EPYC 9454", "time_limit_s": 555}
+    plan = {"box": "16 CPUs, 1 GPU", "concurrent": 6, "est_wall_s": 4620.0}
+    plan |= {"longest_trial_s": 2460.0, "longest_eval_s": 1320.0, "eval_unmeasured": True}
+    lines = [
+        {"event": "start", "at": "2026-11-28T10:00:03+00:00", "command": "run", "host": "a"}
+        | machine
+        | {"gpu_types": ["H100"], "plan": plan},
+        {"event": "end", "at": "2026-11-28T10:09:10+00:00", "outcome": "time limit 9m15s"}
+        | {"wall_s": 547.2},
+        {"event": "start", "at": "2026-11-29T11:00:00+00:00", "command": "resume", "host": "b"}
+        | machine
+        | {"gpu_types": ["H200"], "plan": None},
+    ]
+    (experiment / "runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    path = experiment / "coinrun_s0_gap" / "result.json"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for i, r in enumerate(rows):
+        r[M.DEVICE] = "NVIDIA H100 80GB HBM3" if i < 2 else "NVIDIA H200"
+        r[M.EVAL_S] = 0.25 * r[M.WALL_S]
+    path.write_text("\n".join(map(json.dumps, rows)) + "\n")
+
+    md = build_report([experiment], out=tmp_path / "runs").read_text()
+    starts = _section(md, "Runs and wall time")[:2]
+    assert starts == [
+        "| 1 | 2026-11-28 10:00:03 | run | a | 16 (AMD EPYC 9454) | 1 (H100) | 9m15s | 9m07s | "
+        "time limit 9m15s |",
+        "| 2 | 2026-11-29 11:00:00 | resume | b | 16 (AMD EPYC 9454) | 1 (H200) | 9m15s | ? | "
+        "no end recorded (killed?) |",
+    ]
+    assert (
+        "**Plan** (`rlsweep plan` at its first run, on 16 CPUs, 1 GPU, 6 trials at a time): "
+        "1h17m, its longest trial 41m00s (evaluating 22m00s, at the CPU rate: unmeasured on a "
+        "GPU). **Real:** 9m07s of wall time over 2 runs (1 without a recorded end, not counted), "
+        "9 of 12 trials finished; the longest trial 4s."
+    ) in md
+    (resumed,) = [r for r in _section(md, "Runs and wall time") if "coinrun_s0_gap" in r]
+    assert resumed == (
+        "| coinrun_s0_gap | framestack=gap | 0 | TERMINATED | NVIDIA H100 80GB HBM3, then "
+        "NVIDIA H200 | 4,000 | 4s | 1,000 | 25% |"
+    )
+
+
 # --- two kinds of report (issue 41): an ablation compares, a search ranks -----------------
 
 
@@ -434,3 +484,6 @@ def test_a_search_of_300_trials_is_ranked(tmp_path):
                 assert im.size[1] <= plots.PAGE_HEIGHT * plots.DPI, name
             assert f"]({name})" in md or name in ("importance.png",)
     assert "the other 90 in grey" in md
+    # Past TRIAL_ROWS trials, their wall times are summed up by device, not listed one by one.
+    (by_device,) = _section(md, "Runs and wall time")
+    assert by_device.startswith("| ? | 300 | ")

@@ -1,10 +1,11 @@
 """The experiment dir, `<storage>/<name>`: one sweep's home, a local dir or a URI (`s3://...`).
 
-Tune writes the trial dirs and its own state there; rlsweep adds three files, written and read
+Tune writes the trial dirs and its own state there; rlsweep adds four files, written and read
 only here:
 
 - `SWEEP_FILE`: the spec as run, so that `resume` and reports read the sweep that ran;
 - `RUN_FILE`: its provenance (version, commit, host, where it ran, W&B settings; never a key);
+- `RUNS_FILE`: each start of its driver (`run`, every `resume`) and how it ended;
 - `DRIVER_LOG`: Ray's log lines kept off the driver's console (`session.quiet_console`).
 
 One sweep per dir: a run refuses a dir that holds one (`SweepExistsError`) unless told to
@@ -33,6 +34,10 @@ SWEEP_FILE = "sweep.yaml"
 """The spec as run (`SweepSpec.to_yaml`)."""
 RUN_FILE = "sweep.json"
 """Provenance of the run (`record_run`)."""
+RUNS_FILE = "runs.jsonl"
+"""One JSON line when the sweep's driver starts (`record_start`) and one when it ends
+(`record_end`): a sweep run over several machines or time-limited sittings says where and how
+long each ran (`runs`). A driver killed without warning leaves its start alone."""
 DRIVER_LOG = "driver.log"
 """Ray's log lines that rlsweep keeps off the console (`session.quiet_console`)."""
 
@@ -159,6 +164,59 @@ def record_run(
     write_text(experiment, RUN_FILE, json.dumps(run, indent=2) + "\n")
 
 
+def record_start(
+    experiment: str,
+    command: str,
+    *,
+    machine: Mapping[str, Any],
+    time_limit_s: float | None,
+    plan: Mapping[str, Any] | None = None,
+) -> None:
+    """A RUNS_FILE line for the driver's start: `command` (run, resume), when, the host and
+    rlsweep's commit, `machine` (what Ray offers the trials: `session.machine_record`), the time
+    limit and, at a first run, `plan`'s estimate (`preflight.plan_record`)."""
+    line = {
+        "event": "start",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "host": socket.gethostname(),
+        "git_commit": git_commit(),
+        **machine,
+        "time_limit_s": time_limit_s,
+        "plan": dict(plan) if plan else None,
+    }
+    append_text(experiment, RUNS_FILE, json.dumps(line) + "\n")
+
+
+def record_end(experiment: str, outcome: str, wall_s: float) -> None:
+    """A RUNS_FILE line for the driver's end: how (`ended`: Tune's loop ran out of trials; a
+    signal's name; `time limit 9m`; `failed: <exception>`) and its wall time since its start."""
+    line = {
+        "event": "end",
+        "at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "outcome": outcome,
+        "wall_s": round(wall_s, 1),
+    }
+    append_text(experiment, RUNS_FILE, json.dumps(line) + "\n")
+
+
+def runs(experiment: str | Path) -> list[dict[str, Any]]:
+    """Each start of the sweep's driver, oldest first, with its end's `ended_at`, `outcome` and
+    `wall_s` (absent where the driver was killed); [] for a sweep that never recorded one."""
+    out: list[dict[str, Any]] = []
+    for text in (read_text(experiment, RUNS_FILE) or "").splitlines():
+        # A line cut short by a kill runs on into the next one written: that one is whole.
+        try:
+            line = json.loads(text[text.rfind('{"event"') :])
+        except json.JSONDecodeError:
+            continue
+        if line.get("event") == "start":
+            out.append({k: v for k, v in line.items() if k != "event"})
+        elif line.get("event") == "end" and out and "outcome" not in out[-1]:
+            out[-1].update(ended_at=line["at"], outcome=line["outcome"], wall_s=line["wall_s"])
+    return out
+
+
 def sweep_spec(experiment: str | Path) -> SweepSpec | None:
     """The SweepSpec an experiment dir (local or a URI) was run with; None if not rlsweep's."""
     text = read_text(experiment, SWEEP_FILE)
@@ -200,4 +258,10 @@ def write_text(experiment: str, name: str, text: str) -> None:
 def append_text(experiment: str, name: str, text: str) -> None:
     """Add `text` to the end of a file of an experiment dir (made if missing). At a URI the
     file is rewritten whole: object stores have no append."""
-    write_text(experiment, name, (read_text(experiment, name) or "") + text)
+    fs, root = filesystem(experiment)
+    if fs is not None:
+        write_text(experiment, name, (read_text(experiment, name) or "") + text)
+        return
+    Path(root).mkdir(parents=True, exist_ok=True)
+    with open(Path(root) / name, "a") as f:
+        f.write(text)

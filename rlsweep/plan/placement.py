@@ -22,6 +22,7 @@ before Ray starts, and the CPU tests pin every decision:
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -387,6 +388,17 @@ def local_machine(cpus: float | None = None, look_up_gpus: bool = True) -> Machi
         else None
     )
     return Machine(cpus=cpus or os.cpu_count() or 1, gpus=gpus, gpu_memory_gib=memory)
+
+
+def cpu_model() -> str:
+    """This machine's CPU model as its kernel names it (`AMD EPYC 7B13`), else what Python's
+    `platform` knows of it."""
+    import platform
+
+    model = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    return model or platform.processor() or platform.machine()
 
 
 def gpus_may_exist() -> bool:

@@ -343,6 +343,20 @@ class Plan:
             box += f", {self.gpus:g} GPU{'s' if self.gpus != 1 else ''}"
         return box
 
+    def record(self) -> dict[str, object]:
+        """What a sweep's run record keeps of its plan (`experiment_dir.record_start`), to set
+        beside the real wall time in its report."""
+        t = self.longest
+        return {
+            "box": self.box(),
+            "concurrent": self.concurrent,
+            "est_wall_s": round(self.est_wall_s, 1),
+            "longest_trial_s": round(t.total_s, 1) if t else None,
+            "longest_eval_s": round(t.eval_s, 1) if t else None,
+            "eval_unmeasured": self.eval_unmeasured,
+            "source": self.steps_per_s_source,
+        }
+
     @property
     def too_long(self) -> bool:
         """The estimate passes `LONG_SWEEP_S`: run and ablate start it only with --allow-long."""

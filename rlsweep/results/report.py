@@ -24,7 +24,7 @@ import pandas as pd
 
 from rlsweep import formatting, storage
 from rlsweep import metrics as M
-from rlsweep.experiment.experiment_dir import run_info, sweep_spec
+from rlsweep.experiment.experiment_dir import run_info, runs, sweep_spec
 from rlsweep.experiment.history import history_section
 from rlsweep.plan.placement import trial_cpus
 from rlsweep.results import plots
@@ -170,6 +170,7 @@ def _write_report(
         *body,
         *importance,
         *cost_section(dirs, exp, prices),
+        *runs_section(dirs, exp),
         *gpu_memory_section(exp),
         *history_section(dirs, set(exp.final["sweep"])),  # retried, resumed, failed (issue 40)
         "## Trials not counted",
@@ -596,6 +597,172 @@ def cost_section(
         *lines,
         "",
     ]
+
+
+TRIAL_ROWS = 30
+"""Up to this many trials, the runs section lists each; beyond, it sums them up by device."""
+
+
+def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
+    """Where and how long the sweeps ran: each start of a sweep's driver (`run`, each
+    `resume`: `experiment_dir.runs`) with its machine, time limit, wall time and end; the plan's
+    estimate at the first start against the real wall time; and each trial's wall time,
+    env steps/s, share evaluating and the device it ran on (`perf/device`), or, past
+    TRIAL_ROWS trials, those by device."""
+    duration = formatting.duration
+    several = len(dirs) > 1
+    rows, notes = [], []
+    for d in dirs:
+        starts = runs(d)
+        for i, r in enumerate(starts, 1):
+            gpus = f"{r.get('gpus', 0):g}" + (
+                f" ({', '.join(r['gpu_types'])})" if r.get("gpu_types") else ""
+            )
+            limit = r.get("time_limit_s")
+            rows.append(
+                [d.name] * several
+                + [
+                    str(i),
+                    str(r.get("at", "")).replace("T", " ").removesuffix("+00:00"),
+                    str(r.get("command", "")),
+                    str(r.get("host", "")),
+                    f"{r.get('cpus', 0):g} ({r.get('cpu_model') or '?'})",
+                    gpus,
+                    duration(limit) if limit else "none",
+                    duration(r["wall_s"]) if "wall_s" in r else "?",
+                    r.get("outcome", "no end recorded (killed?)"),
+                ]
+            )
+        if starts:
+            notes.append(_plan_against_real(d.name if several else "", starts, exp, d.name))
+    trials = exp.final.copy()
+    if trials.empty:
+        return []
+    lines = ["## Runs and wall time", ""]
+    if rows:
+        header = ["sweep"] * several + ["#", "started (UTC)", "command", "host", "CPUs"]
+        header += ["GPUs", "time limit", "wall time", "ended"]
+        lines += [
+            "Each start of the sweep's driver (`rlsweep run`, each `resume`; the experiment "
+            "dir's `runs.jsonl`): the machine Ray offered its trials, its time limit, how long "
+            "it ran and how it ended.",
+            "",
+            *T.md_table(header, rows),
+            "",
+            *notes,
+            "",
+        ]
+    wall = trials[M.WALL_S].to_numpy(dtype=float)
+    trials["steps_per_s"] = trials[M.ENV_STEPS].to_numpy(dtype=float) / np.where(
+        wall > 0, wall, np.nan
+    )
+    trials["evaluating"] = trials[M.EVAL_S].to_numpy(dtype=float) / np.where(wall > 0, wall, np.nan)
+    trials["ran_on"] = (
+        _devices(exp.curves)
+        .reindex(pd.MultiIndex.from_frame(trials[["sweep", "trial_id"]]))
+        .fillna("?")
+        .to_numpy()
+    )
+    how = (
+        "Wall time: what the trial trained and evaluated, summed over its processes (each "
+        "one's start-up left out: `time/wall_s`); env steps/s over it; evaluating: its share "
+        "of it (`time/eval_s`); ran on: the device of its learner (`perf/device`), each "
+        "machine in turn where a resume moved it."
+    )
+    if len(trials) <= TRIAL_ROWS:
+        order = trials.iloc[np.argsort(T.trial_order(trials).to_numpy(), kind="stable")]
+        lines += T.md_table(
+            [
+                "trial",
+                "variant",
+                "seed",
+                "status",
+                "ran on",
+                "env steps",
+                "wall time",
+                "env steps/s",
+                "evaluating",
+            ],
+            [
+                [
+                    str(r.trial_id),
+                    str(r.variant),
+                    str(r.seed),
+                    str(r.status),
+                    str(r.ran_on),
+                    formatting.count(r.env_steps),
+                    duration(w) if np.isfinite(w) else "?",
+                    f"{v:,.0f}" if np.isfinite(v) else "?",
+                    f"{100 * e:.0f}%" if np.isfinite(e) else "?",
+                ]
+                for r, w, v, e in zip(
+                    order.itertuples(),
+                    order[M.WALL_S].to_numpy(dtype=float),
+                    order["steps_per_s"].to_numpy(dtype=float),
+                    order["evaluating"].to_numpy(dtype=float),
+                    strict=True,
+                )
+            ],
+        )
+    else:
+        by = trials.groupby("ran_on", sort=True)
+        lines += T.md_table(
+            ["ran on", "trials", "env steps", "wall time, median", "env steps/s, median"],
+            [
+                [
+                    str(device),
+                    str(len(g)),
+                    formatting.steps(g[M.ENV_STEPS].sum()),
+                    duration(g[M.WALL_S].median()),
+                    f"{g['steps_per_s'].median():,.0f}",
+                ]
+                for device, g in by
+            ],
+        )
+    return [*lines, "", how, ""]
+
+
+def _devices(curves: pd.DataFrame) -> pd.Series:
+    """Per (sweep, trial_id): the devices its processes ran on, in turn (`A, then B`)."""
+    if M.DEVICE not in curves:
+        return pd.Series(dtype=object)
+    said = curves.dropna(subset=[M.DEVICE])
+    return said.groupby(["sweep", "trial_id"], sort=False)[M.DEVICE].agg(
+        lambda x: ", then ".join(dict.fromkeys(x))
+    )
+
+
+def _plan_against_real(name: str, starts: list[dict], exp: Experiment, sweep: str) -> str:
+    """The plan's estimate at a sweep's first start against what it took: the wall time of its
+    runs, and its longest trial's."""
+    duration = formatting.duration
+    trials = exp.final[exp.final["sweep"] == sweep]
+    done = int((trials["status"] == R.TERMINATED).sum())
+    real = sum(r["wall_s"] for r in starts if "wall_s" in r)
+    killed = sum("wall_s" not in r for r in starts)
+    text = f"{name}: " if name else ""
+    text += (
+        f"**Real:** {duration(real)} of wall time over {len(starts)} "
+        f"run{'s' if len(starts) != 1 else ''}"
+        + (f" ({killed} without a recorded end, not counted)" if killed else "")
+        + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
+        f"trial {duration(trials[M.WALL_S].max())}."
+    )
+    plan = starts[0].get("plan")
+    if not plan:
+        return text + " No plan was recorded at its first run."
+    longest = ""
+    if plan.get("longest_trial_s") is not None:
+        longest = f", its longest trial {duration(plan['longest_trial_s'])}"
+        if plan.get("longest_eval_s") is not None:
+            longest += f" (evaluating {duration(plan['longest_eval_s'])}"
+            longest += (
+                ", at the CPU rate: unmeasured on a GPU)" if plan.get("eval_unmeasured") else ")"
+            )
+    return (
+        f"**Plan** (`rlsweep plan` at its first run, on {plan['box']}, {plan['concurrent']} "
+        f"trials at a time): {duration(plan['est_wall_s'])}{longest}. " + text
+    )
 
 
 def gpu_memory_section(exp: Experiment) -> list[str]:

@@ -75,6 +75,7 @@ _NOT_PARAMS = {
     ITERATION,
     *METRIC_COLUMNS,
     *M.GPU_METRICS,
+    M.DEVICE,
     *STATUS_COLUMNS,
     *FINAL_EXTRA,
 }
@@ -210,6 +211,8 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
             v = r.get(col)
             rec[col] = float(v) if isinstance(v, int | float) else math.nan
         rec.update({c: float(r[c]) for c in M.GPU_METRICS if isinstance(r.get(c), int | float)})
+        if isinstance(r.get(M.DEVICE), str):  # trainables of earlier rlsweeps did not say
+            rec[M.DEVICE] = r[M.DEVICE]
         fresh = r.get(M.TEST_FRESH)
         # A trainable without the flag: a finite test score means it evaluated that iteration.
         rec[M.TEST_FRESH] = (
@@ -254,8 +257,8 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     """Tidy table of one or many experiment dirs (or storage dirs holding several): one row per
     trial per reported iteration, columns `sweep, trial_id, game, seed, <params>, iteration,
     <stable metrics>, test/fresh, trial/resumed_at_iteration, <GPU memory, where any trial ran
-    on a GPU>, status, error` (`trial/resumed_at_iteration`: > 0 on rows a restored process
-    reported, see `rlsweep.metrics.RESUMED_AT`)."""
+    on a GPU>, <perf/device, where trials said>, status, error` (`trial/resumed_at_iteration`:
+    > 0 on rows a restored process reported, see `rlsweep.metrics.RESUMED_AT`)."""
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
     frames = []
     for path in paths:
@@ -267,7 +270,7 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
     df = pd.concat(frames, ignore_index=True)
     params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
-    gpu = [c for c in M.GPU_METRICS if c in df]  # GPU trials only
+    gpu = [c for c in (*M.GPU_METRICS, M.DEVICE) if c in df]  # GPU trials; rlsweep's trials
     order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *gpu, *STATUS_COLUMNS]
     df = df[order].sort_values(["sweep", "trial_id", ITERATION], kind="stable")
     return df.reset_index(drop=True)

@@ -62,6 +62,15 @@ def check(
     return Checked(laid, plan)
 
 
+def plan_on(spec: SweepSpec, cpus: float, gpus: float) -> Plan | None:
+    """`spec`'s plan (as laid out) on `cpus` CPUs and `gpus` GPUs, what a Ray session offers:
+    the estimate a run records beside its real wall time; None where its trials do not fit."""
+    try:
+        return make_plan(spec, cpus=cpus, gpus=gpus, throughput=measured_throughput())
+    except SpecError:
+        return None
+
+
 def laid_out(
     spec: SweepSpec, machine: Machine, rate: Throughput | None = None
 ) -> tuple[SweepSpec, Layout]:
@@ -119,5 +128,6 @@ __all__ = [
     "check",
     "check_spec_storage",
     "long_warning",
+    "plan_on",
     "refuse_long",
 ]

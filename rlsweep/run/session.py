@@ -26,7 +26,7 @@ from rlsweep._ray_compat import (
 )
 from rlsweep.environ import set_env
 from rlsweep.experiment.experiment_dir import DRIVER_LOG, append_text
-from rlsweep.plan.placement import starts_local_ray
+from rlsweep.plan.placement import cpu_model, starts_local_ray
 from rlsweep.storage import filesystem
 
 # --- the trials' processes ----------------------------------------------------------------
@@ -168,6 +168,23 @@ def cluster_line(address: str) -> str:
         f"rlsweep: joined the Ray cluster at {address}: {nodes} node{'s' if nodes != 1 else ''}, "
         f"{_amounts(total)}; {others}"
     )
+
+
+def machine_record() -> dict[str, Any]:
+    """What the Ray session offers the trials, as a sweep's run record keeps it
+    (`experiment_dir.record_start`): its alive nodes, CPUs and GPUs, the GPUs' types as Ray
+    names them (`accelerator_type:H100`), and the CPU model of the driver's machine."""
+    import ray
+
+    total = ray.cluster_resources()
+    prefix = "accelerator_type:"
+    return {
+        "nodes": sum(1 for n in ray.nodes() if n.get("Alive")),
+        "cpus": total.get("CPU", 0),
+        "gpus": total.get("GPU", 0),
+        "gpu_types": sorted(k.removeprefix(prefix) for k in total if k.startswith(prefix)),
+        "cpu_model": cpu_model(),
+    }
 
 
 def ray_running() -> bool:

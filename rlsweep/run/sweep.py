@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ from rlsweep.experiment.experiment_dir import (
     Instance,
     can_resume,
     experiment_path,
+    record_end,
     record_run,
+    record_start,
     refuse_existing,
     run_info,
     sweep_spec,
@@ -33,8 +36,8 @@ from rlsweep.plan.placement import starts_local_ray
 from rlsweep.results.results import resume_points, trials_table
 from rlsweep.run import tracking
 from rlsweep.run.fits import check_fits
-from rlsweep.run.preflight import on_target
-from rlsweep.run.session import Dashboard, quiet_console, ray_session
+from rlsweep.run.preflight import on_target, plan_on
+from rlsweep.run.session import Dashboard, machine_record, quiet_console, ray_session
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.storage import is_uri, user_path
@@ -124,7 +127,7 @@ def run_sweep(
     with (
         quiet_console(experiment, verbose),
         _driver(
-            spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
+            "run", spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
         ) as interrupts,
     ):
         wandb_record = wandb_settings.to_dict() if wandb_settings else None
@@ -188,7 +191,7 @@ def resume_sweep(
         restarts = reconcile(experiment)
         print("\n".join(resume_points(spec, experiment, restarts)), flush=True)
         with _driver(
-            spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
+            "resume", spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
         ) as interrupts:
             tuner = restore_tuner(
                 spec,
@@ -216,6 +219,7 @@ def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:
 
 @contextlib.contextmanager
 def _driver(
+    command: str,
     spec: SweepSpec,
     experiment: str,
     address: str | None,
@@ -227,7 +231,9 @@ def _driver(
 ) -> Iterator[Interrupts]:
     """For one `fit`: Ray (every trial checked to fit what it offers), graceful interrupts and
     the time limit (`rlsweep.experiment.interrupt`) and, unless `verbose`, the progress view
-    (`rlsweep.run.progress`), both fed by Tune's callback events."""
+    (`rlsweep.run.progress`), both fed by Tune's callback events. The experiment dir's run
+    record (`experiment_dir.RUNS_FILE`) gets the driver's start (`command`: run or resume),
+    where it runs and the sweep's plan there, and how it ended."""
     from rlsweep.experiment.recovery import RetriedTrials
     from rlsweep.run.progress import ProgressView
     from rlsweep.run.tune_bridge import listening
@@ -236,18 +242,37 @@ def _driver(
         address=address, num_cpus=num_cpus, jemalloc=jemalloc, dashboard=dashboard, verbose=verbose
     ):
         check_fits(spec, address, num_cpus)
+        machine = machine_record()
+        plan = plan_on(spec, machine["cpus"], machine["gpus"])
+        started = time.monotonic()
+        record_start(
+            experiment,
+            command,
+            machine=machine,
+            time_limit_s=time_limit.seconds if time_limit else None,
+            plan=plan.record() if plan else None,
+        )
         view = None if verbose else ProgressView(spec)
         interrupts = Interrupts(say=view.say if view else print, time_limit=time_limit)
-        with interrupts, listening(interrupts, RetriedTrials(), *([view] if view else [])):
-            where = user_path(experiment)
-            print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
-            if view is not None:
-                view.start()
-            try:
-                yield interrupts
-            finally:
+        outcome = "ended"
+        try:
+            with interrupts, listening(interrupts, RetriedTrials(), *([view] if view else [])):
+                where = user_path(experiment)
+                print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
                 if view is not None:
-                    view.stop()
+                    view.start()
+                try:
+                    yield interrupts
+                finally:
+                    if view is not None:
+                        view.stop()
+            if interrupts.stopped:
+                outcome = interrupts.reason()
+        except BaseException as e:
+            outcome = f"failed: {type(e).__name__}"
+            raise
+        finally:
+            record_end(experiment, outcome, time.monotonic() - started)
 
 
 def _real_trainable():

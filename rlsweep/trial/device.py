@@ -13,7 +13,7 @@ import torch
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.utils.framework import get_device
 
-from rlsweep.plan.placement import memory_fraction, placement
+from rlsweep.plan.placement import cpu_model, memory_fraction, placement
 from rlsweep.spec.config import TrialConfig
 
 
@@ -55,3 +55,9 @@ def learner_device(algo_config: AlgorithmConfig) -> torch.device | None:
     if not algo_config.num_gpus_per_learner:
         return None
     return get_device(algo_config, algo_config.num_gpus_per_learner)
+
+
+def device_name(device: torch.device | None) -> str:
+    """What a trial's learner runs on, by name: its GPU's (`NVIDIA H100 80GB HBM3`), or `CPU:`
+    and the machine's CPU model for a CPU learner (`device` None)."""
+    return torch.cuda.get_device_name(device) if device is not None else f"CPU: {cpu_model()}"

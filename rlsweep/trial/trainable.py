@@ -35,6 +35,7 @@ from rlsweep.envs import procgen
 from rlsweep.experiment import interrupt
 from rlsweep.metrics import (
     CPU_S,
+    DEVICE,
     ENV_STEPS,
     ENV_STEPS_PER_S,
     EVAL_S,
@@ -63,7 +64,7 @@ from rlsweep.metrics import (
 from rlsweep.plan.placement import memory_fraction, out_of_memory_message
 from rlsweep.spec.config import TrialConfig
 from rlsweep.trial import algos, checkpoint
-from rlsweep.trial.device import gpu_memory_gib_of, learner_device
+from rlsweep.trial.device import device_name, gpu_memory_gib_of, learner_device
 from rlsweep.trial.evaluation import (
     evaluate,
     evaluation_envs,
@@ -191,6 +192,7 @@ def train_trial(config: dict[str, Any]) -> None:
         NICE: os.nice(0),
         TORCH_THREADS: torch.get_num_threads(),
         PRECISION: cfg.model_config().precision,
+        DEVICE: device_name(device),
         NODE_ID: ray.get_runtime_context().get_node_id(),
         RESUMED_AT: resumed_at,
     }
