@@ -609,7 +609,6 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
     estimate at the first start against the real wall time; and each trial's wall time,
     env steps/s, share evaluating and the device it ran on (`perf/device`), or, past
     TRIAL_ROWS trials, those by device."""
-    duration = formatting.duration
     several = len(dirs) > 1
     rows, notes = [], []
     for d in dirs:
@@ -628,13 +627,14 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(r.get("host", "")),
                     f"{r.get('cpus', 0):g} ({r.get('cpu_model') or '?'})",
                     gpus,
-                    duration(limit) if limit else "none",
-                    duration(r["wall_s"]) if "wall_s" in r else "?",
+                    _duration(limit) if limit else "none",
+                    _duration(r.get("wall_s")),
                     r.get("outcome", "no end recorded (killed?)"),
                 ]
             )
         if starts:
-            notes.append(_plan_against_real(d.name if several else "", starts, exp, d.name))
+            note = _plan_against_real(starts, exp, d.name)
+            notes.append(f"{d.name}: {note}" if several else note)
     trials = exp.final.copy()
     if trials.empty:
         return []
@@ -653,10 +653,9 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
             "",
         ]
     wall = trials[M.WALL_S].to_numpy(dtype=float)
-    trials["steps_per_s"] = trials[M.ENV_STEPS].to_numpy(dtype=float) / np.where(
-        wall > 0, wall, np.nan
-    )
-    trials["evaluating"] = trials[M.EVAL_S].to_numpy(dtype=float) / np.where(wall > 0, wall, np.nan)
+    wall = np.where(wall > 0, wall, np.nan)  # a trial that never reported: no rate
+    trials["steps_per_s"] = trials[M.ENV_STEPS].to_numpy(dtype=float) / wall
+    trials["evaluating"] = trials[M.EVAL_S].to_numpy(dtype=float) / wall
     trials["ran_on"] = (
         _devices(exp.curves)
         .reindex(pd.MultiIndex.from_frame(trials[["sweep", "trial_id"]]))
@@ -691,7 +690,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(r.status),
                     str(r.ran_on),
                     formatting.count(r.env_steps),
-                    duration(w) if np.isfinite(w) else "?",
+                    _duration(w),
                     f"{v:,.0f}" if np.isfinite(v) else "?",
                     f"{100 * e:.0f}%" if np.isfinite(e) else "?",
                 ]
@@ -713,7 +712,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(device),
                     str(len(g)),
                     formatting.steps(g[M.ENV_STEPS].sum()),
-                    duration(g[M.WALL_S].median()),
+                    _duration(g[M.WALL_S].median()),
                     f"{g['steps_per_s'].median():,.0f}",
                 ]
                 for device, g in by
@@ -732,36 +731,39 @@ def _devices(curves: pd.DataFrame) -> pd.Series:
     )
 
 
-def _plan_against_real(name: str, starts: list[dict], exp: Experiment, sweep: str) -> str:
+def _duration(seconds: float | None) -> str:
+    """`formatting.duration`, or "?" where it is unknown (None, NaN)."""
+    return formatting.duration(seconds) if seconds is not None and np.isfinite(seconds) else "?"
+
+
+def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     """The plan's estimate at a sweep's first start against what it took: the wall time of its
     runs, and its longest trial's."""
-    duration = formatting.duration
     trials = exp.final[exp.final["sweep"] == sweep]
     done = int((trials["status"] == R.TERMINATED).sum())
     real = sum(r["wall_s"] for r in starts if "wall_s" in r)
     killed = sum("wall_s" not in r for r in starts)
-    text = f"{name}: " if name else ""
-    text += (
-        f"**Real:** {duration(real)} of wall time over {len(starts)} "
+    text = (
+        f"**Real:** {_duration(real)} of wall time over {len(starts)} "
         f"run{'s' if len(starts) != 1 else ''}"
         + (f" ({killed} without a recorded end, not counted)" if killed else "")
         + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
-        f"trial {duration(trials[M.WALL_S].max())}."
+        f"trial {_duration(trials[M.WALL_S].max())}."
     )
     plan = starts[0].get("plan")
     if not plan:
         return text + " No plan was recorded at its first run."
     longest = ""
     if plan.get("longest_trial_s") is not None:
-        longest = f", its longest trial {duration(plan['longest_trial_s'])}"
+        longest = f", its longest trial {_duration(plan['longest_trial_s'])}"
         if plan.get("longest_eval_s") is not None:
-            longest += f" (evaluating {duration(plan['longest_eval_s'])}"
+            longest += f" (evaluating {_duration(plan['longest_eval_s'])}"
             longest += (
                 ", at the CPU rate: unmeasured on a GPU)" if plan.get("eval_unmeasured") else ")"
             )
     return (
         f"**Plan** (`rlsweep plan` at its first run, on {plan['box']}, {plan['concurrent']} "
-        f"trials at a time): {duration(plan['est_wall_s'])}{longest}. " + text
+        f"trials at a time): {_duration(plan['est_wall_s'])}{longest}. " + text
     )
 
 
