@@ -25,6 +25,11 @@ precision was chosen (`rlsweep.spec.subconfigs.GPU_PRECISION`; bf16 autocast run
 With `--overlap`, they are rlsweep trials without and with `overlap: true` (`rlsweep.trial.overlap`:
 one update of policy lag): what the lag costs in learning.
 
+The reference loop runs with jemalloc preloaded, as `benchmarks/throughput.py`'s peer does (the
+script starts itself again with it): under glibc's malloc it ran at 216 env-steps/s against 396
+with it on this 2-core CPU (`plain_ppo.py --bench --game starpilot --warmup 1 --iterations 2`),
+and took twice the rlsweep trial's wall time for the same steps.
+
 Default game: starpilot. It moves earliest of the 16 games: its reward is dense from the first
 step (every enemy shot down), so PPO's return rises within the first ~100k env steps, where
 coinrun's sparse level-completion reward barely moves before 1M. CleanRL's published easy-mode
@@ -36,13 +41,16 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from plain_ppo import PlainPPO, PPOArgs  # benchmarks/, beside this script
+from throughput import PEER_MALLOC_CONF, find_jemalloc
 
 from rlsweep import metrics as M
 from rlsweep.envs import procgen
@@ -249,6 +257,17 @@ def main(argv: list[str] | None = None) -> None:
     print(f"learning curves: {png}")
 
 
+def with_jemalloc() -> None:
+    """Start this script again with jemalloc preloaded (the reference loop's allocator, as
+    `throughput.py` gives its peer; rlsweep's trial processes preload their own) unless the
+    process has an LD_PRELOAD already or no jemalloc is found."""
+    if "LD_PRELOAD" in os.environ or not (path := find_jemalloc()):
+        return
+    env = {**os.environ, "LD_PRELOAD": path, "MALLOC_CONF": PEER_MALLOC_CONF}
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
 if __name__ == "__main__":
+    with_jemalloc()
     torch.set_num_threads(2)
     main()
