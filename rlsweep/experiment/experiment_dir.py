@@ -174,7 +174,8 @@ def record_start(
 ) -> None:
     """A RUNS_FILE line for the driver's start: `command` (run, resume), when, the host and
     rlsweep's commit, `machine` (what Ray offers the trials: `session.machine_record`), the time
-    limit and, at a first run, `plan`'s estimate (`preflight.plan_record`)."""
+    limit and the sweep's plan there (`Plan.record`; a report sets the first one's beside the
+    real wall time)."""
     line = {
         "event": "start",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),

@@ -270,7 +270,7 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
     df = pd.concat(frames, ignore_index=True)
     params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
-    gpu = [c for c in (*M.GPU_METRICS, M.DEVICE) if c in df]  # GPU trials; rlsweep's trials
+    gpu = [c for c in (*M.GPU_METRICS, M.DEVICE) if c in df]  # where trials reported them
     order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *gpu, *STATUS_COLUMNS]
     df = df[order].sort_values(["sweep", "trial_id", ITERATION], kind="stable")
     return df.reset_index(drop=True)
