@@ -42,9 +42,12 @@ is not read at a glance as 26.6 years."""
 YEAR_S = 365.25 * 86_400
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: float | None) -> str:
     """`1h02m`, `2m31s`, `45s`: whole seconds, the two largest units; from three days on, days
-    (`28.5 days`), and from a year on, years (`26.6 years`, `1,234 years`), with separators."""
+    (`28.5 days`), and from a year on, years (`26.6 years`, `1,234 years`), with separators;
+    "?" when unknown (None, NaN)."""
+    if seconds is None or not math.isfinite(seconds):
+        return "?"
     s = int(round(seconds))
     if s >= YEAR_S:
         years = s / YEAR_S

@@ -36,6 +36,8 @@ def test_duration():
     assert duration(684 * 3600) == "28.5 days"
     assert duration(233_429 * 3600 + 13 * 60) == "26.6 years"
     assert duration(2_000 * 365.25 * 86_400) == "2,000 years"
+    # unknown, as steps and count read it: a trial that never reported, a killed run
+    assert [duration(s) for s in (None, math.nan, math.inf)] == ["?"] * 3
 
 
 def test_count_is_exact():

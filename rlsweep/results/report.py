@@ -627,8 +627,8 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(r.get("host", "")),
                     f"{r.get('cpus', 0):g} ({r.get('cpu_model') or '?'})",
                     gpus,
-                    _duration(limit) if limit else "none",
-                    _duration(r.get("wall_s")),
+                    formatting.duration(limit) if limit else "none",
+                    formatting.duration(r.get("wall_s")),
                     r.get("outcome", "no end recorded (killed?)"),
                 ]
             )
@@ -690,7 +690,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(r.status),
                     str(r.ran_on),
                     formatting.count(r.env_steps),
-                    _duration(w),
+                    formatting.duration(w),
                     f"{v:,.0f}" if np.isfinite(v) else "?",
                     f"{100 * e:.0f}%" if np.isfinite(e) else "?",
                 ]
@@ -712,7 +712,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(device),
                     str(len(g)),
                     formatting.steps(g[M.ENV_STEPS].sum()),
-                    _duration(g[M.WALL_S].median()),
+                    formatting.duration(g[M.WALL_S].median()),
                     f"{g['steps_per_s'].median():,.0f}",
                 ]
                 for device, g in by
@@ -731,11 +731,6 @@ def _devices(curves: pd.DataFrame) -> pd.Series:
     )
 
 
-def _duration(seconds: float | None) -> str:
-    """`formatting.duration`, or "?" where it is unknown (None, NaN)."""
-    return formatting.duration(seconds) if seconds is not None and np.isfinite(seconds) else "?"
-
-
 def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     """The plan's estimate at a sweep's first start against what it took: the wall time of its
     runs, and its longest trial's."""
@@ -744,26 +739,26 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     real = sum(r["wall_s"] for r in starts if "wall_s" in r)
     killed = sum("wall_s" not in r for r in starts)
     text = (
-        f"**Real:** {_duration(real)} of wall time over {len(starts)} "
+        f"**Real:** {formatting.duration(real)} of wall time over {len(starts)} "
         f"run{'s' if len(starts) != 1 else ''}"
         + (f" ({killed} without a recorded end, not counted)" if killed else "")
         + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
-        f"trial {_duration(trials[M.WALL_S].max())}."
+        f"trial {formatting.duration(trials[M.WALL_S].max())}."
     )
     plan = starts[0].get("plan")
     if not plan:
         return text + " No plan was recorded at its first run."
     longest = ""
     if plan.get("longest_trial_s") is not None:
-        longest = f", its longest trial {_duration(plan['longest_trial_s'])}"
+        longest = f", its longest trial {formatting.duration(plan['longest_trial_s'])}"
         if plan.get("longest_eval_s") is not None:
-            longest += f" (evaluating {_duration(plan['longest_eval_s'])}"
+            longest += f" (evaluating {formatting.duration(plan['longest_eval_s'])}"
             longest += (
                 ", at the CPU rate: unmeasured on a GPU)" if plan.get("eval_unmeasured") else ")"
             )
     return (
         f"**Plan** (`rlsweep plan` at its first run, on {plan['box']}, {plan['concurrent']} "
-        f"trials at a time): {_duration(plan['est_wall_s'])}{longest}. " + text
+        f"trials at a time): {formatting.duration(plan['est_wall_s'])}{longest}. " + text
     )
 
 
