@@ -76,10 +76,12 @@ syslibs:
 
 # An offline install for a node without a package index (rlsweep/node/wheelhouse.py): wheels for
 # Python $(PY) on $(PLATFORM), less the projects in EXCLUDE (and those in HAVE, the node's
-# `pip freeze`), with the projects in THIN shipped as thinned wheels (default: envpool's MuJoCo
-# assets, cut to the files `import envpool` reads; THIN=none ships them whole), pinned by
-# CONSTRAINTS (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`), in parts of at most
-# $(PART_MB) MiB with a sha256 manifest, under $(WHEELHOUSE)/.
+# `pip freeze`), with the projects in THIN shipped as thinned wheels (default: all of
+# rlsweep.node.wheelhouse.THIN: envpool cut to Procgen, its assets and Qt's runtime to what
+# Procgen reads, Ray without its Java jar; THIN=none ships them whole), pinned by CONSTRAINTS
+# (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`), in one tar.xz (XZ_PRESET, 9 by
+# default: minutes; 0: 14x as fast, 1.6x the size) cut into parts of at most $(PART_MB) MiB with a
+# sha256 manifest, under $(WHEELHOUSE)/.
 # On the node: python3 wheelhouse.py install $(WHEELHOUSE)
 PY       ?= 3.12
 PLATFORM ?= manylinux_2_28_x86_64
@@ -87,11 +89,12 @@ PART_MB  ?= 60
 EXCLUDE  ?= torch
 HAVE     ?=
 THIN     ?=
+XZ_PRESET ?= 9
 CONSTRAINTS ?=
 WHEELHOUSE ?= wheelhouse
 wheelhouse: $(STAMP)
 	$(BIN)/python -m rlsweep.node.wheelhouse build --python $(PY) --platform $(PLATFORM) \
-		--part-mb $(PART_MB) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
+		--part-mb $(PART_MB) --xz-preset $(XZ_PRESET) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
 		$(if $(THIN),--thin $(filter-out none,$(THIN))) \
 		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)
 

@@ -3,6 +3,7 @@
     python3 benchmarks/gpu_check.py run [--wheelhouse DIR | --no-install] [--syslibs DIR]
                                         [--quick] [-- GPU.PY ARGS]
     python benchmarks/gpu_check.py fetch-syslibs [--dest DIR]   # where apt has an index
+    python3 benchmarks/gpu_check.py calls [--carried DIR]       # what each device call carries
 
 Stdlib only: it runs with the node's own Python (and its torch) before anything is installed.
 Stages, each printing its output as it comes and keeping it in a log under $OUT (default
@@ -255,6 +256,65 @@ def prepare(r: Run, wheelhouse: Path | None, syslibs: Path) -> int:
     return 0
 
 
+CALL_BYTES = 64 * 2**20
+"""What one device call carries in (the device tool's limit), this checkout included."""
+CALL_PATHS = 8
+"""Paths one device call may name to carry."""
+
+
+def checkout_bytes(repo: Path = REPO) -> int:
+    """What every device call carries of the checkout: its tracked files, and the untracked
+    ones git does not ignore."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=repo,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    return sum((repo / n).stat().st_size for n in names.split("\0") if (repo / n).is_file())
+
+
+def _bytes(path: Path) -> int:
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
+
+
+def _parts(folder: Path, extra: list[Path] = ()) -> list[list[Path]]:
+    """A folder of parts with a manifest.json (a wheelhouse, `rlsweep pack`'s): one group per
+    part, the manifest (and `extra`) with the first."""
+    names = [p["name"] for p in json.loads((folder / "manifest.json").read_text())["parts"]]
+    groups = [[folder / n] for n in names]
+    groups[0][:0] = [folder / "manifest.json", *extra]
+    return groups
+
+
+def calls(wheelhouse: Path, syslibs: Path, carried: Path | None, room: int) -> list[list[Path]]:
+    """The device calls that bring a sitting's files to a node, each the paths it carries: the
+    wheelhouse's parts (its manifest and installer with the first), `syslibs` and `carried`'s
+    parts (its manifest with the first), packed first-fit decreasing into calls of `room` bytes
+    and CALL_PATHS paths, a part never split. A warm node keeps what earlier calls brought, so
+    the order does not matter; the last call runs the sitting. Raises ValueError naming a part
+    larger than `room`."""
+    groups = _parts(wheelhouse, extra=[wheelhouse / "wheelhouse.py"])
+    if syslibs.is_dir():
+        groups.append([syslibs])
+    if carried is not None:
+        groups += _parts(carried)
+    out: list[tuple[list[Path], int]] = []
+    for group in sorted(groups, key=lambda g: -sum(map(_bytes, g))):
+        n = sum(map(_bytes, group))
+        if n > room:
+            raise ValueError(f"{group[-1]}: {n / 2**20:.1f} MiB, more than a call's room")
+        fits = (c for c in out if c[1] + n <= room and len(c[0]) + len(group) <= CALL_PATHS)
+        if call := next(fits, None):
+            call[0].extend(group)
+            out[out.index(call)] = (call[0], call[1] + n)
+        else:
+            out.append((list(group), n))
+    return [paths for paths, _ in out]
+
+
 def out_dir(default: Path = DEFAULT_OUT) -> Path:
     """$OUT (what a GPU sitting brings back), else `default`."""
     return Path(os.environ.get("OUT") or default).resolve()
@@ -284,6 +344,25 @@ def run(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def print_calls(args: argparse.Namespace) -> int:
+    """`calls`: each device call's carry (paths from the checkout's root) and command."""
+    checkout = checkout_bytes()
+    try:
+        plan = calls(args.wheelhouse, args.syslibs, args.carried, CALL_BYTES - checkout)
+        for path in (p for paths in plan for p in paths):
+            if not path.resolve().is_relative_to(REPO):
+                raise ValueError(f"{path}: outside the checkout, which is what a call carries from")
+    except (OSError, ValueError, KeyError) as e:
+        print(f"gpu_check calls: error: {e}", file=sys.stderr)
+        return 2
+    for i, paths in enumerate(plan, 1):
+        mib = (checkout + sum(map(_bytes, paths))) / 2**20
+        then = "the sitting (or gpu-check)" if i == len(plan) else "true"
+        rel = [str(p.resolve().relative_to(REPO)) for p in paths]
+        print(f"call {i}: {mib:.1f} MiB with the checkout; then {then}\n  carry {json.dumps(rel)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -295,9 +374,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("gpu_args", nargs="*", help="more gpu.py arguments (after --)")
     f = sub.add_parser("fetch-syslibs", help="apt-get download the declared system libraries")
     f.add_argument("--dest", type=Path, default=REPO / "syslibs", help="%(default)s")
+    c = sub.add_parser("calls", help="the device calls that carry the wheelhouse and the rest in")
+    c.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse", help="%(default)s")
+    c.add_argument("--syslibs", type=Path, default=REPO / "syslibs", help="%(default)s")
+    c.add_argument("--carried", type=Path, help="the parts the last sitting packed (carried/)")
     args = p.parse_args(argv)
     if args.cmd == "fetch-syslibs":
         return fetch_syslibs(args.dest)
+    if args.cmd == "calls":
+        return print_calls(args)
     return run(args)
 
 

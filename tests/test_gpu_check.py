@@ -96,6 +96,51 @@ def test_every_library_loading_here_unpacks_nothing(tmp_path):
     assert said == ["system libraries: all 13 of rlsweep.envs.qt load here"]
 
 
+def _parts_folder(folder: Path, prefix: str, sizes_mib: list[float]) -> Path:
+    """A folder of parts (sparse files of these sizes) and its manifest.json."""
+    folder.mkdir(parents=True)
+    parts = []
+    for i, mib in enumerate(sizes_mib):
+        name = f"{prefix}.part{i:03d}"
+        with open(folder / name, "wb") as f:
+            f.truncate(int(mib * 2**20))
+        parts.append({"name": name})
+    (folder / "manifest.json").write_text(json.dumps({"parts": parts}))
+    return folder
+
+
+def test_calls_pack_the_parts_into_as_few_device_calls_as_fit(tmp_path):
+    # A wheelhouse of 60 + 40 MiB, 3 MiB of system libraries, a carried study of 3 x 15.5 MiB:
+    # calls of 61 MiB (64 less the checkout) take them largest first, a part never split.
+    house = _parts_folder(tmp_path / "wheelhouse", "wheelhouse.tar.xz", [60, 40])
+    (house / "wheelhouse.py").write_text("# the installer\n")
+    syslibs = tmp_path / "syslibs"
+    syslibs.mkdir()
+    (syslibs / "libx.deb").write_bytes(b"x" * (3 << 20))
+    carried = _parts_folder(tmp_path / "carried", "experiment.tar.gz", [15.5, 15.5, 15.5])
+    room = 61 * 2**20
+    first = gpu_check.calls(house, syslibs, None, room)
+    assert first == [
+        [house / "manifest.json", house / "wheelhouse.py", house / "wheelhouse.tar.xz.part000"],
+        [house / "wheelhouse.tar.xz.part001", syslibs],
+    ]
+    later = gpu_check.calls(house, syslibs, carried, room)  # 161.5 MiB: 3 calls (in order, 4)
+    assert later == [
+        first[0],
+        [
+            house / "wheelhouse.tar.xz.part001",
+            carried / "manifest.json",
+            carried / "experiment.tar.gz.part000",
+            syslibs,
+        ],
+        [carried / "experiment.tar.gz.part001", carried / "experiment.tar.gz.part002"],
+    ]
+    with pytest.raises(ValueError, match="part000: 60.0 MiB, more than a call's room"):
+        gpu_check.calls(house, syslibs, carried, 50 * 2**20)
+    # The checkout rides with every call: what git tracks or would track, not what it ignores.
+    assert 0 < gpu_check.checkout_bytes() < 8 * 2**20
+
+
 def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(

@@ -4,10 +4,12 @@ hand-made wheels. With PyPI (marked slow): a real wheelhouse for this machine, i
 into a fresh environment that then imports envpool, steps Procgen and imports a trial's modules."""
 
 import base64
+import fnmatch
 import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -19,9 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from rlsweep.envs.procgen import GAMES, modes_for, task_id
 from rlsweep.node.wheelhouse import (
+    ARCHIVE,
     MANIFEST,
     THIN,
+    Thin,
     WheelhouseError,
     build,
     install,
@@ -31,6 +36,7 @@ from rlsweep.node.wheelhouse import (
     platforms,
     requirements,
     split,
+    store_wheel,
     thin_keeps,
     thin_wheel,
     wheel_project,
@@ -56,14 +62,14 @@ def test_split_join_round_trip(tmp_path, files):
     parts = tmp_path / "parts"
     manifest = split(files, parts, part_bytes=1000, meta={"python": "3.12"})
     sizes = [p["bytes"] for p in manifest["parts"]]
-    assert len(sizes) >= 4 and max(sizes) == 1000 and all(0 < s <= 1000 for s in sizes)
+    assert len(sizes) >= 3 and max(sizes) == 1000 and all(0 < s <= 1000 for s in sizes)
     on_disk = sorted(p.name for p in parts.iterdir())
     assert on_disk == sorted([MANIFEST, *(p["name"] for p in manifest["parts"])])
     assert json.loads((parts / MANIFEST).read_text())["python"] == "3.12"
     joined = join(parts, tmp_path / "out")
     assert [p.name for p in joined] == [f.name for f in files]
     assert all(j.read_bytes() == f.read_bytes() for j, f in zip(joined, files, strict=True))
-    assert not (tmp_path / "out" / "wheelhouse.tar").exists()  # only the wheels stay
+    assert not (tmp_path / "out" / ARCHIVE).exists()  # only the wheels stay
 
 
 def test_join_refuses_altered_or_missing_parts(tmp_path, files, capsys):
@@ -119,7 +125,7 @@ def _tiny_wheel(path, name="tinypkg", version="0.1", requires=(), files=None):
     }
     record = [f"{n},{_record_hash(data)},{len(data)}" for n, data in files.items()]
     record.append(f"{info}/RECORD,,")
-    with zipfile.ZipFile(path, "w") as z:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:  # as pip download's wheels are
         for n, data in files.items():
             z.writestr(n, data)
         z.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
@@ -141,6 +147,7 @@ def _assets_wheel(directory: Path) -> Path:
 
 
 KEEP = ["bigassets/__init__.py", "bigassets/meta/tasks.json"]
+THIN_KEEP = Thin(tuple(KEEP), "test: import reads these")
 
 
 def test_install_without_an_index(tmp_path):
@@ -159,35 +166,80 @@ def test_install_without_an_index(tmp_path):
     assert out.stdout.strip() == "42"
 
 
+def _record_is_valid(z: zipfile.ZipFile, info: str) -> None:
+    """Every file but RECORD itself is listed once in RECORD, with its hash and size."""
+    record = z.read(f"{info}/RECORD").decode().splitlines()
+    assert record[-1] == f"{info}/RECORD,,"
+    listed = sorted(line.split(",")[0] for line in record[:-1])
+    assert listed == sorted(n for n in z.namelist() if n != f"{info}/RECORD")
+    for line in record[:-1]:
+        path, digest, size = line.split(",")
+        data = z.read(path)
+        assert digest == _record_hash(data) and int(size) == len(data)
+
+
 def test_a_thinned_wheel_keeps_its_listed_files_under_a_valid_record(tmp_path):
     (tmp_path / "out").mkdir()
-    entry = thin_wheel(_assets_wheel(tmp_path), KEEP, tmp_path / "out")
+    entry = thin_wheel(_assets_wheel(tmp_path), THIN_KEEP, tmp_path / "out")
     assert entry["wheel"] == "bigassets-1.0+thin-py3-none-any.whl"
-    assert entry["project"] == "bigassets" and entry["kept"] == KEEP
+    assert entry["project"] == "bigassets" and entry["keep"] == KEEP
+    assert entry["kept_files"] == 2 and entry["why"] == "test: import reads these"
     assert entry["dropped_files"] == 1 and entry["dropped_bytes"] == 5000
     info = "bigassets-1.0+thin.dist-info"
     with zipfile.ZipFile(tmp_path / "out" / entry["wheel"]) as z:
-        names = z.namelist()
         dist_info = [f"{info}/{f}" for f in ("METADATA", "WHEEL", "RECORD")]
-        assert sorted(names) == sorted([*KEEP, *dist_info])
+        assert sorted(z.namelist()) == sorted([*KEEP, *dist_info])
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
         assert "Version: 1.0+thin\n" in z.read(f"{info}/METADATA").decode()
-        record = z.read(f"{info}/RECORD").decode().splitlines()
-        assert record[-1] == f"{info}/RECORD,,"
-        # every file but RECORD itself is listed once, with its hash and size
-        listed = sorted(line.split(",")[0] for line in record[:-1])
-        assert listed == sorted(n for n in names if n != f"{info}/RECORD")
-        for line in record[:-1]:
-            path, digest, size = line.split(",")
-            data = z.read(path)
-            assert digest == _record_hash(data) and int(size) == len(data)
-    with pytest.raises(WheelhouseError, match="has no bigassets/gone.json; it is read at run time"):
-        thin_wheel(_assets_wheel(tmp_path), [*KEEP, "bigassets/gone.json"], tmp_path / "out")
+        _record_is_valid(z, info)
+    with pytest.raises(WheelhouseError, match="has no bigassets/gone.json .check THIN"):
+        thin_wheel(_assets_wheel(tmp_path), Thin((*KEEP, "bigassets/gone.json"), ""), tmp_path)
+
+
+def test_a_thinned_wheel_drops_and_replaces_what_thin_says(tmp_path):
+    # envpool's thinning: everything of a package but a folder, one file's text replaced
+    thin = Thin(
+        ("bigassets/*",),
+        "test",
+        drop=("bigassets/mesh/*",),
+        replace={"bigassets/__init__.py": "FAMILIES = ['procgen']\n"},
+    )
+    (tmp_path / "out").mkdir()
+    entry = thin_wheel(_assets_wheel(tmp_path), thin, tmp_path / "out")
+    assert (entry["kept_files"], entry["dropped_files"]) == (2, 1)
+    assert entry["drop"] == ["bigassets/mesh/*"] and entry["replaced"] == ["bigassets/__init__.py"]
+    info = "bigassets-1.0+thin.dist-info"
+    with zipfile.ZipFile(tmp_path / "out" / entry["wheel"]) as z:
+        assert z.read("bigassets/__init__.py") == b"FAMILIES = ['procgen']\n"
+        assert z.read("bigassets/meta/tasks.json") == b'["a"]'
+        assert not any(n.startswith("bigassets/mesh/") for n in z.namelist())
+        _record_is_valid(z, info)
+    stale = [
+        Thin(("bigassets/*",), "", drop=("bigassets/textures/*",)),
+        Thin(("bigassets/meta/*",), "", replace={"bigassets/__init__.py": ""}),
+    ]
+    for thin, missing in zip(stale, ["bigassets/textures/*", "bigassets/__init__.py"], strict=True):
+        with pytest.raises(WheelhouseError, match=f"has no {re.escape(missing)} "):
+            thin_wheel(_assets_wheel(tmp_path), thin, tmp_path / "out")
+
+
+def test_a_stored_wheel_holds_the_same_files_uncompressed(tmp_path):
+    wheel = _assets_wheel(tmp_path)
+    (tmp_path / "out").mkdir()
+    stored = store_wheel(wheel, tmp_path / "out")
+    assert stored.name == wheel.name
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(stored) as b:
+        assert {i.compress_type for i in a.infolist()} == {zipfile.ZIP_DEFLATED}
+        assert a.namelist() == b.namelist()
+        assert all(a.read(n) == b.read(n) for n in a.namelist())
+        assert [i.external_attr for i in a.infolist()] == [i.external_attr for i in b.infolist()]
+        assert {i.compress_type for i in b.infolist()} == {zipfile.ZIP_STORED}
 
 
 def _thinned_house(tmp_path: Path, requires: list[str]) -> Path:
     """Parts holding tinypkg (requiring `requires`) and a thinned bigassets 1.0."""
     (tmp_path / "thin").mkdir()
-    entry = thin_wheel(_assets_wheel(tmp_path), KEEP, tmp_path / "thin")
+    entry = thin_wheel(_assets_wheel(tmp_path), THIN_KEEP, tmp_path / "thin")
     tiny = _tiny_wheel(tmp_path / "tinypkg-0.1-py3-none-any.whl", requires=requires)
     parts = tmp_path / "parts"
     split([tiny, tmp_path / "thin" / entry["wheel"]], parts, 1 << 20, {"install": ["tinypkg"]})
@@ -222,12 +274,13 @@ def test_thinned_projects_keep_what_import_envpool_reads(tmp_path):
     from importlib.metadata import requires
 
     needed = names_in(r.split(";")[0] for r in requires("envpool") + requires("rlsweep"))
-    assert set(THIN) <= needed
-    # The installed wheels hold a file for every kept name and pattern (THIN fits this version)
-    for project, keep in THIN.items():
+    assert set(THIN) <= needed | {"envpool"}
+    # The installed wheels hold a file for every pattern (THIN fits this version)
+    for project, thin in THIN.items():
         files = [str(f) for f in distribution(project).files]
-        assert all(any(thin_keeps(f, (k,)) for f in files) for k in keep), project
-    # ... and `import envpool` opens nothing else of the asset projects.
+        for pattern in (*thin.keep, *thin.drop, *thin.replace):
+            assert any(fnmatch.fnmatchcase(f, pattern) for f in files), (project, pattern)
+    # ... and `import envpool`, whole, opens nothing else of the asset projects.
     trace = (
         "import sys\n"
         "sys.addaudithook(lambda ev, a: ev == 'open' and isinstance(a[0], str) and "
@@ -240,50 +293,68 @@ def test_thinned_projects_keep_what_import_envpool_reads(tmp_path):
     site = Path(distribution("envpool").locate_file(""))
     opened = {Path(line).relative_to(site).as_posix() for line in out.splitlines()}
     data_files = {f for f in opened if "__pycache__" not in f and ".dist-info/" not in f}
-    assert data_files and all(any(thin_keeps(f, k) for k in THIN.values()) for f in data_files)
+    assert data_files and all(any(thin_keeps(f, t) for t in THIN.values()) for f in data_files)
     assert "envpool_assets_mujoco_large/mujoco/myosuite/assets/metadata/myosuite_tasks.json" in (
         data_files
     )
 
 
-def test_procgen_on_the_thinned_assets_and_qt_shows_procgen_0_10_7s_frames(tmp_path):
-    """What the thinned wheels install (THIN's files of the installed envpool-assets and
-    PyQt5-Qt5, with their dist-info), ahead of the full ones on the path: Qt and the sprites
-    load from there, and tests/test_procgen_parity.py's cases replay bit for bit."""
-    site = tmp_path / "site"
-    for project in ("envpool-assets", "pyqt5-qt5"):
-        dist = distribution(project)
+def _thinned_site(site: Path, projects: list[str]) -> None:
+    """What the thinned wheels of `projects` install, from this venv's installed files: THIN's
+    files (texts replaced) with their dist-info."""
+    for project in projects:
+        dist, thin = distribution(project), THIN[project]
         for f in dist.files:
-            if thin_keeps(str(f), THIN[project]) or ".dist-info/" in str(f):
-                dest = site / str(f)
+            name = str(f)
+            if thin_keeps(name, thin) or ".dist-info/" in name:
+                dest = site / name
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(dist.locate_file(f), dest)
+                if name in thin.replace:
+                    dest.write_text(thin.replace[name])
+                else:
+                    shutil.copy2(dist.locate_file(f), dest)
+
+
+def test_procgen_on_the_thinned_set_shows_procgen_0_10_7s_frames(tmp_path):
+    """What the thinned wheels install (envpool, its assets and PyQt5-Qt5), ahead of the full
+    ones on the path: envpool, Qt and the sprites load from there, envpool registers Procgen's
+    games alone, and tests/test_procgen_parity.py's cases replay bit for bit."""
+    site = tmp_path / "site"
+    _thinned_site(site, ["envpool", "envpool-assets", "pyqt5-qt5"])
     env = {**os.environ, "PYTHONPATH": str(site)}
     where = (
-        "import envpool_assets, rlsweep.envs.qt as q; print(envpool_assets.__file__, q.load_qt5())"
+        "import envpool, envpool_assets, rlsweep.envs.qt as q\n"
+        "print(envpool.__file__, envpool_assets.__file__, q.load_qt5())\n"
+        "print(*sorted(envpool.list_all_envs()))\n"
     )
-    out = _run([sys.executable, "-c", where], env=env, cwd=ROOT).split()
-    assert out[0] == str(site / "envpool_assets" / "__init__.py"), out
-    assert out[1] == f"wheel:{site / 'PyQt5' / 'Qt5' / 'lib'}", out
+    lines = _run([sys.executable, "-c", where], env=env, cwd=ROOT).splitlines()
+    out = lines[-2].split()
+    assert out[0] == str(site / "envpool" / "__init__.py"), out
+    assert out[1] == str(site / "envpool_assets" / "__init__.py"), out
+    assert out[2] == f"wheel:{site / 'PyQt5' / 'Qt5' / 'lib'}", out
+    procgen_ids = {task_id(g, mode) for g in GAMES for mode in modes_for(g)}
+    assert set(lines[-1].split()) == procgen_ids, lines[-1]
     parity = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x"]
     _run([*parity, str(ROOT / "tests" / "test_procgen_parity.py")], env=env, cwd=ROOT)
 
 
 FAKE_PIP = """
-import pathlib, shutil, sys
+import pathlib, shutil, sys, zipfile
 args = sys.argv[1:]
 dest = pathlib.Path(args[args.index("--wheel-dir" if args[0] == "wheel" else "--dest") + 1])
 names = ["rlsweep-0.1.0"] if args[0] == "wheel" else [
     "ray-2.60.0", "torch-2.13.0", "envpool-1.2.5", "envpool_assets-0.3.0"]
 for n in names:
-    (dest / f"{n}-py3-none-any.whl").write_bytes(n.encode())
+    with zipfile.ZipFile(dest / f"{n}-py3-none-any.whl", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(n.split("-")[0] + "/__init__.py", n * 100)
 if args[0] == "download":
     shutil.copy(ASSETS, dest)
 """
 
 
 def test_build_leaves_out_excluded_projects_and_thins_the_listed_ones(tmp_path):
-    # `pip` stands in for the index (the filtering, the thinning and the manifest are tested).
+    # `pip` stands in for the index (the filtering, the thinning, the storing and the manifest
+    # are tested).
     fake = tmp_path / "fake_pip.py"
     fake.write_text(f"ASSETS = {str(_assets_wheel(tmp_path))!r}\n" + FAKE_PIP)
     (tmp_path / "pyproject.toml").write_text('[project]\ndependencies = ["ray", "torch"]\n')
@@ -295,7 +366,8 @@ def test_build_leaves_out_excluded_projects_and_thins_the_listed_ones(tmp_path):
         {"torch"},
         tmp_path,
         pip=(sys.executable, str(fake)),
-        thin={"BigAssets": KEEP},
+        thin={"BigAssets": THIN_KEEP},
+        preset=0,
     )
     assert [f["name"] for f in m["files"]] == [
         "bigassets-1.0+thin-py3-none-any.whl",
@@ -306,9 +378,14 @@ def test_build_leaves_out_excluded_projects_and_thins_the_listed_ones(tmp_path):
     ]
     assert m["excluded"] == ["torch"]
     [thinned] = m["thinned"]
-    assert thinned["from"] == "bigassets-1.0-py3-none-any.whl" and thinned["kept"] == KEEP
-    assert "THIN in rlsweep/node/wheelhouse.py" in thinned["why"]
+    assert thinned["from"] == "bigassets-1.0-py3-none-any.whl" and thinned["keep"] == KEEP
+    assert thinned["why"] == THIN_KEEP.why
     assert (tmp_path / "out" / "wheelhouse.py").exists()
+    wheels = join(tmp_path / "out", tmp_path / "joined")  # shipped stored, in one xz stream
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}, wheel.name
+    assert (tmp_path / "out" / m["parts"][0]["name"]).read_bytes()[:6] == b"\xfd7zXZ\x00"
 
 
 def test_thin_accepts_only_known_projects(capsys):
@@ -331,6 +408,12 @@ assert obs.shape == env.observation_space.shape and obs.any(), obs.shape
 import envpool, rlsweep.envs.qt, rlsweep.trial.trainable, torch
 print(envpool.__file__, rlsweep.trial.trainable.__file__, torch.__file__, sep="\\n")
 print(rlsweep.envs.qt.load_qt5())
+"""
+RAY_CHECK = """
+import ray
+ray.init(num_cpus=1, include_dashboard=False)  # Ray thinned: no jar, so no Java workers
+assert ray.get(ray.remote(lambda: 41).remote()) + 1 == 42
+ray.shutdown()
 """
 
 
@@ -389,12 +472,13 @@ def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tm
     """The README's offline install, end to end, for this machine's Python and platform.
 
     Online (this machine's index): `python -m rlsweep.node.wheelhouse build` with the default
-    excludes and thinning, pinned to this venv's `pip freeze`; meanwhile a fresh venv gets this
-    venv's torch (the CPU build; a node brings its own). Offline (no network, no pip
+    excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`; meanwhile a fresh
+    venv gets this venv's torch (the CPU build; a node brings its own). Offline (no network, no pip
     configuration): the copied, stdlib-only `wheelhouse.py install` into that venv (pip's
     resolver, `--no-index`); then a subprocess of that venv alone (`python -I`, outside the
     checkout) makes and steps a Procgen env through rlsweep.envs.vector_env (Qt from the PyQt5-Qt5
-    wheel) and imports rlsweep.trial.trainable, and `pip check` is clean.
+    wheel) and imports rlsweep.trial.trainable, and `pip check` is clean. Ray, thinned, starts
+    and runs a task (with the network: it listens on 127.0.0.1, which the namespace lacks).
 
     Cost: ~470 MiB of wheels and a ~180 MiB torch wheel downloaded (about half a minute here),
     ~2 GiB installed without byte-compiling, then a cold import of Ray and torch: about 80 s of
@@ -410,6 +494,7 @@ def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tm
         build_cmd = [sys.executable, "-m", "rlsweep.node.wheelhouse", "build", "--platform", plat]
         build_cmd += ["--python", f"{sys.version_info.major}.{sys.version_info.minor}"]
         build_cmd += ["--part-mb", "62", "--constraints", str(pins), "--project", str(ROOT)]
+        build_cmd += ["--xz-preset", "0"]  # 9's ratio costs minutes here; the format is one
         _run([*build_cmd, "--out", str(house)])
         py = node.result()
 
@@ -418,6 +503,7 @@ def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tm
     install_cmd = [py, str(house / "wheelhouse.py"), "install", str(house)]
     _run([*prefix, *install_cmd, "--", "-q", "--no-compile"], **offline)
     out = _run([*prefix, py, "-I", "-c", OFFLINE_CHECK], **offline).splitlines()
+    _run([py, "-I", "-c", RAY_CHECK], **offline)  # outside the namespace: Ray needs loopback
     envpool_file, trainable_file, torch_file, qt = out[-4:]
     node_dir = Path(py).parents[1].resolve()
     for f in (envpool_file, trainable_file, torch_file):
