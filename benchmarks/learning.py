@@ -10,7 +10,14 @@
 With `--baseline NAME` both arms run baselines/NAME.yaml's setting (the reference loop through
 `PPOArgs.of_trial`: lars12llt's gap framestack, wide pooled IMPALA-CNN, KL penalty and lr
 schedule too); `--plain-only` runs the reference loop alone, to set beside a study's trials of
-that baseline (issue 38's check of a result that contradicts LOGS.md).
+that baseline (issue 38's check of a result that contradicts LOGS.md). Where a machine is held
+for less than the run takes (a GPU sitting's 10-minute call), `--state DIR --time-limit SECONDS`
+(counted from the script's start, after its imports) keeps each seed's run in DIR and stops it
+in time, exit code 3 as `rlsweep`'s; the same command again goes on from there (`run_plain`):
+
+    python benchmarks/learning.py --baseline lars12llt --game bigfish --seeds 0 --budget 4e6 \
+        --eval-every 63 --eval-episodes 32 --device cuda --plain-only \
+        --state carried-plain --time-limit 540      # again, until it exits 0
 
 The same game, seeds and budget run (a) as rlsweep trials through `run_sweep` (RLlib, Tune, the
 cobbe2019 baseline: train-procgen's PPO) and (b) by `benchmarks/plain_ppo.py` (CleanRL's loop,
@@ -54,6 +61,7 @@ from throughput import PEER_MALLOC_CONF, find_jemalloc
 
 from rlsweep import metrics as M
 from rlsweep.envs import procgen
+from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, IterationClock
 from rlsweep.results import stats
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.spec import load_baseline
@@ -99,30 +107,89 @@ def run_rlsweep(
     return {int(s): g[cols].to_dict("records") for s, g in fresh.groupby("seed")}
 
 
-def run_plain(game: str, seed: int, budget: int, args) -> list[dict]:
-    """The reference loop in the baseline's setting (`PPOArgs.of_trial`), evaluated like an
-    rlsweep trial of it (same evaluator and env streams)."""
-    trial = TrialConfig(
+def plain_trial(args, game: str, seed: int) -> TrialConfig:
+    """The baseline's setting as an rlsweep trial of it would have it (the reference loop reads
+    it through `PPOArgs.of_trial`, and is evaluated on that trial's evaluation envs)."""
+    return TrialConfig(
         **load_baseline(args.baseline),
         game=game,
         distribution_mode="easy",
         eval_episodes=args.eval_episodes,
         seed=seed,
     )
+
+
+def run_plain(
+    trial: TrialConfig,
+    budget: int,
+    args,
+    deadline: float | None = None,
+    state: Path | None = None,
+) -> list[dict] | None:
+    """The reference loop in `trial`'s setting, evaluated like the rlsweep trial (same evaluator
+    and env streams) every `args.eval_every` iterations and at the end: its evaluations' rows.
+
+    With `state` (a file), the run keeps what it learned and drew there (`PlainPPO.state_dict`,
+    the rows, the evaluator's RNG): at its end; before an evaluation that may outlast `deadline`
+    (`time.monotonic()`), or one not timed yet in this process; and where its next iteration
+    and that save (priced as an rlsweep trial prices them, `IterationClock`) would not end
+    before `deadline`, where it stops and returns None. Run again, it goes on from the state
+    (its envs start again); a run that ended returns its rows at once."""
+    run = {"baseline": args.baseline, "game": trial.game, "seed": trial.seed, "budget": budget}
+    saved = torch.load(state, weights_only=False) if state and state.exists() else None
+    if saved and saved["run"] != run:
+        raise SystemExit(f"{state}: the state of another run ({saved['run']}), not of {run}")
+    if saved and saved["done"]:
+        return saved["rows"]
     ppo = PlainPPO(PPOArgs.of_trial(trial, num_threads=args.threads, device=args.device))
     evals = evaluation_envs(trial)  # the evaluation envs an rlsweep trial of it gets
-    policy = sampling_policy(lambda obs: ppo.net(obs.to(args.device))[0].cpu(), seed=seed)
+    policy = sampling_policy(lambda obs: ppo.net(obs.to(args.device))[0].cpu(), seed=trial.seed)
     rows, iteration = [], 0
+    if saved:
+        ppo.load_state_dict(saved["ppo"])
+        policy.generator.set_state(saved["eval_generator"])
+        rows, iteration = saved["rows"], saved["iteration"]
+        print(f"  plain seed {trial.seed}: resumed at {ppo.env_steps:,} env steps", flush=True)
+    steps_at_most = len(evals) * procgen.max_episode_steps(trial.game, trial.distribution_mode)
+    clock = IterationClock(steps_at_most)
+
+    def save(done: bool) -> None:
+        t0 = time.monotonic()
+        out = {"run": run, "done": done, "iteration": iteration, "rows": rows}
+        out |= {"ppo": ppo.state_dict(), "eval_generator": policy.generator.get_state()}
+        torch.save(out, state.with_suffix(".tmp"))
+        os.replace(state.with_suffix(".tmp"), state)  # a kill mid-write leaves the last one
+        clock.saved(time.monotonic() - t0)
+
     try:
         while ppo.env_steps < budget:
+            evaluates = (iteration + 1) % args.eval_every == 0 or (
+                ppo.env_steps + ppo.args.batch_size >= budget
+            )
+            if state and deadline is not None:
+                # An evaluation not timed yet: the iteration without it, at least.
+                next_s = clock.next_s(evaluates) or clock.next_s(False)
+                if next_s is not None and time.monotonic() + next_s > deadline:
+                    save(done=False)
+                    return None
+                worst = clock.next_s(evaluates, worst=True)
+                if evaluates and (worst is None or time.monotonic() + worst > deadline):
+                    save(done=False)  # the evaluation goes ahead from a saved state
+            t0 = time.monotonic()
             ppo.train_iteration()
+            clock.trained(time.monotonic() - t0)
             iteration += 1
             if iteration % args.eval_every == 0 or ppo.env_steps >= budget:
-                row = {M.ENV_STEPS: ppo.env_steps}
+                row, t0, steps = {M.ENV_STEPS: ppo.env_steps}, time.monotonic(), 0
                 for split, env in evals.items():
-                    row[f"{split}/return"] = evaluate(policy, env).mean_return
+                    ev = evaluate(policy, env)
+                    row[f"{split}/return"] = ev.mean_return
+                    steps += ev.env_steps // env.num_envs
+                clock.evaluated(time.monotonic() - t0, steps)
                 rows.append(row)
-                print(f"  plain seed {seed}: {row}", flush=True)
+                print(f"  plain seed {trial.seed}: {row}", flush=True)
+        if state:
+            save(done=True)
     finally:
         ppo.close()
         for env in evals.values():
@@ -183,6 +250,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int, default=64, help="episodes per split")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks"))
     parser.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="with --plain-only and --state: stop in time, saving the state; run again to go on",
+    )
+    parser.add_argument(
+        "--state", type=Path, help="with --plain-only: keep each seed's run here to resume it"
+    )
+    parser.add_argument(
         "--precision",
         choices=("tf32", "bf16"),
         help="compare rlsweep in this precision with rlsweep in fp32 (no reference loop)",
@@ -195,6 +271,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if sum(map(bool, (args.precision, args.overlap, args.plain_only))) > 1:
         parser.error("--precision, --overlap, --plain-only: one comparison at a time")
+    if (args.time_limit or args.state) and not args.plain_only:
+        parser.error("--time-limit and --state: with --plain-only (rlsweep's arm: rlsweep resume)")
+    if args.time_limit and not args.state:
+        parser.error("--time-limit needs --state, where a stopped run is kept")
     budget = int(args.budget)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -204,6 +284,7 @@ def main(argv: list[str] | None = None) -> None:
         flush=True,
     )
     t0 = time.monotonic()
+    deadline = t0 + args.time_limit if args.time_limit else None
     first = (
         "rlsweep, fp32"
         if args.precision
@@ -221,7 +302,17 @@ def main(argv: list[str] | None = None) -> None:
         curves[other] = run_rlsweep(args.game, args.seeds, budget, args, overlap=True)
     else:
         other = "reference (plain_ppo.py)"
-        curves[other] = {s: run_plain(args.game, s, budget, args) for s in args.seeds}
+        curves[other] = {}
+        for seed in args.seeds:
+            name = f"plain_{args.baseline}_{args.game}_seed{seed}_{budget}.pt"
+            state = args.state.resolve() / name if args.state else None
+            if state:
+                state.parent.mkdir(parents=True, exist_ok=True)
+            rows = run_plain(plain_trial(args, args.game, seed), budget, args, deadline, state)
+            if rows is None:
+                print(f"stopped by --time-limit: run the same command again to go on ({state})")
+                sys.exit(EXIT_TIME_LIMIT)
+            curves[other][seed] = rows
     t2 = time.monotonic()
 
     print(f"\nfinal scores at {budget:,} env steps (raw return; normalized in brackets)")

@@ -428,6 +428,33 @@ class PlainPPO:
     def close(self) -> None:
         self.env.close()
 
+    def state_dict(self) -> dict:
+        """What the loop learned and drew so far: the network, Adam, the adapted KL
+        coefficient, the reward normalizer's running statistics and every RNG. A loop given it
+        (`load_state_dict`) goes on as this one would, but for its envs, which start again."""
+        n = self.normalizer
+        return {
+            "net": self.net.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "kl_coeff": self.kl_coeff,
+            "env_steps": self.env_steps,
+            "normalizer": (n.mean, n.var, n.count),
+            "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.net.load_state_dict(state["net"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.kl_coeff, self.env_steps = state["kl_coeff"], state["env_steps"]
+        n = self.normalizer
+        n.mean, n.var, n.count = state["normalizer"]  # each env's running return restarts
+        self.generator.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None:
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+
     def observe(self, frames: np.ndarray, r: Rollout) -> np.ndarray:
         """The policy's observation of the frames the rollout's last step returned."""
         return self.stack(frames, r.started(len(r.actions) - 1))

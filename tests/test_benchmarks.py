@@ -1,7 +1,8 @@
 """benchmarks/throughput.py's statistics: the ratio's interval, the verdict read from it, the
 ratio's split into the share of the machine and the work per step, and the side-by-side mode's
 common window and core pinning; benchmarks/gpu.py's record, written stage by stage;
-benchmarks/plan_costs.py's figures from its measurements."""
+benchmarks/plan_costs.py's figures from its measurements; benchmarks/learning.py's reference arm
+stopped by its time limit and resumed."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from plan_costs import SHAPES, costs, parts  # noqa: E402
@@ -177,3 +180,67 @@ def test_plan_costs_parts_solve_the_shapes_and_scale_to_the_sweep():
         {k: v * factor for k, v in known.items()}
         | {"eval_steps_per_cpu_s": 4 * 64_000 / 80, "trial_start_s": 30.0, "ray_start_s": 8.0}
     )
+
+
+# --- benchmarks/learning.py: the reference arm, stopped in time and resumed ---------------------
+def _tiny_lars12llt(seed: int = 0):
+    from rlsweep.spec.config import TrialConfig
+    from rlsweep.spec.spec import load_baseline
+
+    small = {
+        "num_envs_per_env_runner": 4,
+        "rollout_length": 16,
+        "train_batch_size": 64,
+        "minibatch_size": 32,
+        "num_epochs": 1,
+    }
+    base = {**load_baseline("lars12llt"), **small}
+    return TrialConfig(**base, game="bigfish", eval_episodes=2, seed=seed)
+
+
+def test_the_reference_arm_stops_in_time_saves_and_goes_on_to_its_end(tmp_path):
+    # learning.py --plain-only --time-limit S --state DIR: where the next iteration would not
+    # end before the limit, the run saves what it learned and drew, and stops; run again, it
+    # goes on from there to the budget, with every evaluation an uninterrupted run makes.
+    from types import SimpleNamespace
+
+    from learning import run_plain
+
+    args = SimpleNamespace(baseline="lars12llt", threads=1, device="cpu", eval_every=2)
+    budget, state = 6 * 64, tmp_path / "plain.pt"
+    whole = run_plain(_tiny_lars12llt(), budget, args)
+    assert len(whole) == 3  # iterations 2, 4, 6
+    assert (
+        run_plain(_tiny_lars12llt(), budget, args, deadline=time.monotonic(), state=state) is None
+    )
+    saved = torch.load(state, weights_only=False)
+    assert (saved["done"], saved["iteration"], saved["rows"]) == (False, 1, [])
+    assert saved["ppo"]["env_steps"] >= 64 and saved["run"]["seed"] == 0
+    resumed = run_plain(_tiny_lars12llt(), budget, args, deadline=None, state=state)
+    assert len(resumed) == 3 and resumed[-1]["env_steps"] >= budget
+    assert [r["env_steps"] // 64 for r in resumed] == [r["env_steps"] // 64 for r in whole]
+    assert torch.load(state, weights_only=False)["done"]
+    assert run_plain(_tiny_lars12llt(), budget, args, state=state) == resumed  # ended: at once
+    with pytest.raises(SystemExit, match="the state of another run"):
+        run_plain(_tiny_lars12llt(seed=1), budget, args, state=state)
+
+
+def test_a_reference_loop_given_anothers_state_holds_what_it_learned_and_drew():
+    from plain_ppo import PlainPPO, PPOArgs
+
+    args = PPOArgs.of_trial(_tiny_lars12llt(), num_threads=1)
+    a = PlainPPO(args)
+    a.train_iteration()
+    b = PlainPPO(args)
+    try:
+        b.load_state_dict(a.state_dict())
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sb["kl_coeff"] == sa["kl_coeff"] != args.kl_coeff  # adapted after one update
+        assert sb["env_steps"] == sa["env_steps"] > 0 and sb["normalizer"] == sa["normalizer"]
+        assert all(torch.equal(sa["net"][k], v) for k, v in sb["net"].items())
+        steps = [s["step"] for s in sa["optimizer"]["state"].values()]
+        assert [s["step"] for s in sb["optimizer"]["state"].values()] == steps != []
+        assert torch.equal(b.generator.get_state(), a.generator.get_state())
+    finally:
+        a.close()
+        b.close()
