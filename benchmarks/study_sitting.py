@@ -4,6 +4,7 @@ and pack it for the next sitting.
 
     python3 benchmarks/study_sitting.py NAME --minutes 9.5 [--carried DIR] [--smoke]
         [--wheelhouse DIR | --no-install] [--syslibs DIR] [-- ABLATE ARGS]
+    python benchmarks/study_sitting.py NAME --take-back RETURNED [--carried DIR]   # here, after
 
 Stdlib only until the install: it runs with the node's own Python (and its torch). Stages,
 every one's output in OUT/sitting.log (OUT: $OUT, else results/sittings/), summed up in
@@ -25,16 +26,23 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
 
 Exit code: rlsweep's (0 finished, 3 stopped by the time limit: resume next sitting), or the
 first failed stage's. The study's notes: results/<study>/STATUS.md.
+
+`--take-back RETURNED`, here with rlsweep installed, on what a sitting's OUT brought back
+(`take_back`): its `carry/` becomes `--carried` for the next sitting, once every part has
+unpacked whole (the one before kept as `<carried>.prev`), and its report and sitting.json go to
+the study's folder in `--storage`, to commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,19 +97,58 @@ def came_back(out: Path) -> dict:
     return {"files": len(files), "mib": round(size / 2**20, 1), "fits": ok}
 
 
+def take_back(returned: Path, carried: Path, storage: Path) -> Path:
+    """After a sitting, here: the parts it packed (`returned`/carry) replace `carried`, the
+    next sitting's, once they unpack whole (checksums and all; the old ones kept beside as
+    `<carried>.prev`); the report it wrote before packing replaces `storage`/<experiment>/report,
+    and its sitting.json is kept there as sittings/NNN.json. Returns that study folder."""
+    new = carried.with_name(carried.name + ".new")
+    shutil.rmtree(new, ignore_errors=True)
+    shutil.copytree(returned / "carry", new)
+    with tempfile.TemporaryDirectory() as tmp:
+        unpack = [sys.executable, "-m", "rlsweep.cli", "unpack", str(new), "--dest", tmp]
+        subprocess.run(unpack, check=True, capture_output=True, text=True)
+        [exp] = Path(tmp).iterdir()
+        study = storage / exp.name
+        shutil.rmtree(study / "report", ignore_errors=True)
+        shutil.copytree(exp / "report", study / "report")
+    sittings = study / "sittings"
+    sittings.mkdir(exist_ok=True)
+    number = 1 + sum(1 for _ in sittings.glob("*.json"))
+    shutil.copy(returned / "sitting.json", sittings / f"{number:03d}.json")
+    prev = carried.with_name(carried.name + ".prev")
+    shutil.rmtree(prev, ignore_errors=True)
+    if carried.exists():
+        carried.rename(prev)
+    new.rename(carried)
+    return study
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("name", help="the study (or ablation): pooling-bigfish, or a YAML path")
-    p.add_argument("--minutes", type=float, required=True, help="this sitting's wall time")
+    p.add_argument("--minutes", type=float, help="this sitting's wall time")
     p.add_argument("--carried", type=Path, help="the parts the last sitting packed")
     p.add_argument("--smoke", action="store_true", help="the study's smoke: run on a CPU")
     p.add_argument("--storage", type=Path, default=REPO / "results", help="%(default)s")
     p.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse", help="%(default)s")
     p.add_argument("--no-install", action="store_true", help="use this Python's environment")
     p.add_argument("--syslibs", type=Path, default=REPO / "syslibs", help="%(default)s")
+    p.add_argument(
+        "--take-back", type=Path, metavar="RETURNED", help="here: keep what a sitting's OUT brought"
+    )
     argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:cut])
+    if args.take_back:
+        carried = args.carried or REPO / "carried"
+        study = take_back(args.take_back, carried, args.storage)
+        parts = json.loads((carried / "manifest.json").read_text())["parts"]
+        print(f"{carried}: {len(parts)} parts for the next sitting ({carried}.prev: the last)")
+        print(f"{study}: report/ and sittings/ updated; say where it stands in STATUS.md")
+        return 0
+    if args.minutes is None:
+        p.error("--minutes: required for a sitting")
     args.ablate_args = argv[cut + 1 :]  # more `rlsweep ablate` arguments, after --
     deadline = time.monotonic() + args.minutes * 60
     out = gpu_check.out_dir(REPO / "results" / "sittings")

@@ -1,6 +1,7 @@
 """benchmarks/study_sitting.py: the pooling study's smoke through two sittings, on the CPU path
 (`--no-install`, real RLlib on real bigfish): the first runs it and packs it into $OUT, the next
-takes the parts up at another path as a fresh node would, resumes and packs it again."""
+takes the parts up at another path as a fresh node would, resumes and packs it again; after
+each, `--take-back` keeps the parts for the next sitting and the report to commit."""
 
 import json
 import os
@@ -13,6 +14,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SITTING = REPO / "benchmarks" / "study_sitting.py"
+
+
+def _take_back(tmp_path: Path, out: str) -> Path:
+    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--take-back", str(tmp_path / out)]
+    argv += ["--carried", str(tmp_path / "carried"), "--storage", str(tmp_path / "repo")]
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    return tmp_path / "repo" / "study-pooling-bigfish-smoke"
 
 
 def _sitting(tmp_path: Path, out: str, storage: str, *more: str) -> dict:
@@ -44,8 +53,16 @@ def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
     report = (table.parent / "report.md").read_text()  # its metric is a raw return: so are
     assert "Raw returns (`train/return`, `test/return`)" in report  # its curves
 
+    # Here: the parts kept for the next sitting, the report and the sitting's summary to commit.
+    study = _take_back(tmp_path, "out1")
+    carried = tmp_path / "carried"
+    assert sorted(p.name for p in carried.iterdir()) == sorted(
+        p.name for p in (tmp_path / "out1" / "carry").iterdir()
+    )
+    assert (study / "report" / "ablation.md").read_text() == text
+    assert json.loads((study / "sittings" / "001.json").read_text())["sweep_rc"] == 0
+
     # The next node: the parts carried in, the experiment dir restored at another path.
-    carried = tmp_path / "out1" / "carry"
     manifest = json.loads((carried / "manifest.json").read_text())
     assert len(manifest["checkpoints_left_out"]) == 3  # every trial ended: none is needed
     second = _sitting(tmp_path, "out2", "node2", "--carried", str(carried))
@@ -61,3 +78,12 @@ def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
         names = tar.getnames()
     assert any(n.endswith("/progress.csv") for n in names)
     assert not [n for n in names if "/checkpoint_" in n]
+    _take_back(tmp_path, "out2")
+    assert (tmp_path / "carried.prev" / "manifest.json").read_bytes() == (
+        tmp_path / "out1" / "carry" / "manifest.json"
+    ).read_bytes()  # the last sitting's, until the next one's unpacked whole
+    assert (
+        json.loads((carried / "manifest.json").read_text())["parts"]
+        == json.loads((tmp_path / "out2" / "carry" / "manifest.json").read_text())["parts"]
+    )
+    assert [p.name for p in sorted((study / "sittings").iterdir())] == ["001.json", "002.json"]

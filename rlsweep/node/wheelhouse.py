@@ -10,10 +10,10 @@ downloads rlsweep's wheel and every dependency's for that Python and platform (`
 default, and every name in `--have`, e.g. the node's `pip freeze`), thins the wheels of projects
 of which a Procgen sweep reads a small part (`--thin`: envpool, its assets, Qt's runtime and Ray
 by default, see THIN), stores every wheel uncompressed in one tar compressed with xz (across the
-wheels: XZ_PRESET) cut into parts of at most `--part-mb` MiB,
-and writes `manifest.json` (sha256 of every part, of the whole archive and of
-every wheel, and what was thinned) and a copy of this file beside them. Carry the folder over
-in as many transfers as its parts need; on the node (stdlib only, no rlsweep needed):
+wheels: XZ_PRESET) cut into parts of at most `--part-mb` MiB, and writes `manifest.json` (sha256
+of every part, of the whole archive and of every wheel, and what was thinned) and a copy of this
+file beside them. Carry the folder over in as many transfers as its parts need; on the node
+(stdlib only, no rlsweep needed):
 
     python3 wheelhouse.py install wheelhouse          # join, verify, pip install --no-index
 
@@ -67,7 +67,7 @@ class Thin:
     """Kept files whose text the thinned wheel replaces."""
 
 
-_ASSETS_WHY = "envpool requires it; import envpool reads the files kept"
+_ASSETS_WHY = "envpool requires it; the full import envpool reads the files kept"
 _MYOSUITE_METADATA = "envpool_assets_mujoco_large/mujoco/myosuite/assets/metadata/"
 _QT_LIB = "PyQt5/Qt5/lib/"
 THIN: dict[str, Thin] = {
@@ -89,7 +89,7 @@ THIN: dict[str, Thin] = {
             "envpool_assets/atari/roms/*",
             "envpool_assets/vizdoom/maps/*",
         ),
-        _ASSETS_WHY + "; Procgen its sprites",
+        "envpool requires it; Procgen reads its sprites, the full import envpool lists the rest",
     ),
     "pyqt5-qt5": Thin(
         (
@@ -127,7 +127,7 @@ asset projects (most of a wheelhouse's size): its Procgen reads only `envpool_as
 and the full `import envpool` registers every family, which reads two MyoSuite metadata files,
 lists the Atari ROMs and the VizDoom maps and looks the MuJoCo packages up (`find_spec`): the
 asset wheels keep those, so they fit envpool thinned or whole. Thinned, envpool keeps Procgen's
-family (one of 16 extension modules, 7 of its 160 MB) and registers Procgen's games alone. Procgen
+family (one of 16 extension modules: 7 of its 146 MiB) and registers Procgen's games alone. Procgen
 decodes its PNG sprites with QtGui's built-in reader; without the Qt wheel's image-format plugins,
 which Qt loads when it finds them, its frames stay bit-identical to procgen 0.10.7
 (tests/test_procgen_parity.py, run on the thinned set by tests/test_wheelhouse.py)."""
