@@ -87,7 +87,7 @@ def test_the_run_record_reads_back(tmp_path):
 
 def test_each_start_of_the_driver_is_recorded_with_how_it_ended(tmp_path):
     """runs.jsonl: a start and its end per driver; a driver killed leaves its start alone, and
-    a line cut short by the kill is skipped."""
+    a line cut short by the kill is skipped; a `run` starts the record afresh."""
     experiment = str(tmp_path / "rec")
     assert runs(experiment) == []
     machine = {"nodes": 1, "cpus": 16, "gpus": 1, "gpu_types": ["H100"], "cpu_model": "EPYC"}
@@ -108,6 +108,11 @@ def test_each_start_of_the_driver_is_recorded_with_how_it_ended(tmp_path):
     assert first["git_commit"] == git_commit() and first["at"] <= first["ended_at"]
     assert "outcome" not in killed and "wall_s" not in killed and killed["plan"] is None
     assert (last["command"], last["outcome"], last["wall_s"]) == ("resume", "ended", 12.0)
+    # A `run` in a dir that holds no sweep, where a driver killed before it wrote sweep.yaml
+    # left its start: the record starts afresh, with this run alone.
+    record_start(experiment, "run", machine=machine, time_limit_s=None)
+    [fresh] = runs(experiment)
+    assert fresh["command"] == "run" and fresh["time_limit_s"] is None
 
 
 def test_files_at_a_uri(s3_server):

@@ -175,7 +175,8 @@ def record_start(
     """A RUNS_FILE line for the driver's start: `command` (run, resume), when, the host and
     rlsweep's commit, `machine` (what Ray offers the trials: `session.machine_record`), the time
     limit and the sweep's plan there (`Plan.record`; a report sets the first one's beside the
-    real wall time)."""
+    real wall time). `run` starts the record afresh: what a dir holds before it is no sweep's
+    (a driver killed before it wrote SWEEP_FILE left its start line; `run` refuses a sweep)."""
     line = {
         "event": "start",
         "at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -186,7 +187,8 @@ def record_start(
         "time_limit_s": time_limit_s,
         "plan": dict(plan) if plan else None,
     }
-    append_text(experiment, RUNS_FILE, json.dumps(line) + "\n")
+    write = write_text if command == "run" else append_text
+    write(experiment, RUNS_FILE, json.dumps(line) + "\n")
 
 
 def record_end(experiment: str, outcome: str, wall_s: float) -> None:
