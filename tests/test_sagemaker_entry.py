@@ -209,6 +209,44 @@ def test_a_jobs_sweep_stops_itself_inside_its_time_limit_and_says_how_to_go_on(
     assert "rlsweep resume" not in failure  # a SageMaker job goes on by a new job
 
 
+def test_a_restarted_spot_job_counts_its_time_limit_over_its_attempts(tmp_path, monkeypatch):
+    """A managed spot job restarted after an interruption keeps its checkpoint dir: the job
+    clock there says how long the head ran before, and the sweep gets the limit less that; a
+    clock of another job (a new job on the same checkpoint URI) counts nothing. The clock is
+    written while the sweep runs and at its end."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / entry.JOB_CLOCK).write_text('{"job": "pool-spot-1", "run_s": 1200.0}\n')
+    monkeypatch.setenv("TRAINING_JOB_NAME", "pool-spot-1")
+    monkeypatch.setattr(entry, "CLOCK_EVERY_S", 0.05)
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def run(spec, *, address, storage, trainable, time_limit):
+        seen["time_limit"] = time_limit
+        time.sleep(0.3)  # the clock ticks meanwhile
+        seen["ticked"] = json.loads((ckpt / entry.JOB_CLOCK).read_text())["run_s"]
+        raise Stop
+
+    monkeypatch.setattr(entry, "run", run)
+    argv = ["--spec", "sm.yaml", "--time_limit", "3300", "--checkpoint-dir", str(ckpt)]
+    args = entry.parse_args(argv)
+    args.started, args.trainable_fn = time.monotonic() - 60, None  # the bootstrap took 60 s
+    with pytest.raises(Stop):
+        entry.sweep(args, None, None, {})
+    assert 3300 - 1260 - 2 < seen["time_limit"] <= 3300 - 1260
+    assert seen["ticked"] >= 1260.2
+    final = json.loads((ckpt / entry.JOB_CLOCK).read_text())
+    assert final["job"] == "pool-spot-1" and final["run_s"] >= 1260.3
+    monkeypatch.setenv("TRAINING_JOB_NAME", "pool-spot-2")  # a new job: its own max_run
+    args.started = time.monotonic()
+    with pytest.raises(Stop):
+        entry.sweep(args, None, None, {})
+    assert 3300 - 2 < seen["time_limit"] <= 3300
+
+
 # --- the bootstrap: two "hosts" on 127.0.0.1 ----------------------------------------------------
 def _tagged_pids(tag: str) -> list[int]:
     """Processes whose environment carries `tag` (everything the two entry processes started:

@@ -8,7 +8,8 @@ host reads the same file and arguments, so all agree on the head without talking
 
 - head: `ray start --head` on its own address, waits until every host's node has joined, runs
   the sweep stored in the checkpoint dir (SageMaker syncs it to S3 and restores it when a spot
-  job restarts) within `--time-limit` (the request's max_run less a margin: the trials
+  job restarts) within `--time-limit` (the request's max_run less a margin, counted over the
+  job's attempts, JOB_CLOCK: the trials
   checkpoint and stop before SageMaker would kill them, exit code 3, how to go on in the job's
   failure reason), writes summary.json and trials.csv into the model dir, stops its node.
 - the others: wait for the head's port, `ray start --address head:port`, and stop their node
@@ -303,6 +304,70 @@ def load_trainable(path: str | None):
     return getattr(importlib.import_module(module), attr)
 
 
+JOB_CLOCK = ".rlsweep-job-clock.json"
+"""In the checkpoint dir, which SageMaker keeps over a managed spot job's attempts: how long
+this job's head has run in them, by job name. The time limit is counted over all of them, so a
+restarted attempt stops its sweep before max_run, should SageMaker count max_run over the
+attempts (if it counts each attempt alone, the sweep stops early and the next job goes on)."""
+CLOCK_EVERY_S = 30.0
+"""How often the job clock is written: an attempt ended without warning loses at most this."""
+
+
+class JobClock:
+    """The seconds this training job's head has run: in its attempts before this one
+    (`before`, from `directory`/JOB_CLOCK where it names this job) and in this one, since
+    `started` (time.monotonic())."""
+
+    def __init__(self, directory: Path, job: str, started: float) -> None:
+        self.path, self.job, self.started = directory / JOB_CLOCK, job, started
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        self.before = float(data.get("run_s", 0.0)) if data.get("job") == job else 0.0
+
+    def run_s(self) -> float:
+        return self.before + time.monotonic() - self.started
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"job": self.job, "run_s": round(self.run_s(), 1)}) + "\n")
+        os.replace(tmp, self.path)
+
+    @contextlib.contextmanager
+    def ticking(self):
+        """Write the clock every CLOCK_EVERY_S while the block runs, and once at its end."""
+        import threading
+
+        stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(CLOCK_EVERY_S):
+                self.write()
+
+        thread = threading.Thread(target=tick, name="rlsweep-job-clock", daemon=True)
+        self.write()
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+            self.write()
+
+
+def job_name() -> str:
+    """This training job's name (SageMaker's TRAINING_JOB_NAME, or SM_TRAINING_ENV's); "" outside
+    a job."""
+    if name := os.environ.get("TRAINING_JOB_NAME"):
+        return name
+    try:
+        return str(json.loads(os.environ.get("SM_TRAINING_ENV", "{}")).get("job_name") or "")
+    except ValueError:
+        return ""
+
+
 def run(spec, *, address: str, storage: str, trainable=None, time_limit: float | None = None):
     """The job's sweep: the one call site that runs it. A spot job restarted after an
     interruption finds its sweep in the restored checkpoint dir and resumes it."""
@@ -315,18 +380,22 @@ def run(spec, *, address: str, storage: str, trainable=None, time_limit: float |
 
 def sweep(args: argparse.Namespace, spec, address: str, summary: dict[str, Any]) -> int:
     """Run the job's sweep within what is left of its time limit (`--time-limit`, counted from
-    the entry's start), write the summary (and where it stopped early, SageMaker's failure
-    reason: how to go on); the job's exit code (rlsweep's)."""
+    the entry's start over all the job's attempts: JOB_CLOCK), write the summary (and where it
+    stopped early, SageMaker's failure reason: how to go on); the job's exit code (rlsweep's)."""
     from rlsweep.experiment.interrupt import SweepInterrupted
 
     storage = args.storage or args.checkpoint_dir
+    clock = JobClock(Path(args.checkpoint_dir), job_name(), args.started)
     left = None
     if args.time_limit is not None:
-        left = max(1.0, args.time_limit - (time.monotonic() - args.started))
-    summary = {**summary, "storage": storage}
+        left = max(1.0, args.time_limit - clock.run_s())
+    summary = {**summary, "storage": storage, "earlier_attempts_s": round(clock.before, 1)}
     try:
         trainable = args.trainable_fn
-        result = run(spec, address=address, storage=storage, trainable=trainable, time_limit=left)
+        with clock.ticking():
+            result = run(
+                spec, address=address, storage=storage, trainable=trainable, time_limit=left
+            )
     except SweepInterrupted as e:
         how = (
             "submit the job again with the same checkpoint S3 URI (a restarted spot job does "
@@ -440,8 +509,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--time-limit",
         "--time_limit",
         type=float,
-        help="s from the entry's start to the sweep's stop (the request sets max_run less "
-        "STOP_BEFORE_MAX_RUN_S; default: none)",
+        help="s from the entry's start to the sweep's stop, over all the job's attempts (the "
+        "request sets max_run less STOP_BEFORE_MAX_RUN_S; default: none)",
     )
     p.add_argument("--trainable", help="module:attr (tests only: rlsweep.testing:fake_trial)")
     p.add_argument("--num-cpus", type=int, help="CPUs of this node (default: Ray detects)")
