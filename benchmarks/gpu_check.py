@@ -301,18 +301,21 @@ def calls(wheelhouse: Path, syslibs: Path, carried: Path | None, room: int) -> l
         groups.append([syslibs])
     if carried is not None:
         groups += _parts(carried)
-    out: list[tuple[list[Path], int]] = []
-    for group in sorted(groups, key=lambda g: -sum(map(_bytes, g))):
-        n = sum(map(_bytes, group))
+    sized = sorted(((sum(map(_bytes, g)), g) for g in groups), key=lambda x: -x[0])
+    paths: list[list[Path]] = []
+    used: list[int] = []
+    for n, group in sized:
         if n > room:
             raise ValueError(f"{group[-1]}: {n / 2**20:.1f} MiB, more than a call's room")
-        fits = (c for c in out if c[1] + n <= room and len(c[0]) + len(group) <= CALL_PATHS)
-        if call := next(fits, None):
-            call[0].extend(group)
-            out[out.index(call)] = (call[0], call[1] + n)
+        for i, call in enumerate(paths):
+            if used[i] + n <= room and len(call) + len(group) <= CALL_PATHS:
+                call += group
+                used[i] += n
+                break
         else:
-            out.append((list(group), n))
-    return [paths for paths, _ in out]
+            paths.append(list(group))
+            used.append(n)
+    return paths
 
 
 def out_dir(default: Path = DEFAULT_OUT) -> Path:

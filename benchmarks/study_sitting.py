@@ -102,13 +102,13 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path:
     next sitting's, once they unpack whole (checksums and all; the old ones kept beside as
     `<carried>.prev`); the report it wrote before packing replaces `storage`/<experiment>/report,
     and its sitting.json is kept there as sittings/NNN.json. Returns that study folder."""
+    from rlsweep.node.carry import unpack  # here, rlsweep is installed (on a node, not yet)
+
     new = carried.with_name(carried.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
     shutil.copytree(returned / "carry", new)
     with tempfile.TemporaryDirectory() as tmp:
-        unpack = [sys.executable, "-m", "rlsweep.cli", "unpack", str(new), "--dest", tmp]
-        subprocess.run(unpack, check=True, capture_output=True, text=True)
-        [exp] = Path(tmp).iterdir()
+        exp = unpack(new, Path(tmp))  # CarryError names a missing or altered part
         study = storage / exp.name
         shutil.rmtree(study / "report", ignore_errors=True)
         shutil.copytree(exp / "report", study / "report")

@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -338,8 +339,6 @@ class JobClock:
     @contextlib.contextmanager
     def ticking(self):
         """Write the clock every CLOCK_EVERY_S while the block runs, and once at its end."""
-        import threading
-
         stop = threading.Event()
 
         def tick() -> None:
