@@ -4,6 +4,7 @@
                                         [--quick] [-- GPU.PY ARGS]
     python benchmarks/gpu_check.py fetch-syslibs [--dest DIR]   # where apt has an index
     python3 benchmarks/gpu_check.py calls [--carried DIR]       # what each device call carries
+    python benchmarks/gpu_check.py stand-in --python PY --constraints FREEZE  # a node, here
 
 Stdlib only: it runs with the node's own Python (and its torch) before anything is installed.
 Stages, each printing its output as it comes and keeping it in a log under $OUT (default
@@ -58,6 +59,8 @@ GPU_TESTS = (
     "test_models.py::test_sample_categorical_draws_what_torchs_categorical_draws",
 )
 """The tests that run only where there is a GPU (skipped elsewhere): run here, on one."""
+NODE_TORCH = "torch==2.11.0"
+"""The lent GPU nodes' torch (2.11.0+cu130; the device tool's KINDS.md, 2026-11): `stand-in`'s."""
 DEFAULT_OUT = REPO / "results" / "benchmarks"
 """Where results go without $OUT: gpu.py's own default, where `rlsweep plan` reads gpu.json."""
 
@@ -318,6 +321,32 @@ def calls(wheelhouse: Path, syslibs: Path, carried: Path | None, room: int) -> l
     return paths
 
 
+def stand_in_requirements(excluded: list[str], pins: list[str], torch: str) -> list[str]:
+    """What a stand-in for the node installs: the projects the wheelhouse leaves out because the
+    node has them (its manifest's `excluded`), at their versions in `pins`, and the node's
+    torch. Pinned projects the node lacks are the wheelhouse's to install, so are left out."""
+    from rlsweep.node.wheelhouse import names_in, normalize
+
+    node_has = {normalize(n) for n in excluded} - {"torch"}
+    return [line.strip() for line in pins if names_in([line]) & node_has] + [torch]
+
+
+def stand_in(args: argparse.Namespace) -> int:
+    """`stand-in`: a venv here that stands in for the node's Python environment (its Python
+    version, its torch, what else the wheelhouse expects it to have), to rehearse a sitting's
+    install and run with the very wheelhouse the node is sent (docs/gpu.md)."""
+    manifest = json.loads((args.wheelhouse / "manifest.json").read_text())
+    reqs = stand_in_requirements(
+        manifest["excluded"], args.constraints.read_text().splitlines(), args.torch
+    )
+    python = args.python or f"python{manifest['python']}"
+    subprocess.run([python, "-m", "venv", str(args.dest)], check=True)
+    subprocess.run([args.dest / "bin" / "pip", "install", "-q", *reqs], check=True)
+    print(f"{args.dest}: Python {manifest['python']} with {len(reqs)} projects ({args.torch});")
+    print(f"rehearse: make study-sitting GPU_PYTHON={args.dest / 'bin' / 'python'} SMOKE=1")
+    return 0
+
+
 def out_dir(default: Path = DEFAULT_OUT) -> Path:
     """$OUT (what a GPU sitting brings back), else `default`."""
     return Path(os.environ.get("OUT") or default).resolve()
@@ -381,7 +410,17 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse", help="%(default)s")
     c.add_argument("--syslibs", type=Path, default=REPO / "syslibs", help="%(default)s")
     c.add_argument("--carried", type=Path, help="the parts the last sitting packed (carried/)")
+    s = sub.add_parser("stand-in", help="a venv here like the node's, to rehearse a sitting in")
+    s.add_argument("--wheelhouse", type=Path, default=REPO / "wheelhouse", help="%(default)s")
+    s.add_argument("--python", help="the node's Python version's interpreter (python3.12)")
+    s.add_argument("--constraints", type=Path, required=True, help="the wheelhouse's pins")
+    s.add_argument("--torch", default=NODE_TORCH, help="the node's torch (%(default)s)")
+    s.add_argument(
+        "--dest", type=Path, default=REPO / "build" / "node-stand-in", help="%(default)s"
+    )
     args = p.parse_args(argv)
+    if args.cmd == "stand-in":
+        return stand_in(args)
     if args.cmd == "fetch-syslibs":
         return fetch_syslibs(args.dest)
     if args.cmd == "calls":

@@ -141,6 +141,18 @@ def test_calls_pack_the_parts_into_as_few_device_calls_as_fit(tmp_path):
     assert 0 < gpu_check.checkout_bytes() < 8 * 2**20
 
 
+def test_a_stand_in_has_what_the_wheelhouse_leaves_to_the_node_and_the_nodes_torch():
+    # The node has numpy and PyYAML (so the wheelhouse leaves them out): the stand-in installs
+    # them at the pins' versions. Ray is the wheelhouse's to install; torch is the node's own.
+    pins = ["numpy==2.4.6", "PyYAML==6.0.4", "ray==2.60.0", "torch==2.13.0", "# a comment", ""]
+    excluded = ["numpy", "pyyaml", "torch", "jax"]
+    assert gpu_check.stand_in_requirements(excluded, pins, "torch==2.11.0") == [
+        "numpy==2.4.6",
+        "PyYAML==6.0.4",
+        "torch==2.11.0",
+    ]
+
+
 def test_without_a_wheelhouse_it_stops_before_anything_runs(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.run(
