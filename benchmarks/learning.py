@@ -47,7 +47,6 @@ returns at 25M steps (all levels): starpilot 30.99 +- 1.96, bigfish 16.46 +- 2.7
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import shutil
 import sys
@@ -63,6 +62,7 @@ from rlsweep import metrics as M
 from rlsweep.envs import procgen
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, IterationClock
 from rlsweep.results import stats
+from rlsweep.results.tables import too_few
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.spec import load_baseline
 from rlsweep.trial.evaluation import evaluate, evaluation_envs, sampling_policy
@@ -330,11 +330,13 @@ def main(argv: list[str] | None = None) -> None:
             )
     cis = {name: stats.interval([np.array(v)], "mean") for name, v in finals.items()}
     for name, ci in cis.items():
-        print(f"{name:<26} mean test return {ci.value:.2f}, 95% CI [{ci.low:.2f}, {ci.high:.2f}]")
+        n = len(finals[name])
+        span = f"95% CI [{ci.low:.2f}, {ci.high:.2f}]" if ci.has_ci else f"({too_few(n)})"
+        print(f"{name:<26} mean test return {ci.value:.2f}, {span}")
     if not args.plain_only:
         (a, b) = cis.values()
-        overlap = not (a.high < b.low or b.high < a.low) if a.has_ci and b.has_ci else math.nan
-        print(f"95% CIs overlap: {overlap}")
+        if a.has_ci and b.has_ci:
+            print(f"95% CIs overlap: {not (a.high < b.low or b.high < a.low)}")
         rl = [rows[-1] for rows in curves[first].values()]
         share = sum(r[M.EVAL_S] for r in rl) / sum(r[M.WALL_S] for r in rl)
         print(f"rlsweep trials spent {100 * share:.1f}% of their wall time evaluating")
