@@ -228,6 +228,27 @@ def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tm
     ]
 
 
+def test_the_report_lists_an_ablations_variants_in_its_files_order(tmp_path):
+    """report.md's columns and the plots' legends follow the spec the dir holds (Avg Pool, No
+    Pool, Avg Pool fp32), as ablation.md's do, not the labels' alphabetical order."""
+    from rlsweep.results import results
+
+    exp = tmp_path / "study"
+    for (variant, seed), (train, test) in RAW.items():
+        _raw_trial(exp, variant, seed, train, test, iters=4)
+    (exp / "sweep.yaml").write_text(STUDY)
+    order = ["variant=Avg Pool", "variant=No Pool", "variant=Avg Pool fp32"]
+    assert results.load_experiment([exp]).variants == order
+    report = (write_ablation_table(results.sweep_spec(exp), exp, n_resamples=200)).parent
+    header = next(
+        line for line in (report / "report.md").read_text().splitlines() if "| game" in line
+    )
+    assert header == "| game | " + " | ".join(order) + " |"
+    # Without a spec the labels sort by value, as a search's do.
+    (exp / "sweep.yaml").unlink()
+    assert results.load_experiment([exp]).variants == sorted(order)
+
+
 def test_an_unfinished_ablation_gives_its_differences_so_far_at_an_evaluation_all_reached(
     tmp_path,
 ):

@@ -672,15 +672,27 @@ def _short_labels(by: Sequence[str], combos: Sequence[tuple]) -> dict[str, str]:
 
 
 def label_variants(
-    df: pd.DataFrame, by: list[str], declared: Iterable[tuple] = ()
+    df: pd.DataFrame,
+    by: list[str],
+    declared: Iterable[tuple] = (),
+    variant_order: Sequence[str] = (),
 ) -> tuple[pd.Series, list[str]]:
     """A `p=v, q=w` label per row, and the labels in value order: those of the rows and the
-    `declared` value tuples (variants a spec runs that have no trial here). Sampled values show
-    LABEL_DIGITS significant digits (`_short_labels`)."""
+    `declared` value tuples (variants a spec runs that have no trial here). `variant` labels
+    sort in `variant_order` (its specs' order, as ablation.md's columns), others after them.
+    Sampled values show LABEL_DIGITS significant digits (`_short_labels`)."""
     if not by:
         return pd.Series("all", index=df.index), ["all"]
+    rank = {v: i for i, v in enumerate(variant_order)}
+
+    def key(combo: tuple) -> list[tuple]:
+        return [
+            (-1, float(rank[v]), "") if p == VARIANT and v in rank else _sort_key(v)
+            for p, v in zip(by, combo, strict=True)
+        ]
+
     combos = [*df[by].drop_duplicates().itertuples(index=False, name=None), *declared]
-    combos = sorted(combos, key=lambda t: [_sort_key(v) for v in t])
+    combos = sorted(combos, key=key)
     short = _short_labels(by, combos)
     # Row by row, each value keeps its column's type (a row Series would turn ints to floats).
     rows = df[by].itertuples(index=False, name=None)
@@ -731,6 +743,7 @@ def experiment(
     split = split_params(final, asked, pool)
     by_ = [*asked, *split]
     declared: list[tuple] = []
+    variant_order: list[str] = []
     planned: dict[str, int] = {}
     for d in [d for d in dirs if d.name in set(final["sweep"])]:
         spec = sweep_spec(d)
@@ -742,7 +755,9 @@ def experiment(
         if spec is not None and describes:
             planned[d.name] = spec.num_trials
             declared += found or []
-    final["variant"], variants = label_variants(final, by_, declared)
+            variant_order += spec.variants
+    order = list(dict.fromkeys(variant_order))
+    final["variant"], variants = label_variants(final, by_, declared, order)
     curves["variant"] = (
         curves[["sweep", "trial_id"]]
         .merge(final[["sweep", "trial_id", "variant"]], how="left")["variant"]
