@@ -97,6 +97,8 @@ class PPOArgs:
     """IMPALA-CNN channels per stage; (32, 64, 64): the wide one."""
     global_pool: bool = False
     """Average the last stage over space before the dense layer."""
+    relu_after_pool: bool = False
+    """With global_pool: pool, then ReLU (LARS12llt's entry), not ReLU, then pool."""
     framestack: str = "none"
     """none | stack: the last `framestack_k` frames | gap: the first and last of them."""
     framestack_k: int = 4
@@ -114,6 +116,15 @@ class PPOArgs:
     @property
     def batch_size(self) -> int:
         return self.num_envs * self.num_steps
+
+    def model(self) -> ModelConfig:
+        """The network these arguments train (rlsweep's IMPALA-CNN: the same net)."""
+        return ModelConfig(
+            widths=self.widths,
+            global_pool=self.global_pool,
+            relu_after_pool=self.relu_after_pool,
+            precision=self.precision,
+        )
 
     @classmethod
     def of_trial(cls, cfg, **overrides) -> PPOArgs:
@@ -146,6 +157,7 @@ class PPOArgs:
             reward_norm_gamma=cfg.reward_norm_gamma,
             widths=cfg.widths,
             global_pool=cfg.global_pool,
+            relu_after_pool=cfg.relu_after_pool,
             framestack=cfg.framestack,
             framestack_k=cfg.framestack_k,
             seed=cfg.seed,
@@ -416,8 +428,7 @@ class PlainPPO:
             tf32 = "tf32" if a.precision == "tf32" else "ieee"
             torch.backends.cuda.matmul.fp32_precision = tf32
             torch.backends.cudnn.conv.fp32_precision = tf32
-        model = ModelConfig(widths=a.widths, global_pool=a.global_pool, precision=a.precision)
-        self.net = ImpalaActorCritic(self.next_obs.shape[1:], num_actions, model).to(a.device)
+        self.net = ImpalaActorCritic(self.next_obs.shape[1:], num_actions, a.model()).to(a.device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=a.lr_at(0), eps=a.adam_eps)
         self.normalizer = VecNormalize(a.num_envs, a.reward_norm_gamma, a.reward_clip)
         self.generator = torch.Generator().manual_seed(a.seed)

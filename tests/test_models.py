@@ -33,6 +33,7 @@ def _obs(b=4, c=3):
         ModelConfig(widths=(32, 64, 64)),
         ModelConfig(downsample="conv"),
         ModelConfig(global_pool=True),
+        ModelConfig(global_pool=True, relu_after_pool=True),
         ModelConfig(channels_last=False),
         ModelConfig(precision="bf16"),
         ModelConfig(precision="tf32"),
@@ -58,6 +59,26 @@ def test_uint8_is_scaled_inside_the_model():
     torch.testing.assert_close(net(x), net(x.float()))  # same input scale either way
     y = net.stages(x.float() / 255.0)
     torch.testing.assert_close(net(x), torch.relu(net.dense(torch.relu(y).flatten(1))))
+
+
+def test_relu_after_pool_is_lars12llts_order_and_needs_the_pool():
+    """global_pool: ReLU, then pool by default (Impoola's); relu_after_pool: pool, then ReLU
+    (LARS12llt's Keras head), which computes another function. Without the pool, the flag
+    changes nothing: flattening commutes with the ReLU."""
+    torch.manual_seed(0)
+    cfg = {"channels_last": False, "global_pool": True}
+    before = ImpalaCNN((3, 64, 64), ModelConfig(**cfg))
+    after = ImpalaCNN((3, 64, 64), ModelConfig(**cfg, relu_after_pool=True))
+    after.load_state_dict(before.state_dict())
+    x = _obs()
+    y = before.stages(x.float() / 255.0)
+    torch.testing.assert_close(before(x), torch.relu(before.dense(torch.relu(y).mean((2, 3)))))
+    torch.testing.assert_close(after(x), torch.relu(after.dense(torch.relu(y.mean((2, 3))))))
+    assert not torch.allclose(before(x), after(x))
+    flat = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=False))
+    flat_after = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=False, relu_after_pool=True))
+    flat_after.load_state_dict(flat.state_dict())
+    torch.testing.assert_close(flat(x), flat_after(x), rtol=0, atol=0)
 
 
 def test_channels_last_gives_the_same_function():

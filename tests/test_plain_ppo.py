@@ -51,7 +51,8 @@ def test_the_kl_coefficient_adapts_as_rllibs():
 
 def test_an_iteration_in_lars12llts_setting():
     """The loop takes lars12llt's setting from its TrialConfig (`of_trial`): a gap framestack
-    (6 channels), the wide pooled network, raw rewards; its learning rate follows the schedule
+    (6 channels), the wide pooled network (pool, then ReLU), raw rewards, no gradient clipping;
+    its learning rate follows the schedule
     and its KL coefficient moves after the update."""
     params = load_baseline("lars12llt") | {
         "num_envs_per_env_runner": 4,
@@ -62,8 +63,10 @@ def test_an_iteration_in_lars12llts_setting():
     }
     cfg = TrialConfig(**params, game="bigfish")
     args = PPOArgs.of_trial(cfg, num_threads=1)
-    assert (args.vf_coef, args.vf_clip, args.kl_coeff) == (0.5, 30.0, 0.2)
+    # RLlib's vf_loss_coeff 0.5 on the squared error: PPO2's vf_coef 1.0 on half of it.
+    assert (args.vf_coef, args.vf_clip, args.kl_coeff, args.max_grad_norm) == (1.0, 30.0, 0.2, None)
     assert (args.framestack, args.widths, args.global_pool) == ("gap", (32, 64, 64), True)
+    assert args.model().relu_after_pool  # pool, then ReLU, as the entry's Keras head
     ppo = PlainPPO(args)
     try:
         assert ppo.next_obs.shape == (4, 6, 64, 64)

@@ -161,12 +161,12 @@ def reference(run: Run, cfg=None) -> torch.nn.Module:
     """benchmarks/plain_ppo.py's update on the run's rollout, from the same initial weights,
     with a fresh VecNormalize and Adam, and the learner's permutation seed; in `cfg`'s setting
     (default: the run's)."""
-    from rlsweep.trial.models import ImpalaActorCritic, ModelConfig
+    from rlsweep.trial.models import ImpalaActorCritic
 
     args = PPOArgs.of_trial(cfg or run.cfg)
     log = FrameStack(args.framestack, args.framestack_k).rollout(run.log)  # what the policy saw
-    model = ModelConfig(widths=args.widths, global_pool=args.global_pool)
-    net = ImpalaActorCritic(log.obs[0].shape[1:], int(run.runner.env.single_action_space.n), model)
+    n_actions = int(run.runner.env.single_action_space.n)
+    net = ImpalaActorCritic(log.obs[0].shape[1:], n_actions, args.model())
     state = run.initial["default_policy"]
     net.load_state_dict({k.removeprefix("net."): torch.as_tensor(v) for k, v in state.items()})
     values, logprobs, logits = values_and_logprobs(net, log)

@@ -52,6 +52,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "widths": ("wide", "a non-empty list of positive integers"),
     "downsample": ("avg", "maxpool, conv"),
     "global_pool": (None, "true, false"),
+    "relu_after_pool": ("no", "true, false"),
     "dense": (0, "an integer >= 1"),
     "channels_last": ("no", "true, false"),
     "precision": ("fp16", "auto, fp32, tf32, bf16"),
@@ -129,6 +130,7 @@ HINTS = {  # what a refused value may have meant (issue 40): a close name, or un
     **{k: QUOTED.format(RULES[k][0]) for k in ("reward_shaping", "channels_last", "cuda_graph")},
     **{k: QUOTED.format(RULES[k][0]) for k in ("kl_coeff", "overlap", "deterministic")},
     **{k: QUOTED.format(RULES[k][0]) for k in ("double_q", "checkpoint_replay_buffer")},
+    **{k: QUOTED.format(RULES[k][0]) for k in ("relu_after_pool",)},
 }
 
 

@@ -172,6 +172,11 @@ class ModelConfig(ConfigPart):
     """'maxpool' (3x3, stride 2, as in IMPALA) or 'conv' (a stride-2 3x3 conv)."""
     global_pool: bool = checked(False, rule=flag)
     """Average-pool the last stage over space before the dense layer."""
+    relu_after_pool: bool = checked(False, rule=flag)
+    """With global_pool, the trunk's last ReLU after the pooling (pool, then ReLU: LARS12llt's
+    entry, Keras' GlobalAveragePooling2D, ReLU, Dense) rather than before it (ReLU, then pool:
+    Impoola's order). The two differ: the mean of rectified features is not the rectified mean.
+    No effect without global_pool (flattening commutes with the ReLU)."""
     dense: int = checked(256, rule=integer(1))
     """Width of the dense layer."""
     channels_last: bool = checked(True, rule=flag)

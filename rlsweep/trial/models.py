@@ -54,6 +54,7 @@ class ImpalaCNN(nn.Module):
             h, w = (h + 1) // 2, (w + 1) // 2
         self.stages = nn.Sequential(*stages)
         self.global_pool = cfg.global_pool
+        self.relu_after_pool = cfg.relu_after_pool
         flat = in_ch if cfg.global_pool else in_ch * h * w
         self.dense = nn.Linear(flat, cfg.dense)
         self.channels_last = cfg.channels_last
@@ -78,8 +79,13 @@ class ImpalaCNN(nn.Module):
         x = obs.float() / 255.0  # scaling lives in the model so rollouts ship uint8
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
-        x = torch.relu(self.stages(x))
-        x = x.mean(dim=(2, 3)) if self.global_pool else x.flatten(1)
+        x = self.stages(x)
+        if not self.global_pool:
+            x = torch.relu(x).flatten(1)
+        elif self.relu_after_pool:
+            x = torch.relu(x.mean(dim=(2, 3)))
+        else:
+            x = torch.relu(x).mean(dim=(2, 3))
         return torch.relu(self.dense(x))
 
 
