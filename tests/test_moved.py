@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep import _moved
+from rlsweep.spec.config import TrialConfig
 from rlsweep.testing import ITER_S_ENV, fake_trial
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "old_layout_sweep.tar.gz"
@@ -69,7 +70,9 @@ def test_an_experiment_dir_from_before_the_move_resumes_and_reports(
     tmp_path, monkeypatch, no_ray_running
 ):
     """tests/fixtures/make_old_layout_fixture.py made it: 4 trials of the fake trainable, two
-    stopped by the time limit mid-way (checkpointed), two never started."""
+    stopped by the time limit mid-way (checkpointed), two never started. It predates TrialConfig
+    fields (relu_after_pool): the resume keeps the param_space Tune saved, whose keys Tune would
+    not let a re-specified one change, and each trial's missing field takes its default."""
     from rlsweep import resume_sweep
     from rlsweep.results.report import build_report
 
@@ -78,6 +81,7 @@ def test_an_experiment_dir_from_before_the_move_resumes_and_reports(
     path = tmp_path / "old_layout"
     pickled = (path / "tuner.pkl").read_bytes()
     assert b"rlsweep.tune_bridge" in pickled and b"rlsweep.run" not in pickled
+    assert b"relu_after_pool" not in pickled and "relu_after_pool" in TrialConfig.field_names()
     state = "".join(p.read_text() for p in path.glob("experiment_state*.json"))
     assert b"rlsweep.tune_bridge".hex() in state  # Tune's pickles, hex-encoded
 

@@ -292,13 +292,15 @@ def restore_tuner(
 ) -> tune.Tuner:
     """The Tuner of an interrupted sweep: finished trials stay finished; unfinished and errored
     ones continue from their latest checkpoints. Run settings (storage, callbacks, failure
-    retries, searcher and scheduler state) come from the experiment's saved state."""
+    retries, searcher and scheduler state) come from the experiment's saved state, and so does
+    its param_space: Tune refuses a re-specified one whose keys differ, and today's would have
+    every TrialConfig field added since the sweep began (a trial's config without one takes its
+    default, as the sweep ran it)."""
     spec = _run_spec(spec)
     storage, storage_fs = tune_storage(experiment)
     tuner = tune.Tuner.restore(
         storage,
         wrap_trainable(spec, trainable, stop_flag),
-        param_space=param_space(spec),
         resume_unfinished=True,
         resume_errored=True,
         restart_errored=False,
