@@ -683,7 +683,7 @@ def label_variants(
     Sampled values show LABEL_DIGITS significant digits (`_short_labels`)."""
     if not by:
         return pd.Series("all", index=df.index), ["all"]
-    rank = {v: i for i, v in enumerate(variant_order)}
+    rank = {v: i for i, v in enumerate(dict.fromkeys(variant_order))}  # a label's first place
 
     def key(combo: tuple) -> list[tuple]:
         return [
@@ -756,8 +756,7 @@ def experiment(
             planned[d.name] = spec.num_trials
             declared += found or []
             variant_order += spec.variants
-    order = list(dict.fromkeys(variant_order))
-    final["variant"], variants = label_variants(final, by_, declared, order)
+    final["variant"], variants = label_variants(final, by_, declared, variant_order)
     curves["variant"] = (
         curves[["sweep", "trial_id"]]
         .merge(final[["sweep", "trial_id", "variant"]], how="left")["variant"]
