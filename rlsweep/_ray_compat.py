@@ -691,12 +691,14 @@ class TuneTrial:
     """The dir name of the checkpoint Tune would restore the trial from (None: from scratch)."""
     metrics: dict[str, Any]
     """That checkpoint's result ({} without one)."""
+    trial_id: str
 
 
 class TuneState:
     """The newest experiment state file of an experiment dir (`experiment_state-*.json`), the
     one `Tuner.restore` reads: `trials` as it records them, `point_at` to make a trial restore
-    from another of its checkpoints, `save` to write it back in place. Its layout:
+    from another of its checkpoints, `end` to record one ended, `save` to write it back in
+    place. Its layout:
     {"trial_data": [[trial JSON, run metadata JSON], ...], ...}, each JSON with cloudpickled
     objects (the trial's StorageContext, the metadata's checkpoint manager)."""
 
@@ -726,7 +728,11 @@ class TuneState:
             latest = meta["checkpoint_manager"]._latest_checkpoint_result
             name = latest.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] if latest else None
             metrics = dict(latest.metrics) if latest else {}
-            out.append(TuneTrial(trial["relative_logdir"], trial["status"], name, metrics))
+            out.append(
+                TuneTrial(
+                    trial["relative_logdir"], trial["status"], name, metrics, trial["trial_id"]
+                )
+            )
         return out
 
     def point_at(self, dirname: str, checkpoint: str, index: int, metrics: dict[str, Any]) -> None:
@@ -753,6 +759,14 @@ class TuneState:
             storage.current_checkpoint_index = index
             meta["last_result"] = metrics
             return
+        raise KeyError(dirname)
+
+    def end(self, dirname: str) -> None:
+        """Record the trial in `dirname` as ended (TERMINATED): a restore runs it no more."""
+        for trial, _ in self._trials:
+            if trial["relative_logdir"] == dirname:
+                trial["status"] = "TERMINATED"
+                return
         raise KeyError(dirname)
 
     def save(self) -> None:

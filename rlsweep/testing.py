@@ -5,11 +5,13 @@ tests."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -17,6 +19,7 @@ from ray import tune
 
 from rlsweep import metrics as M
 from rlsweep.envs import procgen
+from rlsweep.experiment.history import result_rows
 from rlsweep.manifest import write_manifest
 from rlsweep.spec.config import TrialConfig
 
@@ -131,7 +134,7 @@ def fake_trial(
             with tempfile.TemporaryDirectory() as tmp:
                 with open(os.path.join(tmp, "state.json"), "w") as f:
                     json.dump({"env_steps": steps}, f)
-                write_manifest(tmp, iteration, steps)
+                write_manifest(tmp, iteration, steps, metrics)
                 tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(tmp))
             saved_at = time.monotonic()
             clock.saved(saved_at - t0)
@@ -139,3 +142,21 @@ def fake_trial(
             tune.report(metrics)
         if stop:
             interrupt.wait_to_be_stopped()
+
+
+def forget_iteration(trial_dir: Path, iteration: int) -> dict[str, Any] | None:
+    """Remove `iteration`'s rows from a trial's result.json and progress.csv, as a driver
+    killed after the trial uploaded that iteration's checkpoint, but before it logged the report
+    that came with it, leaves them; the result.json row removed (None: it had none)."""
+    rows = result_rows((trial_dir / "result.json").read_text())  # a torn last line left out
+    gone = [r for r in rows if r["training_iteration"] == iteration]
+    kept = [json.dumps(r) + "\n" for r in rows if r["training_iteration"] != iteration]
+    (trial_dir / "result.json").write_text("".join(kept))
+    with open(trial_dir / "progress.csv", newline="") as f:
+        header, *lines = list(csv.reader(f))
+    column = header.index("training_iteration")
+    with open(trial_dir / "progress.csv", "w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(
+            [header, *(r for r in lines if r[column] != str(iteration))]
+        )
+    return gone[-1] if gone else None

@@ -14,17 +14,18 @@ import pyarrow.fs as pafs
 import pytest
 
 from rlsweep import metrics as M
+from rlsweep._ray_compat import TuneState
 from rlsweep.errors import SpecError
 from rlsweep.experiment.experiment_dir import runs
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
-from rlsweep.experiment.recovery import _newest_complete, _trim_results
+from rlsweep.experiment.recovery import _fs, _newest_complete, _trim_results, reconcile
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
 from rlsweep.node.carry import pack, unpack
 from rlsweep.results.report import build_report
 from rlsweep.run.sweep import resume_sweep, run_sweep
 from rlsweep.run.tune_bridge import checkpoint_config
 from rlsweep.spec.spec import SweepSpec
-from rlsweep.testing import ITER_S_ENV, fake_trial
+from rlsweep.testing import ITER_S_ENV, fake_trial, forget_iteration
 
 ITER = 16384  # the fake trial's env steps per iteration (TrialConfig's default batch)
 BUDGET = 30 * ITER
@@ -78,6 +79,24 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     assert (df["status"] == "INCOMPLETE").all() and (df["iteration"] < 30).all(), df
     for d in df["trial_dir"]:
         assert _rows(Path(d))[-1][M.TRIAL_INTERRUPTED] is True  # it checkpointed on the way out
+    # As if the driver died after the first trial uploaded its last checkpoint but before it
+    # logged the report that came with it: the resume writes that row from the checkpoint.
+    first, second = sorted(Path(d) for d in df["trial_dir"])
+    lost = forget_iteration(first, _rows(first)[-1]["training_iteration"])
+    # ... and, in a copy, as if the second trial's last report had ended it: it stays ended.
+    shutil.copytree(tmp_path / "limited", tmp_path / "ended")
+    ended = tmp_path / "ended" / second.name
+    last = forget_iteration(ended, _rows(ended)[-1]["training_iteration"])
+    (checkpoint,) = ended.glob("checkpoint_*")
+    record = json.loads((checkpoint / MANIFEST).read_text())
+    record["result"][M.TRIAL_DONE] = True
+    (checkpoint / MANIFEST).write_text(json.dumps(record))
+    by_trial = {r.trial: r for r in reconcile(str(tmp_path / "ended"))}
+    assert by_trial[second.name].finished and not by_trial[first.name].finished
+    assert _rows(ended)[-1][M.TRIAL_DONE] is True
+    assert _rows(ended)[-1]["training_iteration"] == last["training_iteration"]
+    states = {t.dirname: t.status for t in TuneState(*_fs(str(tmp_path / "ended"))).trials}
+    assert states[second.name] == "TERMINATED" and states[first.name] != "TERMINATED"
 
     # Carried to another machine in parts (`rlsweep pack` / `unpack`), at another path.
     manifest = pack(tmp_path / "limited", tmp_path / "parts", part_bytes=4096)
@@ -97,6 +116,10 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     for d in resumed["trial_dir"]:
         rows = _rows(Path(d))
         assert [r["training_iteration"] for r in rows] == list(range(1, 31))
+        if Path(d).name == first.name:  # its lost row, written again as Tune had logged it
+            again = rows[lost["training_iteration"] - 1]
+            assert {k: again[k] for k in SAME} == {k: lost[k] for k in SAME}
+            assert again["trial_id"] == lost["trial_id"] and again["config"] == lost["config"]
         csv = (Path(d) / "progress.csv").read_text().splitlines()
         assert len(csv) == 31  # header + one row per iteration
     report = build_report([moved]).read_text()

@@ -31,6 +31,7 @@ from rlsweep import formatting
 from rlsweep import metrics as M
 from rlsweep.results import results as R
 from rlsweep.results.report import build_report
+from rlsweep.testing import forget_iteration
 
 pytestmark = pytest.mark.rllib
 
@@ -78,13 +79,13 @@ def _progress_csv_is_result_json(trial_dir: Path) -> None:
     """Tune's progress.csv loads in pandas and holds what result.json holds, row for row and
     key for key (Tune takes a process's columns from its first report: a resumed trial's
     reports must carry the first's keys, in its order)."""
-    csv = pd.read_csv(trial_dir / "progress.csv", float_precision="round_trip")
+    table = pd.read_csv(trial_dir / "progress.csv", float_precision="round_trip")
     rows = [{k: v for k, v in r.items() if k != "config"} for r in _rows(trial_dir)]
-    assert len(csv) == len(rows), trial_dir
-    assert set().union(*rows) <= set(csv.columns), set().union(*rows) - set(csv.columns)
+    assert len(table) == len(rows), trial_dir
+    assert set().union(*rows) <= set(table.columns), set().union(*rows) - set(table.columns)
     for i, row in enumerate(rows):
         for key, value in row.items():
-            got = csv.at[i, key]
+            got = table.at[i, key]
             if isinstance(value, int | float) and not isinstance(value, bool):
                 assert _same(float(got), float(value)), (trial_dir.name, i, key, got, value)
             elif value not in ("", None):
@@ -278,8 +279,11 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     third checkpoint is whole on disk, before Tune's experiment state can name it: Tune saves
     that state on its own clock (here only when a trial checkpoint forces it, as
     TUNE_GLOBAL_CHECKPOINT_S rules out its periodic save), so it names an older checkpoint or
-    none. `rlsweep resume` continues the trial from the newest whole checkpoint on disk,
-    names its next checkpoint after that one (overwriting none), and result.json and
+    none. The driver may also have died before it logged the report that came with that
+    checkpoint (the trial uploads the checkpoint first); its files are made to say so, as a
+    kill a moment earlier leaves them. `rlsweep resume` continues the trial from the newest
+    whole checkpoint on disk, names its next checkpoint after that one (overwriting none),
+    writes the missing row from the report the checkpoint keeps, and result.json and
     progress.csv hold each iteration once."""
     budget = 10 * ITER
     spec = {
@@ -302,6 +306,7 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
         _kill_group(driver)  # SIGKILL: nothing runs after it
     before = [r["training_iteration"] for r in _rows(trial)]
     assert before[-1] <= 3, before  # result.json may not have its row yet
+    logged = forget_iteration(trial, 3)  # None where the driver had not written it
 
     resumed = _rlsweep("resume", "results/killed", "--num-cpus", "1", cwd=tmp_path, **env)
     try:
@@ -316,6 +321,13 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     after = [r for r in rows if r[M.RESUMED_AT] == 3]
     assert after[0]["training_iteration"] == 4
     assert after[0]["checkpoint_dir_name"] == "checkpoint_000003"  # checkpoint_000002 was kept
+    restored = rows[2]
+    assert restored["checkpoint_dir_name"] == "checkpoint_000002" and restored["should_checkpoint"]
+    assert rows[1][M.ENV_STEPS] < restored[M.ENV_STEPS] < rows[3][M.ENV_STEPS]
+    assert restored["config"] == rows[1]["config"]
+    if logged is not None:  # the report the checkpoint kept is the one Tune had logged
+        keys = [*M.METRICS, M.LOSS_TOTAL, "training_iteration", "trial_id", "config"]
+        assert all(_same(logged[k], restored[k]) for k in keys), (logged, restored)
     _progress_csv_is_result_json(trial)
 
 

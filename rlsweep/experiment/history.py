@@ -36,7 +36,8 @@ ERROR_FILE = "error.txt"
 error's full text, for each failure."""
 _FAILURE = re.compile(r"^Failure # (\d+) \(occurred at ([\d_-]+)\)\s*$")
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning))(:|$)")
-_DATE = "%Y-%m-%d_%H-%M-%S"
+TUNE_DATE = "%Y-%m-%d_%H-%M-%S"
+"""How Tune writes a result row's `date`."""
 DIED = ("The actor died", "worker process has died", "The actor is dead")
 """Ray's words for a trial whose worker process died (an ActorDiedError's text)."""
 REASON_CHARS = 200
@@ -61,7 +62,7 @@ def _failure_blocks(text: str) -> list[tuple[int, datetime | None, str]]:
     for line in text.splitlines():
         if m := _FAILURE.match(line.strip()):
             try:
-                when = datetime.strptime(m.group(2), _DATE)
+                when = datetime.strptime(m.group(2), TUNE_DATE)
             except ValueError:
                 when = None
             blocks.append((int(m.group(1)), when, []))
@@ -201,7 +202,7 @@ def result_rows(text: str) -> list[dict[str, Any]]:
 
 def _when(row: dict[str, Any]) -> datetime | None:
     try:
-        return datetime.strptime(str(row["date"]), _DATE)
+        return datetime.strptime(str(row["date"]), TUNE_DATE)
     except (KeyError, ValueError):
         return None
 

@@ -12,7 +12,11 @@ continues (not TERMINATED):
 - its newest checkpoint on disk whose manifest says it is whole (`rlsweep.manifest`) becomes the
   one Tune restores from, if it is newer than Tune's (`_ray_compat.TuneState`);
 - the rows it reported after that checkpoint's iteration are dropped from result.json and
-  progress.csv (all of them, for a trial without a checkpoint): the trial reports them again.
+  progress.csv (all of them, for a trial without a checkpoint): the trial reports them again;
+- the row of the checkpoint's own iteration, where the driver died before writing it (the
+  trial uploads its checkpoint before the driver logs the report that came with it), is
+  written from the report the manifest keeps, with Tune's own fields as far as they are known:
+  no iteration is missing; a trial whose last report that was (it had finished) stays ended.
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
 Works on a local dir and at a URI alike (files read and written through pyarrow).
 
@@ -26,13 +30,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pyarrow.fs as pafs
 
 from rlsweep import metrics as M
-from rlsweep.experiment.history import checkpoint_iteration, result_rows
+from rlsweep.experiment.history import TUNE_DATE, checkpoint_iteration, result_rows
 from rlsweep.manifest import complete_manifest
 from rlsweep.storage import CHECKPOINT_DIR, filesystem
 
@@ -55,6 +61,8 @@ class Restart:
     """The checkpoint Tune's saved state named (older than `checkpoint` where they differ)."""
     rows_dropped: int = 0
     """Result rows after `iteration` removed from result.json (the trial reports them again)."""
+    finished: bool = False
+    """The checkpoint is the trial's last (its report ends it): the resume leaves it ended."""
 
 
 def reconcile(experiment: str) -> list[Restart]:
@@ -72,26 +80,34 @@ def reconcile(experiment: str) -> list[Restart]:
         if trial.status == "TERMINATED":
             continue
         trial_dir = f"{root}/{trial.dirname}"
-        tune_index = _index(trial.checkpoint)
         newest = _newest_complete(fs, trial_dir)
-        if newest is not None and newest[1] > tune_index:
-            name, index, manifest = newest
-            metrics = _result_row(fs, trial_dir, name) or {
+        if newest is not None and newest[1] > _index(trial.checkpoint):
+            checkpoint, index, manifest = newest
+            row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
+            metrics = row or {  # a manifest from before it kept the report
                 ITERATION: manifest["iteration"],
                 M.ENV_STEPS: manifest["env_steps"],
-                "checkpoint_dir_name": name,
+                "checkpoint_dir_name": checkpoint,
             }
-            state.point_at(trial.dirname, name, index, metrics)
+            state.point_at(trial.dirname, checkpoint, index, metrics)
             changed = True
-            checkpoint, iteration = name, int(manifest["iteration"])
+            iteration = int(manifest["iteration"])
             steps = float(metrics.get(M.ENV_STEPS, manifest["env_steps"]))
         else:
-            checkpoint = trial.checkpoint
+            checkpoint, row = trial.checkpoint, None
             iteration = int(trial.metrics.get(ITERATION, 0)) if checkpoint else 0
             steps = float(trial.metrics.get(M.ENV_STEPS, 0.0)) if checkpoint else 0.0
-        dropped = _trim_results(fs, trial_dir, iteration)
+            if checkpoint and (manifest := complete_manifest(fs, f"{trial_dir}/{checkpoint}")):
+                row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
+        finished = bool(row and row.get(M.TRIAL_DONE))
+        if finished:  # its last report came with this checkpoint: nothing is left to run
+            state.end(trial.dirname)
+            changed = True
+        dropped = _trim_results(fs, trial_dir, iteration, row)
         restarts.append(
-            Restart(trial.dirname, checkpoint, iteration, steps, trial.checkpoint, dropped)
+            Restart(
+                trial.dirname, checkpoint, iteration, steps, trial.checkpoint, dropped, finished
+            )
         )
     if changed:
         state.save()
@@ -157,27 +173,97 @@ def _result_row(fs: pafs.FileSystem, trial_dir: str, checkpoint: str) -> dict[st
     return rows[-1] if rows else None
 
 
-def _trim_results(fs: pafs.FileSystem, trial_dir: str, iteration: int) -> int:
+def _checkpoint_row(
+    fs: pafs.FileSystem, trial_dir: str, trial_id: str, checkpoint: str, manifest: dict
+) -> dict[str, Any] | None:
+    """The result row of the trial's iteration at `checkpoint`: result.json's or, where the
+    driver never wrote it, the trial's report as the checkpoint's manifest keeps it, with the
+    fields Tune adds that can be known (its config as the trial's last row or params.json has
+    it; `time_total_s` carried on from that row by the trial's own wall clock). None for a
+    manifest from before it kept the report."""
+    from ray.tune.result import SHOULD_CHECKPOINT
+
+    if (logged := _result_row(fs, trial_dir, checkpoint)) is not None:
+        return logged
+    iteration = int(manifest["iteration"])
+    if not (report := manifest.get("result")):
+        return None
+    rows = result_rows(_read(fs, f"{trial_dir}/result.json") or "")
+    before = [r for r in rows if int(r.get(ITERATION, 0)) < iteration]
+    last = before[-1] if before else {}
+    config = last.get("config")
+    if config is None:
+        config = json.loads(_read(fs, f"{trial_dir}/params.json") or "null")
+    wall = float(report.get(M.WALL_S, 0.0))
+    total = float(last.get("time_total_s", 0.0)) + wall - float(last.get(M.WALL_S, 0.0))
+    written = datetime.fromtimestamp(float(manifest.get("written_at", time.time())))
+    return {
+        **report,
+        ITERATION: iteration,
+        "checkpoint_dir_name": checkpoint,
+        SHOULD_CHECKPOINT: True,  # as Tune sets it on a report with a checkpoint
+        "done": False,
+        "trial_id": trial_id,
+        "date": written.strftime(TUNE_DATE),
+        "timestamp": int(written.timestamp()),
+        "time_total_s": total if last else wall,
+        **({"config": config} if config is not None else {}),
+    }
+
+
+def _trim_results(
+    fs: pafs.FileSystem, trial_dir: str, iteration: int, row: dict[str, Any] | None = None
+) -> int:
     """Keep result.json's and progress.csv's rows up to `iteration`, each iteration once (the
-    last report of it); the number of result.json rows removed."""
+    last report of it), and `row` as the row of `iteration` where a file lacks one; the number
+    of result.json rows removed."""
     text = _read(fs, f"{trial_dir}/result.json")
     dropped = 0
-    if text is not None:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+    if text is not None or row is not None:
+        lines = [ln for ln in (text or "").splitlines() if ln.strip()]
         kept = _up_to(lines, iteration, lambda ln: json.loads(ln).get(ITERATION))
         dropped = len(lines) - len(kept)
+        if row is not None and not _has(kept, iteration, lambda ln: json.loads(ln)[ITERATION]):
+            kept.append(json.dumps(row))
         if kept != lines:
             _write(fs, f"{trial_dir}/result.json", "".join(f"{ln}\n" for ln in kept))
     text = _read(fs, f"{trial_dir}/progress.csv")
-    if text:
+    if text:  # a file without its header (no row yet) is Tune's to begin, with its next row
         header, *rows = list(csv.reader(io.StringIO(text)))
         column = header.index(ITERATION) if ITERATION in header else None
         kept_rows = _up_to(rows, iteration, lambda r: r[column] if column is not None else None)
+        if (
+            row is not None
+            and column is not None
+            and not _has(kept_rows, iteration, lambda r: r[column])
+        ):
+            kept_rows.append(_csv_row(header, row))
         if kept_rows != rows:
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows([header, *kept_rows])
             _write(fs, f"{trial_dir}/progress.csv", out.getvalue())
     return dropped
+
+
+def _has(items: list, iteration: int, iteration_of) -> bool:
+    return bool(items) and int(float(iteration_of(items[-1]))) == iteration
+
+
+def _csv_row(header: list[str], row: dict[str, Any]) -> list[str]:
+    """`row` as progress.csv's columns, as Tune's CSV logger writes it (config left out,
+    nested keys joined by "/", a float as its repr, a column the row lacks empty)."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{prefix}/{k}" if prefix else str(k), v)
+        else:
+            flat[prefix] = value
+
+    walk("", {k: v for k, v in row.items() if k != "config"})
+    cells = (flat.get(c) for c in header)
+    return ["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in cells]
 
 
 def _up_to(items: list, iteration: int, iteration_of) -> list:

@@ -61,11 +61,13 @@ def save(
     *,
     iteration: int = 0,
     env_steps: float = 0.0,
+    result: dict[str, Any] | None = None,
 ) -> None:
     """The algorithm's state (modules, optimizers, connectors, counters) to `path`, the state of
     every RNG of the trial (`rng_state`, with the trainable's own `generators`), the
     trainable's `trial` dict (JSON), with `cfg.checkpoint_replay_buffer` the replay buffer, and
-    last the manifest, naming the trial's `iteration` and `env_steps` at the checkpoint."""
+    last the manifest, naming the trial's `iteration` and `env_steps` at the checkpoint and
+    the `result` it reports with it."""
     algo.save_to_path(path)
     with open(os.path.join(path, RNG_FILE), "wb") as f:
         pickle.dump(rng_state(algo, generators or {}), f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -77,7 +79,7 @@ def save(
     if buffer is not None and cfg.checkpoint_replay_buffer:
         with open(os.path.join(path, REPLAY_FILE), "wb") as f:
             pickle.dump(buffer.get_state(), f, protocol=pickle.HIGHEST_PROTOCOL)
-    write_manifest(path, iteration, env_steps)
+    write_manifest(path, iteration, env_steps, result)
 
 
 def restore(

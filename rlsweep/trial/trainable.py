@@ -268,6 +268,7 @@ def train_trial(config: dict[str, Any]) -> None:
                         generators,
                         iteration=iteration,
                         env_steps=m[ENV_STEPS],
+                        result=metrics,
                     )
                     tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(path))
                 saved_at = time.monotonic()
