@@ -217,6 +217,32 @@ def test_rows_after_the_checkpoint_are_dropped_and_each_iteration_kept_once(tmp_
     ]
 
 
+def test_the_checkpoints_row_is_written_where_a_file_lacks_it(tmp_path):
+    """A driver killed before logging iteration 3's report (its checkpoint whole): result.json
+    and progress.csv get that row back, the CSV in its header's columns as Tune writes them
+    (config left out, a float as its repr, a missing column empty); a file that has it keeps
+    its own."""
+    (tmp_path / "result.json").write_text(
+        "".join(json.dumps({"training_iteration": k, M.ENV_STEPS: 256 * k}) + "\n" for k in (1, 2))
+    )
+    header = f"training_iteration,{M.ENV_STEPS},{M.TRIAL_DONE},pid"
+    (tmp_path / "progress.csv").write_text(
+        f"{header}\n1,256,False,7\n2,512,False,7\n3,768,False,7\n"
+    )
+    row = {"training_iteration": 3, M.ENV_STEPS: 770.5, M.TRIAL_DONE: True, "config": {"lr": 1}}
+    assert _trim_results(pafs.LocalFileSystem(), str(tmp_path), 3, row) == 0
+    assert _rows(tmp_path)[-1] == row and len(_rows(tmp_path)) == 3
+    assert (tmp_path / "progress.csv").read_text().splitlines()[-1] == "3,768,False,7"
+    forget_iteration(tmp_path, 3)
+    _trim_results(pafs.LocalFileSystem(), str(tmp_path), 3, row)
+    assert (tmp_path / "progress.csv").read_text().splitlines()[1:] == [
+        "1,256,False,7",
+        "2,512,False,7",
+        "3,770.5,True,",
+    ]
+    assert [r["training_iteration"] for r in _rows(tmp_path)] == [1, 2, 3]
+
+
 def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
     from rlsweep.cli import parser
     from rlsweep.formatting import parse_duration

@@ -246,7 +246,8 @@ def _trim_results(
 
 
 def _has(items: list, iteration: int, iteration_of) -> bool:
-    return bool(items) and int(float(iteration_of(items[-1]))) == iteration
+    """Whether `items` (`_up_to`'s, every one readable) hold a row of `iteration`."""
+    return any(int(float(iteration_of(item))) == iteration for item in items)
 
 
 def _csv_row(header: list[str], row: dict[str, Any]) -> list[str]:
