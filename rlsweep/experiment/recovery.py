@@ -165,14 +165,6 @@ def _write(fs: pafs.FileSystem, path: str, text: str) -> None:
         f.write(text.encode())
 
 
-def _result_row(fs: pafs.FileSystem, trial_dir: str, checkpoint: str) -> dict[str, Any] | None:
-    """The result the trial reported with `checkpoint` (None: the driver died before writing
-    it)."""
-    text = _read(fs, f"{trial_dir}/result.json") or ""
-    rows = [r for r in result_rows(text) if r.get("checkpoint_dir_name") == checkpoint]
-    return rows[-1] if rows else None
-
-
 def _checkpoint_row(
     fs: pafs.FileSystem, trial_dir: str, trial_id: str, checkpoint: str, manifest: dict
 ) -> dict[str, Any] | None:
@@ -183,12 +175,12 @@ def _checkpoint_row(
     manifest from before it kept the report."""
     from ray.tune.result import SHOULD_CHECKPOINT
 
-    if (logged := _result_row(fs, trial_dir, checkpoint)) is not None:
-        return logged
+    rows = result_rows(_read(fs, f"{trial_dir}/result.json") or "")
+    if logged := [r for r in rows if r.get("checkpoint_dir_name") == checkpoint]:
+        return logged[-1]
     iteration = int(manifest["iteration"])
     if not (report := manifest.get("result")):
         return None
-    rows = result_rows(_read(fs, f"{trial_dir}/result.json") or "")
     before = [r for r in rows if int(r.get(ITERATION, 0)) < iteration]
     last = before[-1] if before else {}
     config = last.get("config")
@@ -252,17 +244,11 @@ def _has(items: list, iteration: int, iteration_of) -> bool:
 
 def _csv_row(header: list[str], row: dict[str, Any]) -> list[str]:
     """`row` as progress.csv's columns, as Tune's CSV logger writes it (config left out,
-    nested keys joined by "/", a float as its repr, a column the row lacks empty)."""
-    flat: dict[str, Any] = {}
+    nested keys flattened by Tune's `flatten_dict`, a float as its repr, a column the row lacks
+    empty)."""
+    from ray.tune.utils import flatten_dict
 
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                walk(f"{prefix}/{k}" if prefix else str(k), v)
-        else:
-            flat[prefix] = value
-
-    walk("", {k: v for k, v in row.items() if k != "config"})
+    flat = flatten_dict({k: v for k, v in row.items() if k != "config"}, delimiter="/")
     cells = (flat.get(c) for c in header)
     return ["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in cells]
 
