@@ -99,6 +99,10 @@ class PPOArgs:
     """Average the last stage over space before the dense layer."""
     relu_after_pool: bool = False
     """With global_pool: pool, then ReLU (LARS12llt's entry), not ReLU, then pool."""
+    init: str = "glorot"
+    """How the weights start: glorot (train-procgen) | torch (CleanRL) | keras (LARS12llt)."""
+    center_inputs: bool = False
+    """Pixels as (x - 128) / 255 (LARS12llt's entry), not x / 255."""
     framestack: str = "none"
     """none | stack: the last `framestack_k` frames | gap: the first and last of them."""
     framestack_k: int = 4
@@ -123,6 +127,8 @@ class PPOArgs:
             widths=self.widths,
             global_pool=self.global_pool,
             relu_after_pool=self.relu_after_pool,
+            init=self.init,
+            center_inputs=self.center_inputs,
             precision=self.precision,
         )
 
@@ -158,6 +164,8 @@ class PPOArgs:
             widths=cfg.widths,
             global_pool=cfg.global_pool,
             relu_after_pool=cfg.relu_after_pool,
+            init=cfg.init,
+            center_inputs=cfg.center_inputs,
             framestack=cfg.framestack,
             framestack_k=cfg.framestack_k,
             seed=cfg.seed,

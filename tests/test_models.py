@@ -126,6 +126,59 @@ def test_downsample_variants_differ_in_structure():
     assert conv.stages[0].down.stride == (2, 2)
 
 
+def _layers(module):
+    return [m for m in module.modules() if isinstance(m, torch.nn.Conv2d | torch.nn.Linear)]
+
+
+def _is_glorot_uniform(layer):
+    """Weights inside Glorot's bound with a uniform's spread over it, and a zero bias."""
+    w = layer.weight.detach()
+    fan_in, fan_out = w[0].numel(), w.shape[0] * w[0, 0].numel()
+    bound = (6 / (fan_in + fan_out)) ** 0.5
+    spread = w.std().item() / (bound / 3**0.5)
+    return w.abs().max() <= bound and 0.9 < spread < 1.1 and not layer.bias.any()
+
+
+def _is_orthogonal_head(layer, gain):
+    w = layer.weight.detach().double()
+    eye = torch.eye(w.shape[0], dtype=torch.float64)
+    return torch.allclose(w @ w.T, gain**2 * eye, atol=1e-6 * gain**2) and not layer.bias.any()
+
+
+@pytest.mark.parametrize("init", ["glorot", "torch", "keras"])
+def test_weights_start_as_the_reference_of_their_init(init):
+    """glorot: train-procgen's (TF1 layers' Glorot-uniform trunk, zero biases; baselines' `fc`
+    heads, orthogonal with gains 0.01 and 1); torch: CleanRL's (nn.Conv2d and nn.Linear as built,
+    the same heads); keras: LARS12llt's Keras model (Glorot-uniform everywhere, zero biases)."""
+    torch.manual_seed(0)
+    net = ImpalaActorCritic((6, 64, 64), 15, ModelConfig(widths=(32, 64, 64), init=init))
+    trunk = _layers(net.trunk)
+    assert len(trunk) == 3 * 5 + 1  # a stage: its conv and two blocks of two; then the dense
+    if init == "torch":
+        for layer in trunk:  # kaiming_uniform(a=sqrt(5)) and its bias: both within 1/sqrt(fan_in)
+            bound = layer.weight[0].numel() ** -0.5
+            assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound
+            assert layer.bias.any() and not _is_glorot_uniform(layer)
+    else:
+        assert all(_is_glorot_uniform(layer) for layer in trunk)
+    if init == "keras":
+        assert _is_glorot_uniform(net.pi) and _is_glorot_uniform(net.vf)
+    else:
+        assert _is_orthogonal_head(net.pi, 0.01) and _is_orthogonal_head(net.vf, 1.0)
+
+
+def test_center_inputs_centres_the_pixels_before_the_first_conv():
+    """(x - 128) / 255, as LARS12llt's model feeds its convolutions; x / 255 without."""
+    torch.manual_seed(0)
+    centred = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=False, center_inputs=True))
+    plain = ImpalaCNN((3, 64, 64), ModelConfig(channels_last=False))
+    plain.load_state_dict(centred.state_dict())
+    x = _obs()
+    y = centred.stages((x.float() - 128) / 255)
+    torch.testing.assert_close(centred(x), torch.relu(centred.dense(torch.relu(y).flatten(1))))
+    assert not torch.allclose(centred(x), plain(x))
+
+
 def test_initial_policy_is_near_uniform():
     net = ImpalaActorCritic((3, 64, 64), 15, ModelConfig())
     probs = torch.softmax(net(_obs())[0], -1)

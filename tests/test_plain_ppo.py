@@ -67,6 +67,7 @@ def test_an_iteration_in_lars12llts_setting():
     assert (args.vf_coef, args.vf_clip, args.kl_coeff, args.max_grad_norm) == (1.0, 30.0, 0.2, None)
     assert (args.framestack, args.widths, args.global_pool) == ("gap", (32, 64, 64), True)
     assert args.model().relu_after_pool  # pool, then ReLU, as the entry's Keras head
+    assert (args.model().init, args.model().center_inputs) == ("keras", True)  # its Keras model's
     ppo = PlainPPO(args)
     try:
         assert ppo.next_obs.shape == (4, 6, 64, 64)

@@ -54,6 +54,8 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "global_pool": (None, "true, false"),
     "relu_after_pool": ("no", "true, false"),
     "dense": (0, "an integer >= 1"),
+    "init": ("xavier", "glorot, torch, keras"),
+    "center_inputs": ("yes", "true, false"),
     "channels_last": ("no", "true, false"),
     "precision": ("fp16", "auto, fp32, tf32, bf16"),
     "cuda_graph": ("on", "true, false"),
@@ -130,7 +132,7 @@ HINTS = {  # what a refused value may have meant (issue 40): a close name, or un
     **{k: QUOTED.format(RULES[k][0]) for k in ("reward_shaping", "channels_last", "cuda_graph")},
     **{k: QUOTED.format(RULES[k][0]) for k in ("kl_coeff", "overlap", "deterministic")},
     **{k: QUOTED.format(RULES[k][0]) for k in ("double_q", "checkpoint_replay_buffer")},
-    **{k: QUOTED.format(RULES[k][0]) for k in ("relu_after_pool",)},
+    **{k: QUOTED.format(RULES[k][0]) for k in ("relu_after_pool", "center_inputs")},
 }
 
 

@@ -42,6 +42,8 @@ from rlsweep.spec.validators import (
 FRAMESTACKS = ("none", "stack", "gap")
 TIME_LIMITS = ("terminate", "truncate")
 DOWNSAMPLES = ("maxpool", "conv")
+INITS = ("glorot", "torch", "keras")
+"""How a network's weights start (ModelConfig.init), each as a reference started them."""
 TRANSFORMS = ("flip", "rotate", "crop_resize", "translate", "pad_crop")
 """The augmentations proper; `all` draws one of them per sample. Order fixes the op ids."""
 AUGMENTATIONS = ("none", *TRANSFORMS, "all")
@@ -179,6 +181,16 @@ class ModelConfig(ConfigPart):
     No effect without global_pool (flattening commutes with the ReLU)."""
     dense: int = checked(256, rule=integer(1))
     """Width of the dense layer."""
+    init: str = checked("glorot", rule=one_of(INITS))
+    """How the weights start. 'glorot': Glorot-uniform weights and zero biases in the trunk (the
+    convolutions and the dense layer), the policy head orthogonal with gain 0.01 and the value
+    head with gain 1, zero head biases: openai/train-procgen's (TF1 layers' defaults, baselines'
+    `fc` heads). 'torch': PyTorch's layer defaults in the trunk, the same heads: CleanRL's
+    ppo_procgen. 'keras': Glorot-uniform weights and zero biases in every layer, the heads too:
+    a Keras model's defaults (the AIcrowd starter kit's and LARS12llt's IMPALA-CNN)."""
+    center_inputs: bool = checked(False, rule=flag)
+    """Scale pixels as (x - 128) / 255, centred on 0 (LARS12llt's entry), not x / 255
+    (train-procgen, CleanRL). The convolutions' zero padding then stands for mid-grey, not black."""
     channels_last: bool = checked(True, rule=flag)
     """NHWC memory format for the convolutions (~1.7x faster training on CPU)."""
     precision: str = checked("fp32", rule=one_of(PRECISIONS))

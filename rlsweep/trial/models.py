@@ -41,6 +41,14 @@ class _Stage(nn.Module):
         return self.res1(self.res0(self.down(x)))
 
 
+def glorot(layer: nn.Conv2d | nn.Linear) -> None:
+    """Glorot-uniform weights and a zero bias: TensorFlow's defaults for its conv and dense
+    layers (`tf.layers` and Keras alike; the fans are counted as torch's xavier_uniform_ counts
+    them, receptive field included)."""
+    nn.init.xavier_uniform_(layer.weight)
+    nn.init.zeros_(layer.bias)
+
+
 class ImpalaCNN(nn.Module):
     """uint8 (B, C, H, W) observations -> (B, dense) features."""
 
@@ -57,6 +65,11 @@ class ImpalaCNN(nn.Module):
         self.relu_after_pool = cfg.relu_after_pool
         flat = in_ch if cfg.global_pool else in_ch * h * w
         self.dense = nn.Linear(flat, cfg.dense)
+        if cfg.init in ("glorot", "keras"):  # else PyTorch's defaults, drawn as each was built
+            for layer in self.modules():
+                if isinstance(layer, nn.Conv2d | nn.Linear):
+                    glorot(layer)
+        self.center_inputs = cfg.center_inputs
         self.channels_last = cfg.channels_last
         self.bf16 = cfg.precision == "bf16"
         if cfg.channels_last:
@@ -76,7 +89,10 @@ class ImpalaCNN(nn.Module):
             return self._features(obs).float()
 
     def _features(self, obs: torch.Tensor) -> torch.Tensor:
-        x = obs.float() / 255.0  # scaling lives in the model so rollouts ship uint8
+        x = obs.float()  # scaling lives in the model so rollouts ship uint8
+        if self.center_inputs:
+            x = x - 128.0
+        x = x / 255.0
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
         x = self.stages(x)
@@ -108,11 +124,15 @@ class ImpalaActorCritic(nn.Module):
         self.trunk = ImpalaCNN(obs_shape, cfg)
         self.pi = nn.Linear(cfg.dense, num_actions)
         self.vf = nn.Linear(cfg.dense, 1)
-        # Small policy init keeps the initial policy near uniform (openai/baselines convention).
-        nn.init.orthogonal_(self.pi.weight, gain=0.01)
-        nn.init.zeros_(self.pi.bias)
-        nn.init.orthogonal_(self.vf.weight, gain=1.0)
-        nn.init.zeros_(self.vf.bias)
+        if cfg.init == "keras":
+            glorot(self.pi)
+            glorot(self.vf)
+        else:
+            # Small policy init keeps the initial policy near uniform (openai/baselines convention).
+            nn.init.orthogonal_(self.pi.weight, gain=0.01)
+            nn.init.zeros_(self.pi.bias)
+            nn.init.orthogonal_(self.vf.weight, gain=1.0)
+            nn.init.zeros_(self.vf.bias)
 
     def features(self, obs: torch.Tensor) -> torch.Tensor:
         return self.trunk(obs)
