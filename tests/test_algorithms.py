@@ -213,9 +213,10 @@ def test_algorithm_trains_on_procgen(ray_local, overrides, changed_key):
     assert all(r["train/module_steps_trained"] > 0 for r in results), results
     last = results[-1]
     assert math.isfinite(last["loss/total"]) and math.isfinite(last["loss/value"]), results
-    assert last["env_steps"] >= 3 * 256 and math.isfinite(last["train/episode_return_mean"]), (
-        results
-    )
+    # An iteration in which no episode ended reports no episode return (NaN): some did end.
+    returns = [r["train/episode_return_mean"] for r in results]
+    assert last["env_steps"] >= 3 * 256 and last["train/episodes_lifetime"] > 0, results
+    assert any(math.isfinite(r) for r in returns), results
     assert not np.array_equal(before[changed_key], after[changed_key])
     assert logits.shape == (2, 15)
 
