@@ -127,13 +127,12 @@ def test_gpu_fields_are_validated(params, key, message):
 
 
 def test_parameter_count_matches_the_model():
-    from rlsweep.trial.models import ImpalaActorCritic, ModelConfig
+    from rlsweep.trial.models import ImpalaActorCritic
 
     for params in [{}, {"widths": (32, 64, 64)}, {"framestack": "stack", "global_pool": True}]:
         cfg = TrialConfig(**params)
-        c, _, _ = (3 * cfg.env_config().frames_per_obs, 64, 64)
-        model_cfg = ModelConfig(widths=cfg.widths, global_pool=cfg.global_pool)
-        net = ImpalaActorCritic((c, 64, 64), 15, model_cfg)
+        obs_shape = (3 * cfg.env_config().frames_per_obs, 64, 64)
+        net = ImpalaActorCritic(obs_shape, 15, cfg.model_config())
         assert num_params(cfg) == sum(p.numel() for p in net.parameters())
 
 
