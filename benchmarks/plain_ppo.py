@@ -103,6 +103,8 @@ class PPOArgs:
     """How the weights start: glorot (train-procgen) | torch (CleanRL) | keras (LARS12llt)."""
     center_inputs: bool = False
     """Pixels as (x - 128) / 255 (LARS12llt's entry), not x / 255."""
+    pool_padding: str = "tf_same"
+    """The max-pools' padding: tf_same (TF's 'SAME', the TF nets') | torch (CleanRL's)."""
     framestack: str = "none"
     """none | stack: the last `framestack_k` frames | gap: the first and last of them."""
     framestack_k: int = 4
@@ -129,6 +131,7 @@ class PPOArgs:
             relu_after_pool=self.relu_after_pool,
             init=self.init,
             center_inputs=self.center_inputs,
+            pool_padding=self.pool_padding,
             precision=self.precision,
         )
 
@@ -166,6 +169,7 @@ class PPOArgs:
             relu_after_pool=cfg.relu_after_pool,
             init=cfg.init,
             center_inputs=cfg.center_inputs,
+            pool_padding=cfg.pool_padding,
             framestack=cfg.framestack,
             framestack_k=cfg.framestack_k,
             seed=cfg.seed,

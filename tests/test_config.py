@@ -1,7 +1,7 @@
 import pytest
 
 from rlsweep.errors import ConfigError
-from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.config import EARLIER_DEFAULTS, TrialConfig, recorded_config
 
 
 def test_defaults_are_train_procgens_run():
@@ -20,6 +20,17 @@ def test_round_trip_through_dict():
     d = cfg.to_dict()
     assert d["widths"] == [32, 64, 64] and d["lr_schedule"] == [[0, 1e-4], [1000, 8e-4]]
     assert TrialConfig.from_dict(d) == cfg
+
+
+def test_a_recorded_config_runs_as_its_rlsweep_ran_it():
+    """A config recorded before a field whose default changed ran with the earlier value; one
+    that records the field keeps it; the entries are defaults that did change."""
+    now = TrialConfig().to_dict()
+    assert all(now[k] != v for k, v in EARLIER_DEFAULTS.items())
+    before = {k: v for k, v in now.items() if k not in EARLIER_DEFAULTS}
+    assert TrialConfig.from_dict(recorded_config(before)).init == "torch"
+    assert TrialConfig.from_dict(recorded_config(before)).pool_padding == "torch"
+    assert recorded_config(now) == now
 
 
 def test_train_batch_follows_runners():

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 import torch
 
@@ -7,6 +8,7 @@ from rlsweep.trial.models import (
     ImpalaCNN,
     ModelConfig,
     bf16_weights_for_rollouts,
+    max_pool,
     pinned_frames,
     sample_categorical,
 )
@@ -124,6 +126,44 @@ def test_downsample_variants_differ_in_structure():
     conv = ImpalaCNN((3, 64, 64), ModelConfig(downsample="conv"))
     assert isinstance(conv.stages[0].down, torch.nn.Conv2d)
     assert conv.stages[0].down.stride == (2, 2)
+
+
+def _tf_same_max_pool(x: np.ndarray) -> np.ndarray:
+    """TensorFlow's 3x3, stride-2 max-pool with padding 'SAME', from its documented rule: out =
+    ceil(n / 2) per side, (out - 1) * 2 + 3 - n pixels of padding in all, half of them (rounded
+    down) before; padded pixels never win."""
+    for axis in (-2, -1):
+        n = x.shape[axis]
+        out = -(-n // 2)
+        total = max((out - 1) * 2 + 3 - n, 0)
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (total // 2, total - total // 2)
+        x = np.pad(x, pad, constant_values=-np.inf)
+        windows = [x.take(range(i, i + 2 * out - 1, 2), axis=axis) for i in range(3)]
+        x = np.maximum.reduce(windows)
+    return x
+
+
+@pytest.mark.parametrize("size", [(64, 64), (32, 32), (16, 16), (7, 7), (9, 8)])
+def test_tf_same_pooling_is_tensorflows_and_torch_pooling_is_cleanrls(size):
+    x = torch.randn(2, 3, *size)
+    tf_same = max_pool(size, "tf_same")(x)
+    np.testing.assert_array_equal(tf_same.numpy(), _tf_same_max_pool(x.numpy()))
+    cleanrl = torch.nn.MaxPool2d(3, stride=2, padding=1)(x)  # ppo_procgen.py's ConvSequence
+    torch.testing.assert_close(max_pool(size, "torch")(x), cleanrl, rtol=0, atol=0)
+    assert tf_same.shape == cleanrl.shape
+    assert torch.equal(tf_same, cleanrl) == (size == (7, 7))  # they differ on an even side only
+
+
+def test_pool_padding_is_each_stages_and_changes_the_function_not_the_weights():
+    torch.manual_seed(0)
+    tf_same = ImpalaCNN((3, 64, 64), ModelConfig())
+    cleanrl = ImpalaCNN((3, 64, 64), ModelConfig(pool_padding="torch"))
+    cleanrl.load_state_dict(tf_same.state_dict())
+    pools = [stage.down[1] for stage in tf_same.stages]
+    assert [p.padding for p in pools] == [(0, 0)] * 3 and all(p.ceil_mode for p in pools)
+    x = _obs()
+    assert tf_same(x).shape == cleanrl(x).shape and not torch.allclose(tf_same(x), cleanrl(x))
 
 
 def _layers(module):

@@ -5,6 +5,7 @@ very modules now at the new paths; and an experiment dir written then (Tune's pi
 from __future__ import annotations
 
 import importlib
+import json
 import subprocess
 import sys
 import tarfile
@@ -70,11 +71,14 @@ def test_an_experiment_dir_from_before_the_move_resumes_and_reports(
     tmp_path, monkeypatch, no_ray_running
 ):
     """tests/fixtures/make_old_layout_fixture.py made it: 4 trials of the fake trainable, two
-    stopped by the time limit mid-way (checkpointed), two never started. It predates TrialConfig
-    fields (relu_after_pool): the resume keeps the param_space Tune saved, whose keys Tune would
-    not let a re-specified one change, and each trial's missing field takes its default."""
+        stopped by the time limit mid-way (checkpointed), two never started. It predates TrialConfig
+        fields (relu_after_pool): the resume keeps the param_space Tune saved, whose keys Tune would
+        not let a re-specified one change, and each trial's missing field takes its default, or the
+    value it ran with where the default has changed since (init, pool_padding)."""
     from rlsweep import resume_sweep
     from rlsweep.results.report import build_report
+    from rlsweep.results.results import load_curves
+    from rlsweep.spec.spec import TRIAL_FILE
 
     with tarfile.open(FIXTURE) as tar:
         tar.extractall(tmp_path, filter="data")
@@ -89,6 +93,12 @@ def test_an_experiment_dir_from_before_the_move_resumes_and_reports(
     df = resume_sweep(path, trainable=fake_trial, num_cpus=2).trials
     assert len(df) == 4 and (df["status"] == "TERMINATED").all(), df
     assert (df["iteration"] == 30).all()
+    # Before init and pool_padding, every net started and pooled as PyTorch's (EARLIER_DEFAULTS):
+    # the trials ran so, the two started by the resume too, and report so.
+    ran = load_curves(path).drop_duplicates("trial_id")
+    assert len(ran) == 4 and {*ran["init"], *ran["pool_padding"]} == {"torch"}
+    recorded = [json.loads(f.read_text()) for f in path.glob(f"*/{TRIAL_FILE}")]
+    assert [(r["init"], r["pool_padding"]) for r in recorded] == [("torch", "torch")] * 4
     assert all(Path(d).parent == path for d in df["trial_dir"])
     assert "4 TERMINATED" in build_report([path]).read_text()
     # the old paths were this tree's modules, under both names (not another checkout's)

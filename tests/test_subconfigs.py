@@ -51,6 +51,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     # ModelConfig
     "widths": ("wide", "a non-empty list of positive integers"),
     "downsample": ("avg", "maxpool, conv"),
+    "pool_padding": ("valid", "tf_same, torch"),
     "global_pool": (None, "true, false"),
     "relu_after_pool": ("no", "true, false"),
     "dense": (0, "an integer >= 1"),

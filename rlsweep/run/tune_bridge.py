@@ -295,7 +295,7 @@ def restore_tuner(
     retries, searcher and scheduler state) come from the experiment's saved state, and so does
     its param_space: Tune refuses a re-specified one whose keys differ, and today's would have
     every TrialConfig field added since the sweep began (a trial's config without one takes its
-    default, as the sweep ran it)."""
+    default, or the value the sweep ran where the default changed: `recorded_config`)."""
     spec = _run_spec(spec)
     storage, storage_fs = tune_storage(experiment)
     tuner = tune.Tuner.restore(

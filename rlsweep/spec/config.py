@@ -46,6 +46,22 @@ RENAMED = {
 }
 """Trial keys of earlier versions -> what to write now: an error that says so, never a silent
 translation (a spec means one thing)."""
+EARLIER_DEFAULTS = {
+    "init": "torch",  # until 2026-11-28 every net started from PyTorch's defaults
+    "pool_padding": "torch",  # until 2026-11-28 every max-pool padded each edge
+}
+"""Trial fields added with a default that runs otherwise than rlsweep ran before them, and
+what ran before. A trial's recorded config holds every field of the rlsweep that recorded it
+(`rlsweep.run.tune_bridge.param_space`), so one without such a field ran with this value: a
+sweep begun before the field resumes, and reports, as it ran (`recorded_config`)."""
+
+
+def recorded_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A trial config as a sweep recorded it (Tune's params, trial.json), with the value it ran
+    with for each EARLIER_DEFAULTS field it predates."""
+    return {**{k: v for k, v in EARLIER_DEFAULTS.items() if k not in config}, **config}
+
+
 Part = TypeVar("Part", bound=Validated)
 """One of SUB_CONFIGS."""
 

@@ -26,7 +26,7 @@ import yaml
 from rlsweep.envs.procgen import GAMES
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
-from rlsweep.spec.config import TrialConfig
+from rlsweep.spec.config import TrialConfig, recorded_config
 from rlsweep.spec.overrides import Override
 from rlsweep.spec.overrides import apply as apply_overrides
 from rlsweep.spec.overrides import named as name_overrides
@@ -622,8 +622,9 @@ def resolve_config(
 ) -> dict[str, Any]:
     """The config a trial runs, from what Tune recorded: the Repeater's cell index becomes
     game / seed / variant params, conditions are applied; the variant label is dropped (it is
-    not a TrialConfig field) unless `keep_label`."""
-    config = dict(config)
+    not a TrialConfig field) unless `keep_label`. A field the recording rlsweep predates takes
+    the value that rlsweep ran (`recorded_config`)."""
+    config = recorded_config(config)
     if CELL_INDEX in config:
         config["game"], config["seed"], label = cells[config.pop(CELL_INDEX)]
         if label is not None:

@@ -42,6 +42,8 @@ from rlsweep.spec.validators import (
 FRAMESTACKS = ("none", "stack", "gap")
 TIME_LIMITS = ("terminate", "truncate")
 DOWNSAMPLES = ("maxpool", "conv")
+POOL_PADDINGS = ("tf_same", "torch")
+"""Where a stage's max-pool pads its input (ModelConfig.pool_padding)."""
 INITS = ("glorot", "torch", "keras")
 """How a network's weights start (ModelConfig.init), each as a reference started them."""
 TRANSFORMS = ("flip", "rotate", "crop_resize", "translate", "pad_crop")
@@ -172,6 +174,13 @@ class ModelConfig(ConfigPart):
     """Channels per stage; (32, 64, 64) is the 'wide' variant."""
     downsample: str = checked("maxpool", rule=one_of(DOWNSAMPLES))
     """'maxpool' (3x3, stride 2, as in IMPALA) or 'conv' (a stride-2 3x3 conv)."""
+    pool_padding: str = checked("tf_same", rule=one_of(POOL_PADDINGS))
+    """Where the 3x3, stride-2 max-pool pads. 'tf_same': TensorFlow's 'SAME' padding, as the
+    TF nets ran it (IMPALA's, train-procgen's, the AIcrowd starter's, LARS12llt's): on an even
+    side (64, 32, 16) one padded row and column at the bottom and right only, so the windows start
+    at pixel 0; on an odd side one on each edge. 'torch': one on each edge always (CleanRL's
+    nn.MaxPool2d(3, 2, padding=1)), so on an even side the windows start at pixel -1, half a
+    window's stride from TF's. The same output size either way. No effect with downsample 'conv'."""
     global_pool: bool = checked(False, rule=flag)
     """Average-pool the last stage over space before the dense layer."""
     relu_after_pool: bool = checked(False, rule=flag)

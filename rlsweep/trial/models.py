@@ -25,12 +25,23 @@ class _ResidualBlock(nn.Module):
         return x + y
 
 
+def max_pool(size: tuple[int, int], padding: str) -> nn.MaxPool2d:
+    """The stages' 3x3, stride-2 max-pool for an input of `size` (H, W), padded as
+    `ModelConfig.pool_padding` says. TF's 'SAME' pads (out - 1) * 2 + 3 - n pixels in all on a
+    side of n, the odd one at the end: one at the end of an even side, which a window running
+    past the end (ceil_mode, no padding) matches without a padded copy; one at each end of an odd
+    side, as torch's padding=1."""
+    if padding == "torch":
+        return nn.MaxPool2d(3, stride=2, padding=1)
+    return nn.MaxPool2d(3, stride=2, padding=(size[0] % 2, size[1] % 2), ceil_mode=True)
+
+
 class _Stage(nn.Module):
-    def __init__(self, in_ch: int, out_ch: int, downsample: str) -> None:
+    def __init__(self, in_ch: int, out_ch: int, size: tuple[int, int], cfg: ModelConfig) -> None:
         super().__init__()
-        if downsample == "maxpool":
+        if cfg.downsample == "maxpool":
             self.down = nn.Sequential(
-                nn.Conv2d(in_ch, out_ch, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1)
+                nn.Conv2d(in_ch, out_ch, 3, padding=1), max_pool(size, cfg.pool_padding)
             )
         else:
             self.down = nn.Conv2d(in_ch, out_ch, 3, stride=2, padding=1)
@@ -57,7 +68,7 @@ class ImpalaCNN(nn.Module):
         c, h, w = obs_shape
         stages, in_ch = [], c
         for width in cfg.widths:
-            stages.append(_Stage(in_ch, width, cfg.downsample))
+            stages.append(_Stage(in_ch, width, (h, w), cfg))
             in_ch = width
             h, w = (h + 1) // 2, (w + 1) // 2
         self.stages = nn.Sequential(*stages)
