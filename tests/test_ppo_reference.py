@@ -275,8 +275,23 @@ def runs():
     return get
 
 
+@pytest.fixture(scope="module")
+def references():
+    """`reference(run, cfg)`, computed once per run and setting: the reverts of a scenario
+    compare with the same reference weights, which the tests only read."""
+    cache: dict[tuple[int, str], torch.nn.Module] = {}
+
+    def get(run: Run, cfg=None) -> torch.nn.Module:
+        key = (id(run), repr(cfg or run.cfg))  # a run lives as long as `runs`' cache
+        if key not in cache:
+            cache[key] = reference(run, cfg)
+        return cache[key]
+
+    return get
+
+
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
-def test_update_equals_cleanrl_reference(runs, scenario):
+def test_update_equals_cleanrl_reference(runs, references, scenario):
     run = runs(scenario)
     log = run.log
     ended = [t | c for t, c in zip(log.terminated, log.truncated, strict=True)]
@@ -289,7 +304,7 @@ def test_update_equals_cleanrl_reference(runs, scenario):
     else:  # raw rewards (fish eaten) and a gap framestack refilled at an episode's start
         assert (np.concatenate(log.rewards) != 0).any(), "no reward in the rollout"
     assert any(e.any() for e in ended)
-    err = relative_error(learn(run, run.cfg), reference(run))
+    err = relative_error(learn(run, run.cfg), references(run))
     print(f"{scenario}: relative weight error {err:.2e}")
     assert err <= TOLERANCE, f"{scenario}: relative weight error {err:.2e}"
 
@@ -313,12 +328,12 @@ REVERTS = {
 
 
 @pytest.mark.parametrize("item", list(REVERTS))
-def test_each_reverted_item_breaks_equivalence(runs, item):
+def test_each_reverted_item_breaks_equivalence(runs, references, item):
     from rlsweep.spec.config import TrialConfig
 
     scenario, learner_overrides, env_overrides = REVERTS[item]
     run = runs(scenario, **env_overrides)
-    ref = reference(run, TrialConfig(**SCENARIOS[scenario]))  # the scenario's, not the revert's
+    ref = references(run, TrialConfig(**SCENARIOS[scenario]))  # the scenario's, not the revert's
     err = relative_error(learn(run, dataclasses.replace(run.cfg, **learner_overrides)), ref)
     print(f"reverted {item}: relative weight error {err:.2e}")
     assert err > 10 * TOLERANCE, f"reverting {item} left the weights equal ({err:.2e})"

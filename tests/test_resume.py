@@ -79,7 +79,9 @@ def _progress_csv_is_result_json(trial_dir: Path) -> None:
     """Tune's progress.csv loads in pandas and holds what result.json holds, row for row and
     key for key (Tune takes a process's columns from its first report: a resumed trial's
     reports must carry the first's keys, in its order)."""
-    table = pd.read_csv(trial_dir / "progress.csv", float_precision="round_trip")
+    # pandas 3 parses floats exactly by default (and deprecates the option); pandas 2 needs it.
+    exact = {"float_precision": "round_trip"} if pd.__version__ < "3" else {}
+    table = pd.read_csv(trial_dir / "progress.csv", **exact)
     rows = [{k: v for k, v in r.items() if k != "config"} for r in _rows(trial_dir)]
     assert len(table) == len(rows), trial_dir
     assert set().union(*rows) <= set(table.columns), set().union(*rows) - set(table.columns)

@@ -388,11 +388,13 @@ def plot_importance(scores: dict[str, pd.Series], path: Path) -> None:
 
 def _optuna_figure(draw, study) -> Figure:
     """Optuna's matplotlib figure of `study` (`draw(study)` returns its axes), its
-    experimental-API warning silenced: the figure is the same either way."""
+    experimental-API warning silenced: the figure is the same either way; so is matplotlib's
+    about a panel whose trials all took one value (it widens the axis, as it says)."""
     import optuna
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", "Attempting to set identical low and high", UserWarning)
         axes = draw(study)
     first = axes.flat[0] if isinstance(axes, np.ndarray) else axes
     return first.figure
