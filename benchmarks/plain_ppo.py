@@ -93,18 +93,9 @@ class PPOArgs:
     """VecNormalize's gamma (train-procgen leaves it at its default 0.99)."""
     reward_clip: float = 10.0
     """VecNormalize's cliprew."""
-    widths: tuple[int, ...] = (16, 32, 32)
-    """IMPALA-CNN channels per stage; (32, 64, 64): the wide one."""
-    global_pool: bool = False
-    """Average the last stage over space before the dense layer."""
-    relu_after_pool: bool = False
-    """With global_pool: pool, then ReLU (LARS12llt's entry), not ReLU, then pool."""
-    init: str = "glorot"
-    """How the weights start: glorot (train-procgen) | torch (CleanRL) | keras (LARS12llt)."""
-    center_inputs: bool = False
-    """Pixels as (x - 128) / 255 (LARS12llt's entry), not x / 255."""
-    pool_padding: str = "tf_same"
-    """The max-pools' padding: tf_same (TF's 'SAME', the TF nets') | torch (CleanRL's)."""
+    net: ModelConfig = ModelConfig()
+    """The IMPALA-CNN, as an rlsweep trial declares it (widths, pooling, start, input scaling:
+    every field of its ModelConfig); its arithmetic is `precision`'s."""
     framestack: str = "none"
     """none | stack: the last `framestack_k` frames | gap: the first and last of them."""
     framestack_k: int = 4
@@ -125,15 +116,7 @@ class PPOArgs:
 
     def model(self) -> ModelConfig:
         """The network these arguments train (rlsweep's IMPALA-CNN: the same net)."""
-        return ModelConfig(
-            widths=self.widths,
-            global_pool=self.global_pool,
-            relu_after_pool=self.relu_after_pool,
-            init=self.init,
-            center_inputs=self.center_inputs,
-            pool_padding=self.pool_padding,
-            precision=self.precision,
-        )
+        return dataclasses.replace(self.net, precision=self.precision)
 
     @classmethod
     def of_trial(cls, cfg, **overrides) -> PPOArgs:
@@ -164,12 +147,7 @@ class PPOArgs:
             max_grad_norm=cfg.grad_clip,
             normalize_reward=cfg.normalize_reward,
             reward_norm_gamma=cfg.reward_norm_gamma,
-            widths=cfg.widths,
-            global_pool=cfg.global_pool,
-            relu_after_pool=cfg.relu_after_pool,
-            init=cfg.init,
-            center_inputs=cfg.center_inputs,
-            pool_padding=cfg.pool_padding,
+            net=cfg.model_config(),
             framestack=cfg.framestack,
             framestack_k=cfg.framestack_k,
             seed=cfg.seed,

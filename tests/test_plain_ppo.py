@@ -65,7 +65,7 @@ def test_an_iteration_in_lars12llts_setting():
     args = PPOArgs.of_trial(cfg, num_threads=1)
     # RLlib's vf_loss_coeff 0.5 on the squared error: PPO2's vf_coef 1.0 on half of it.
     assert (args.vf_coef, args.vf_clip, args.kl_coeff, args.max_grad_norm) == (1.0, 30.0, 0.2, None)
-    assert (args.framestack, args.widths, args.global_pool) == ("gap", (32, 64, 64), True)
+    assert (args.framestack, args.net.widths, args.net.global_pool) == ("gap", (32, 64, 64), True)
     assert args.model().relu_after_pool  # pool, then ReLU, as the entry's Keras head
     assert (args.model().init, args.model().center_inputs) == ("keras", True)  # its Keras model's
     ppo = PlainPPO(args)

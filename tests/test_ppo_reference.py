@@ -217,6 +217,8 @@ def relative_error(a: torch.nn.Module, b: torch.nn.Module) -> float:
 # "SAME" padding, where the move moved it 1.1e-6 and rlsweep stood 1.1e-6 from it (2026-11-28,
 # 8.3e-7 and 3.1e-7 padded as CleanRL does). The comparison is of the update; how each init
 # starts and each padding pools is tests/test_models.py's.
+UNAMPLIFIED_NET = dict(init="torch", pool_padding="torch")
+"""The net where rounding is not amplified: PyTorch's start, CleanRL's max-pool padding."""
 SCENARIOS = {
     "maze": dict(
         game="maze",
@@ -224,8 +226,7 @@ SCENARIOS = {
         rollout_length=512,
         minibatch_size=256,
         seed=1,
-        init="torch",
-        pool_padding="torch",
+        **UNAMPLIFIED_NET,
     ),
     "fruitbot": dict(
         game="fruitbot",
@@ -234,8 +235,7 @@ SCENARIOS = {
         minibatch_size=128,
         num_epochs=1,
         seed=1,
-        init="torch",
-        pool_padding="torch",
+        **UNAMPLIFIED_NET,
     ),
     # The pooling study's config (baselines/lars12llt: 2020's RLlib PPO, wide IMPALA-CNN with
     # average pooling, gap framestack, KL penalty, value clip 30, advantages standardized over
