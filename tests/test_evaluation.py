@@ -32,12 +32,62 @@ def test_one_episode_per_env_on_unseen_levels():
 def test_sampling_policy_is_seeded_and_follows_the_logits():
     logits = torch.tensor([[0.0, 20.0, 0.0]]).repeat(64, 1)
     act = sampling_policy(lambda obs: logits[: obs.shape[0]], seed=3)
-    actions = act(np.zeros((64, 3, 64, 64), np.uint8))
+    everyone = np.ones(64, bool)
+    actions = act(np.zeros((64, 3, 64, 64), np.uint8), everyone)
     assert (actions == 1).mean() > 0.95
     uniform = lambda obs: torch.zeros(obs.shape[0], 15)  # noqa: E731
-    a = sampling_policy(uniform, seed=5)(np.zeros((32, 3, 2, 2), np.uint8))
-    b = sampling_policy(uniform, seed=5)(np.zeros((32, 3, 2, 2), np.uint8))
+    obs = np.zeros((32, 3, 2, 2), np.uint8)
+    a = sampling_policy(uniform, seed=5)(obs, everyone[:32])
+    b = sampling_policy(uniform, seed=5)(obs, everyone[:32])
     assert (a == b).all() and len(set(a.tolist())) > 3
+
+
+def _per_row_logits(obs: torch.Tensor) -> torch.Tensor:
+    """Logits of each row from that row alone (its channel means), so that a batch of some rows
+    gives each the logits the whole batch gives it, bit for bit."""
+    weights = torch.linspace(-0.01, 0.01, obs.shape[1] * 15).reshape(obs.shape[1], 15)
+    return obs.float().mean(dim=(2, 3)) @ weights
+
+
+def test_only_the_active_rows_reach_the_network_and_their_actions_do_not_change():
+    obs = np.random.default_rng(0).integers(0, 255, (16, 3, 8, 8), dtype=np.uint8)
+    active = np.arange(16) % 3 == 0
+    seen = []
+
+    def logits(x):
+        seen.append(x.clone())
+        return _per_row_logits(x)
+
+    some = sampling_policy(logits, seed=7)(obs, active)
+    every = sampling_policy(logits, seed=7)(obs, np.ones(16, bool))
+    assert torch.equal(seen[0], torch.from_numpy(obs[active]))
+    assert (some[active] == every[active]).all()
+    assert ((some >= 0) & (some < 15)).all()
+
+
+def test_skipping_finished_envs_plays_the_same_episodes():
+    """The evaluator asks the policy only for envs still in their first episode: it plays and
+    scores exactly what a policy that computes every row does, and the network sees each env's
+    rows only until its episode ends."""
+
+    def play(skip: bool) -> tuple[EvalResult, int]:
+        rows = []
+
+        def counted(x):
+            rows.append(len(x))
+            return _per_row_logits(x)
+
+        env = ProcgenVectorEnv(EnvConfig(game="leaper", num_levels=50), 8, seed=1, split="test")
+        policy = sampling_policy(counted, seed=0)
+        ev = evaluate(policy if skip else lambda o, active: policy(o, np.ones_like(active)), env)
+        env.close()
+        return ev, sum(rows)
+
+    (some, rows_seen), (every, _) = play(skip=True), play(skip=False)
+    for field in ("returns", "lengths", "level_seeds"):
+        assert (getattr(some, field) == getattr(every, field)).all(), field
+    assert some.env_steps == every.env_steps
+    assert rows_seen == some.lengths.sum() < every.env_steps  # each env until its episode ended
 
 
 def test_an_untrained_policy_shows_no_generalization_gap():
@@ -50,7 +100,7 @@ def test_an_untrained_policy_shows_no_generalization_gap():
     for seed in range(16):
         cfg = TrialConfig(game="coinrun", start_level=1000 * seed, eval_episodes=32, seed=seed)
         rng = np.random.default_rng(seed)
-        policy = lambda obs: rng.integers(0, 15, size=len(obs))  # noqa: B023, E731
+        policy = lambda obs, active: rng.integers(0, 15, size=len(obs))  # noqa: B023, E731
         scores = {}
         for split, env in evaluation_envs(cfg).items():
             scores.update(score_metrics(cfg, split, evaluate(policy, env)))

@@ -120,13 +120,15 @@ DEFAULT_COSTS = Costs(
     minibatch_s=0.0013,
     sample_s=0.0038,
     iteration_s=0.04,
-    eval_steps_per_cpu_s=1140.0,
+    eval_steps_per_cpu_s=2000.0,
     trial_start_s=35.0,
     ray_start_s=10.0,
 )
 """Used where plan_costs.py has not run here: what a demo run on a 2-core machine shared with
 other jobs spent, read as plan_costs.py reads its sweep, its training in the proportions
-plan_costs.py measured on that machine in a quiet hour (README, Speed), rounded."""
+plan_costs.py measured on that machine in a quiet hour (README, Speed), rounded. Its evaluation
+rate (1,140 then) times 1.75: what plan_costs.py measured when the evaluation stopped running the
+network on the envs already done (docs/speed.md)."""
 DEFAULT_GPU_PACKED = {1: 13_700.0, 8: 30_300.0}
 """Used where benchmarks/gpu.py has not run on a GPU here: aggregate training env steps/s of K
 trials sharing one GPU, from `make gpu-check` on one NVIDIA H100 80GB with 16 cores, 2026-11-26
