@@ -95,7 +95,7 @@ def test_a_sweep_over_a_week_is_said_long_and_not_started_unasked(tmp_path, monk
     for command in ("validate", "plan"):
         assert main([command, str(huge), "--num-cpus", "2"]) == 0
         err = capsys.readouterr().err
-        assert err.startswith("rlsweep: warning: estimated wall time 26.6 years on 2 CPUs, over a")
+        assert err.startswith("rlsweep: warning: estimated wall time 26.2 years on 2 CPUs, over a")
         assert f"{factors} x 25,000,000 env steps each" in err and "--allow-long" in err
     for command, spec in (("run", huge), ("ablate", huge)):
         if command == "ablate":
