@@ -143,15 +143,18 @@ def run_plain(
         return saved["rows"]
     ppo = PlainPPO(PPOArgs.of_trial(trial, num_threads=args.threads, device=args.device))
     evals = evaluation_envs(trial)  # the evaluation envs an rlsweep trial of it gets
-    policy = sampling_policy(lambda obs: ppo.net(obs.to(args.device))[0].cpu(), seed=trial.seed)
+    policy = sampling_policy(
+        lambda obs: ppo.net(obs.to(args.device))[0].cpu(),
+        seed=trial.seed,
+        every_row=torch.device(args.device).type == "cuda",  # as a GPU trial's
+    )
     rows, iteration = [], 0
     if saved:
         ppo.load_state_dict(saved["ppo"])
         policy.generator.set_state(saved["eval_generator"])
         rows, iteration = saved["rows"], saved["iteration"]
         print(f"  plain seed {trial.seed}: resumed at {ppo.env_steps:,} env steps", flush=True)
-    steps_at_most = len(evals) * procgen.max_episode_steps(trial.game, trial.distribution_mode)
-    clock = IterationClock(steps_at_most)
+    clock = IterationClock(procgen.max_episode_steps(trial.game, trial.distribution_mode))
 
     def save(done: bool) -> None:
         t0 = time.monotonic()
@@ -180,12 +183,11 @@ def run_plain(
             clock.trained(time.monotonic() - t0)
             iteration += 1
             if iteration % args.eval_every == 0 or ppo.env_steps >= budget:
-                row, t0, steps = {M.ENV_STEPS: ppo.env_steps}, time.monotonic(), 0
-                for split, env in evals.items():
-                    ev = evaluate(policy, env)
-                    row[f"{split}/return"] = ev.mean_return
-                    steps += ev.env_steps // env.num_envs
-                clock.evaluated(time.monotonic() - t0, steps)
+                t0 = time.monotonic()
+                played = evaluate(policy, evals)
+                row = {M.ENV_STEPS: ppo.env_steps}
+                row |= {f"{split}/return": ev.mean_return for split, ev in played.items()}
+                clock.evaluated(time.monotonic() - t0, max(ev.steps for ev in played.values()))
                 rows.append(row)
                 print(f"  plain seed {trial.seed}: {row}", flush=True)
         if state:

@@ -91,6 +91,36 @@ def test_the_graphed_rollout_forward_computes_the_eager_one(precision):
 
 
 @cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_graphed_evaluation_forward_computes_the_eager_one(precision):
+    """The evaluation's forward (`forward_inference`: the logits of every env's frames, one
+    shape) is replayed from a graph of its own, beside the rollout's."""
+    torch.backends.cudnn.benchmark = True
+    eager = _module(precision)
+    bf16_weights_for_rollouts(eager)
+    eager.to("cuda")
+    graphed = copy.deepcopy(eager)
+    graphed.graph_rollouts()
+
+    def both(frames: torch.Tensor) -> tuple[dict, dict]:
+        frames = frames.to("cuda")  # as `policy_logits` gives them
+        return graphed.forward_inference({"obs": frames}), eager.forward_inference({"obs": frames})
+
+    first, _ = both(_frames(0))
+    assert first.keys() == {"action_dist_inputs"}
+    for seed in range(3):
+        _assert_equal(*both(_frames(seed)))
+    graph = graphed._inference_graph
+    assert not graph.eager and len(graph.captured) == 1 and graph.name == "evaluation"
+    synced = _module(precision, seed=1).get_state()  # a weight sync, in place
+    eager.set_state(synced)
+    graphed.set_state(synced)
+    after, expected = both(_frames(0))
+    _assert_equal(after, expected)
+    assert not torch.equal(after["action_dist_inputs"], first["action_dist_inputs"])
+
+
+@cuda
 def test_a_graph_that_does_not_reproduce_the_eager_forward_is_not_used(caplog):
     # Random numbers drawn in the graph differ from the eager call's: the check catches it.
     def noisy(x: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -100,7 +130,7 @@ def test_a_graph_that_does_not_reproduce_the_eager_forward_is_not_used(caplog):
     with caplog.at_level(logging.WARNING, logger="rlsweep.trial.cuda_graphs"):
         out = graph((_frames(0, n=4),), torch.device("cuda"))
     assert graph.eager and not graph.captured
-    assert "sampling runs eagerly" in caplog.text
+    assert "rollout forward runs eagerly" in caplog.text
     assert out["y"].shape == (4, 3, 64, 64) and out["y"].device.type == "cuda"
 
 
@@ -113,6 +143,9 @@ def test_a_module_without_a_gpu_samples_eagerly():
     feats = m.net.features(_frames(0, n=4))
     torch.testing.assert_close(out["action_dist_inputs"], m.net.pi(feats))
     torch.testing.assert_close(out["vf_preds"], m.net.vf(feats).squeeze(-1))
+    assert m._inference_graph is None
+    logits = m.forward_inference({"obs": _frames(0, n=4)})["action_dist_inputs"]
+    torch.testing.assert_close(logits, m.net.pi(feats))
 
 
 def test_cuda_graph_false_keeps_the_eager_forward():
@@ -127,6 +160,7 @@ def test_cuda_graph_false_keeps_the_eager_forward():
         m = _module("fp32", cuda_graph=cuda_graph)
         m.graph_rollouts()
         assert (m._rollout_graph is not None) is cuda_graph
+        assert (m._inference_graph is not None) is cuda_graph
 
 
 def test_a_capture_that_fails_leaves_the_eager_forward(caplog, monkeypatch):
@@ -143,7 +177,7 @@ def test_a_capture_that_fails_leaves_the_eager_forward(caplog, monkeypatch):
     with caplog.at_level(logging.WARNING, logger="rlsweep.trial.cuda_graphs"):
         out = graph((frames,), torch.device("cpu"))
     assert graph.eager and not graph.captured
-    assert "not permitted" in caplog.text and "sampling runs eagerly" in caplog.text
+    assert "not permitted" in caplog.text and "rollout forward runs eagerly" in caplog.text
     torch.testing.assert_close(out["vf_preds"], m._rollout_outputs(frames)["vf_preds"])
     monkeypatch.undo()  # later calls go straight to the eager forward, never to a capture
     assert torch.equal(graph((frames,), torch.device("cpu"))["vf_preds"], out["vf_preds"])

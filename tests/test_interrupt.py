@@ -86,7 +86,7 @@ def test_interrupts_keep_tunes_sigint_handler_off_only_while_active(monkeypatch)
 
 
 def test_an_iteration_clock_prices_the_next_iteration_and_its_checkpoint():
-    clock = IterationClock(eval_steps_at_most=2 * 6000)  # bigfish: 2 splits of 6000 steps
+    clock = IterationClock(eval_steps_at_most=12000)
     assert clock.next_s(evaluates=False) is None  # nothing timed yet: the driver's ask decides
     clock.trained(30.0)  # the first iteration warms up: used only until there is another
     assert clock.next_s(evaluates=False) == SAFETY * (30 + 30)  # a checkpoint: a step's worth
@@ -94,7 +94,7 @@ def test_an_iteration_clock_prices_the_next_iteration_and_its_checkpoint():
     clock.trained(5.0)
     assert clock.train_s == 6.0 and clock.next_s(evaluates=False) == SAFETY * (6 + 6)
     assert clock.next_s(evaluates=True) is None  # no evaluation timed in this process yet
-    clock.evaluated(seconds=3.0, steps=1500)  # 2 ms a step; at the episode limit, 24 s
+    clock.evaluated(seconds=3.0, steps=1500)  # 2 ms a step; at 12,000 steps, 24 s
     clock.saved(0.5)
     assert clock.next_s(evaluates=True) == pytest.approx(SAFETY * (6 + 2 * 3 + 0.5))
     assert clock.next_s(evaluates=True, worst=True) == pytest.approx(SAFETY * (6 + 24 + 0.5))

@@ -143,7 +143,7 @@ class IterationClock:
 
     def __init__(self, eval_steps_at_most: int) -> None:
         """eval_steps_at_most: the most steps an evaluation's envs can take, one after another
-        (its splits, each to the episode time limit)."""
+        (the episode time limit: its splits step in lockstep)."""
         self.eval_steps_at_most = eval_steps_at_most
         self._first_train_s: float | None = None
         self._train_s: deque[float] = deque(maxlen=self.RECENT)

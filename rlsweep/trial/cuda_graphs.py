@@ -49,11 +49,14 @@ class RolloutGraph:
     capture fails, the graph is dropped, a warning says so, and every later call runs eagerly.
     The forward must not draw random numbers (random inputs are drawn by the caller, outside
     the graph, so that a replay computes what the eager forward does) or run autograd (a
-    rollout's `no_grad` exploration forward does neither).
+    rollout's `no_grad` exploration forward does neither). The warnings call it the `name`
+    forward.
     """
 
-    def __init__(self, forward: Forward, params: Callable[[], Iterable[torch.Tensor]]) -> None:
-        self.forward, self.params = forward, params
+    def __init__(
+        self, forward: Forward, params: Callable[[], Iterable[torch.Tensor]], name: str = "rollout"
+    ) -> None:
+        self.forward, self.params, self.name = forward, params, name
         self.captured: dict[tuple, _Captured] = {}
         self.addresses: tuple[int, ...] = ()
         self.eager = False
@@ -74,11 +77,11 @@ class RolloutGraph:
             try:
                 c = self._capture(inputs, device)
             except RuntimeError as e:  # an op torch cannot capture: not worth a failed trial
-                logger.warning("rlsweep: no CUDA graph of the rollout forward (%s)", e)
+                logger.warning("rlsweep: no CUDA graph of the %s forward (%s)", self.name, e)
                 c = None
             if c is None:
                 self.eager = True
-                logger.warning("rlsweep: sampling runs eagerly")
+                logger.warning("rlsweep: the %s forward runs eagerly", self.name)
                 return self.forward(*(x.to(device) for x in inputs))
             self.captured[key] = c
         if c.staging:
@@ -119,8 +122,9 @@ class RolloutGraph:
         )
         if not same:
             logger.warning(
-                "rlsweep: the CUDA graph of the rollout forward did not reproduce the eager "
+                "rlsweep: the CUDA graph of the %s forward did not reproduce the eager "
                 "forward on %s",
+                self.name,
                 ", ".join(str(tuple(x.shape)) for x in inputs),
             )
             return None

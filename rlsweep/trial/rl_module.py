@@ -66,10 +66,20 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         self.augmentation = AugmentConfig(**self.model_config.get("augment", {}))
         self._augment_rng = torch.Generator().manual_seed(self.model_config.get("augment_seed", 0))
         self._rollout_graph: RolloutGraph | None = None  # graph_rollouts()
+        self._inference_graph: RolloutGraph | None = None  # graph_rollouts()
         self._cuda_graph = cfg.cuda_graph
 
     def _forward(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
-        return {Columns.ACTION_DIST_INPUTS: self.net.pi(self.net.features(batch[Columns.OBS]))}
+        return self._logits(batch[Columns.OBS])
+
+    def _logits(self, obs: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {Columns.ACTION_DIST_INPUTS: self.net.pi(self.net.features(obs))}
+
+    @torch.no_grad()  # the evaluation's forward: no autograd graph, as a rollout's
+    def _forward_inference(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
+        if self._inference_graph is None:
+            return self._forward(batch)
+        return self._inference_graph((batch[Columns.OBS],), self.net.pi.weight.device)
 
     @torch.no_grad()  # as RLlib's default: a rollout builds no autograd graph
     def _forward_exploration(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
@@ -104,11 +114,13 @@ class ImpalaPPOModule(RolloutsInEvalMode, TorchRLModule, ValueFunctionAPI):
         }
 
     def graph_rollouts(self) -> None:
-        """Replay the exploration forward from a CUDA graph (`rlsweep.trial.cuda_graphs`): for a
-        module on a GPU that only samples (a GPU trial's EnvRunner). The same numbers. Not
-        where the model config says `cuda_graph: false`."""
+        """Replay the exploration forward and the inference forward (the evaluation's, which
+        gives it every env's frames: one shape) from CUDA graphs (`rlsweep.trial.cuda_graphs`):
+        for a module on a GPU that only samples (a GPU trial's EnvRunner). The same numbers.
+        Not where the model config says `cuda_graph: false`."""
         if self._cuda_graph:
             self._rollout_graph = RolloutGraph(self._rollout_outputs, self.parameters)
+            self._inference_graph = RolloutGraph(self._logits, self.parameters, "evaluation")
 
     def _forward_train(self, batch: dict[str, Any], **kwargs) -> dict[str, Any]:
         # Augmentation touches only the learner's minibatches; rollouts use _forward.

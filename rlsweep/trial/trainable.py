@@ -158,7 +158,8 @@ def train_trial(config: dict[str, Any]) -> None:
     torch.manual_seed(cfg.seed)
     algo = algos.build_algorithm(cfg)
     device = learner_device(algo.config)
-    policy = sampling_policy(policy_logits(algo, cfg.minibatch_size), seed=cfg.seed)
+    on_gpu = next(algo.get_module().parameters()).device.type == "cuda"  # the evaluation's net
+    policy = sampling_policy(policy_logits(algo, cfg.minibatch_size), cfg.seed, every_row=on_gpu)
     generators = {"evaluation": policy.generator}
     # A restored trial counts on: its iteration, clocks, RNGs (envs restart: see RESUMED_AT).
     saved: dict[str, Any] = {}
@@ -183,9 +184,7 @@ def train_trial(config: dict[str, Any]) -> None:
     cpu_before = saved.get(CPU_S, 0.0)
     saved_at = time.monotonic()
     # Under a time limit the trial stops itself at its last iteration that ends in time.
-    clock = interrupt.IterationClock(
-        len(eval_envs) * procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
-    )
+    clock = interrupt.IterationClock(procgen.max_episode_steps(cfg.game, cfg.distribution_mode))
     # Facts of this process, fixed for its life: read once, reported with every result.
     process = {
         JEMALLOC: jemalloc_loaded(),
@@ -209,12 +208,11 @@ def train_trial(config: dict[str, Any]) -> None:
             finished = m[ENV_STEPS] >= cfg.total_env_steps
             fresh = finished or iteration % cfg.eval_interval == 0
             if fresh:
-                t0, steps = time.monotonic(), 0
-                for split, env in eval_envs.items():
-                    ev = evaluate(policy, env)
+                t0 = time.monotonic()
+                played = evaluate(policy, eval_envs)
+                for split, ev in played.items():
                     scores.update(score_metrics(cfg, split, ev))
-                    steps += ev.env_steps // env.num_envs
-                clock.evaluated(time.monotonic() - t0, steps)
+                clock.evaluated(time.monotonic() - t0, max(ev.steps for ev in played.values()))
                 eval_s += time.monotonic() - t0
             elapsed = time.monotonic() - start
             # Every report has the same keys in the same order (rlsweep.metrics).
