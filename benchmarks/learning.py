@@ -65,7 +65,13 @@ from rlsweep.results import stats
 from rlsweep.results.tables import too_few
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.spec import load_baseline
-from rlsweep.trial.evaluation import evaluate, evaluation_envs, sampling_policy
+from rlsweep.trial.evaluation import (
+    evaluate,
+    evaluation_envs,
+    sampling_policy,
+    steps_at_most,
+    steps_taken,
+)
 
 BATCH = 64 * 256  # cobbe2019's iteration
 DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 min on 2 cores
@@ -154,7 +160,7 @@ def run_plain(
         policy.generator.set_state(saved["eval_generator"])
         rows, iteration = saved["rows"], saved["iteration"]
         print(f"  plain seed {trial.seed}: resumed at {ppo.env_steps:,} env steps", flush=True)
-    clock = IterationClock(procgen.max_episode_steps(trial.game, trial.distribution_mode))
+    clock = IterationClock(steps_at_most(trial))
 
     def save(done: bool) -> None:
         t0 = time.monotonic()
@@ -187,7 +193,7 @@ def run_plain(
                 played = evaluate(policy, evals)
                 row = {M.ENV_STEPS: ppo.env_steps}
                 row |= {f"{split}/return": ev.mean_return for split, ev in played.items()}
-                clock.evaluated(time.monotonic() - t0, max(ev.steps for ev in played.values()))
+                clock.evaluated(time.monotonic() - t0, steps_taken(played))
                 rows.append(row)
                 print(f"  plain seed {trial.seed}: {row}", flush=True)
         if state:

@@ -57,16 +57,26 @@ def evaluate(policy: Policy, envs: Mapping[str, ProcgenVectorEnv]) -> dict[str, 
     names = list(envs)
     played = {s: _Episodes(envs[s].num_envs) for s in names}
     obs = {s: envs[s].reset()[0] for s in names}
-    batch = np.concatenate([obs[s] for s in names])
     bounds = np.cumsum([envs[s].num_envs for s in names])[:-1]
     while not all(played[s].finished.all() for s in names):
-        np.concatenate([obs[s] for s in names], out=batch)
+        batch = np.concatenate([obs[s] for s in names])
         active = np.concatenate([~played[s].finished for s in names])
         for s, actions in zip(names, np.split(policy(batch, active), bounds), strict=True):
             if not played[s].finished.all():
                 obs[s], _, terminated, truncated, _ = envs[s].step(actions)
                 played[s].stepped(envs[s], terminated | truncated)
     return {s: played[s].result() for s in names}
+
+
+def steps_at_most(cfg: TrialConfig) -> int:
+    """The most steps an evaluation of `cfg` can take one after another: the game's episode
+    time limit (its splits step in lockstep)."""
+    return procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
+
+
+def steps_taken(played: Mapping[str, EvalResult]) -> int:
+    """The steps an evaluation took one after another: its longest split's."""
+    return max(ev.steps for ev in played.values())
 
 
 class _Episodes:

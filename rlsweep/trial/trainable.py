@@ -31,7 +31,6 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.columns import Columns
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from rlsweep.envs import procgen
 from rlsweep.experiment import interrupt
 from rlsweep.metrics import (
     CPU_S,
@@ -71,6 +70,8 @@ from rlsweep.trial.evaluation import (
     no_scores,
     sampling_policy,
     score_metrics,
+    steps_at_most,
+    steps_taken,
 )
 from rlsweep.trial.rl_module import row_chunks
 
@@ -184,7 +185,7 @@ def train_trial(config: dict[str, Any]) -> None:
     cpu_before = saved.get(CPU_S, 0.0)
     saved_at = time.monotonic()
     # Under a time limit the trial stops itself at its last iteration that ends in time.
-    clock = interrupt.IterationClock(procgen.max_episode_steps(cfg.game, cfg.distribution_mode))
+    clock = interrupt.IterationClock(steps_at_most(cfg))
     # Facts of this process, fixed for its life: read once, reported with every result.
     process = {
         JEMALLOC: jemalloc_loaded(),
@@ -212,7 +213,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 played = evaluate(policy, eval_envs)
                 for split, ev in played.items():
                     scores.update(score_metrics(cfg, split, ev))
-                clock.evaluated(time.monotonic() - t0, max(ev.steps for ev in played.values()))
+                clock.evaluated(time.monotonic() - t0, steps_taken(played))
                 eval_s += time.monotonic() - t0
             elapsed = time.monotonic() - start
             # Every report has the same keys in the same order (rlsweep.metrics).
