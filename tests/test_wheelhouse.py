@@ -16,7 +16,7 @@ import sys
 import venv
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
-from importlib.metadata import distribution, version
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,7 @@ from rlsweep.node.wheelhouse import (
     join,
     main,
     names_in,
+    normalize,
     platforms,
     requirements,
     split,
@@ -453,47 +454,87 @@ def _offline(tmp: Path) -> tuple[list[str], dict[str, str]]:
     return prefix, env
 
 
-def _node_with_torch(tmp: Path, torch_req: str) -> str:
-    """A fresh venv with this venv's torch, installed offline as a node's own torch would be:
-    downloaded here with its dependencies (this machine's index), installed with no network.
-    Returns its python."""
-    torch_dir, env_dir = tmp / "torch", tmp / "node"
-    _run([sys.executable, "-m", "pip", "download", "-q", "-d", str(torch_dir), torch_req])
+NODE_HAS = ("torch", "numpy", "scipy", "pandas", "pyarrow", "matplotlib", "scikit-learn")
+"""What the stand-in node already has: torch, which a node always brings, and the largest compiled
+projects rlsweep needs, all in the GPU nodes' image. docs/gpu.md's `make wheelhouse HAVE=<the
+node's pip freeze>` leaves them out of a node's wheelhouse; the test's build leaves them out too."""
+
+
+def _closure(projects: tuple[str, ...]) -> dict[str, str]:
+    """`projects` and everything they require, as installed here: normalized name -> version."""
+    from packaging.requirements import Requirement
+
+    found: dict[str, str] = {}
+    todo = list(projects)
+    while todo:
+        dist = distribution(todo.pop())
+        name = normalize(dist.metadata["Name"])
+        if name in found:
+            continue
+        found[name] = dist.version
+        for line in dist.requires or ():
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return found
+
+
+def _stand_in_node(tmp: Path, projects: dict[str, str]) -> str:
+    """A fresh venv that already has `projects` (name -> version), as a node's image has its
+    own: this venv's installed files of each, hard-linked into the new venv's site-packages
+    (where the filesystem allows; copied where not), dist-info and all, so that pip sees them
+    installed. No download and no install. Returns its python."""
+    env_dir = tmp / "node"
     venv.create(env_dir, with_pip=True)
     py = str(env_dir / "bin" / "python")
-    prefix, env = _offline(tmp)
-    pip_install = [py, "-m", "pip", "install", "-q", "--no-compile"]
-    _run([*prefix, *pip_install, "--find-links", str(torch_dir), torch_req], env=env, cwd=tmp)
+    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip())
+    for name in projects:
+        dist = distribution(name)
+        for file in dist.files or ():
+            src = Path(dist.locate_file(file))
+            dest = (site / file).resolve()
+            if not dest.is_relative_to(site) or not src.is_file():  # scripts in bin/, stale .pyc
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(src, dest)
+            except OSError:
+                shutil.copy2(src, dest)
     return py
 
 
 @pytest.mark.slow
 def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tmp_path):
-    """The README's offline install, end to end, for this machine's Python and platform.
+    """The README's offline install, end to end, for this machine's Python and platform, to a
+    node that has what NODE_HAS names (docs/gpu.md's `make wheelhouse ... HAVE=<node freeze>`).
 
     Online (this machine's index): `python -m rlsweep.node.wheelhouse build` with the default
-    excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`; meanwhile a fresh
-    venv gets this venv's torch (the CPU build; a node brings its own). Offline (no network, no pip
-    configuration): the copied, stdlib-only `wheelhouse.py install` into that venv (pip's
-    resolver, `--no-index`); then a subprocess of that venv alone (`python -I`, outside the
-    checkout) makes and steps a Procgen env through rlsweep.envs.vector_env (Qt from the PyQt5-Qt5
-    wheel) and imports rlsweep.trial.trainable, and `pip check` is clean. Ray, thinned, starts
-    and runs a task (with the network: it listens on 127.0.0.1, which the namespace lacks).
+    excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`, `--have` the node's
+    freeze; meanwhile a fresh venv stands in for the node, this venv's NODE_HAS and what they
+    require linked into it. Offline (no network, no pip configuration): the copied,
+    stdlib-only `wheelhouse.py install` into that venv (pip's resolver, `--no-index`); then a
+    subprocess of that venv alone (`python -I`, outside the checkout) makes and steps a Procgen
+    env through rlsweep.envs.vector_env (Qt from the PyQt5-Qt5 wheel) and imports
+    rlsweep.trial.trainable, and `pip check` is clean. Ray, thinned, starts and runs a task
+    (with the network: it listens on 127.0.0.1, which the namespace lacks).
 
-    Cost: ~470 MiB of wheels and a ~180 MiB torch wheel downloaded (about half a minute here),
-    ~2 GiB installed without byte-compiling, then a cold import of Ray and torch: about 80 s of
-    CPU in all, a few minutes of wall time on two cores; marked slow, still part of `make test`.
+    Cost: ~470 MiB of wheels downloaded (about half a minute here), ~400 MiB of them archived
+    and installed without byte-compiling, then a cold import of Ray and torch: about two
+    minutes of wall time on two cores; marked slow, still part of `make test`.
     """
     plat = _this_platform()
-    torch_req = f"torch=={version('torch')}"
-    with ThreadPoolExecutor(1) as pool:  # the venv and its torch while the build downloads
-        node = pool.submit(_node_with_torch, tmp_path, torch_req)
+    node_has = _closure(NODE_HAS)
+    with ThreadPoolExecutor(1) as pool:  # the node's venv while the build downloads
+        node = pool.submit(_stand_in_node, tmp_path, node_has)
         pins = tmp_path / "pins.txt"
         pins.write_text(_run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"]))
+        have = tmp_path / "node-freeze.txt"
+        have.write_text("".join(f"{name}=={v}\n" for name, v in sorted(node_has.items())))
         house = tmp_path / "wheelhouse"
         build_cmd = [sys.executable, "-m", "rlsweep.node.wheelhouse", "build", "--platform", plat]
         build_cmd += ["--python", f"{sys.version_info.major}.{sys.version_info.minor}"]
         build_cmd += ["--part-mb", "62", "--constraints", str(pins), "--project", str(ROOT)]
+        build_cmd += ["--have", str(have)]
         build_cmd += ["--xz-preset", "0"]  # 9's ratio costs minutes here; the format is one
         _run([*build_cmd, "--out", str(house)])
         py = node.result()
@@ -513,5 +554,7 @@ def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tm
     _run([*prefix, py, "-m", "pip", "check"], **offline)
     manifest = json.loads((house / MANIFEST).read_text())
     assert {t["project"] for t in manifest["thinned"]} == set(THIN)
-    assert not any(wheel_project(f["name"]) == "torch" for f in manifest["files"])
+    shipped = {normalize(wheel_project(f["name"])) for f in manifest["files"]}
+    assert not shipped & set(node_has), shipped & set(node_has)  # the node's own, left out
+    assert {"ray", "envpool", "gymnasium"} <= shipped
     shutil.rmtree(tmp_path)  # ~3 GiB; pytest would keep it for its last three runs
