@@ -487,7 +487,8 @@ def _stand_in_node(tmp: Path, projects: dict[str, str]) -> str:
     env_dir = tmp / "node"
     venv.create(env_dir, with_pip=True)
     py = str(env_dir / "bin" / "python")
-    site = Path(_run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).strip())
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(_run([py, "-c", purelib]).strip()).resolve()  # compared with resolved paths
     for name in projects:
         dist = distribution(name)
         for file in dist.files or ():
