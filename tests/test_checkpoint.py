@@ -2,6 +2,8 @@
 buffer, every RNG, the trainable's state), on real RLlib algorithms training on real Procgen with
 tiny batches (marked `rllib`)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -59,22 +61,76 @@ def _same_state(a, b) -> bool:
     return a == b
 
 
-def test_checkpoint_restores_every_rng_of_the_trial(ray_local, tmp_path):
+@dataclasses.dataclass
+class SavedAndRestored:
+    """A trial trained two iterations and checkpointed, and a fresh one of its config that
+    restored the checkpoint: what each held of its RNGs and of what learning adapted."""
+
+    saved_rng: dict
+    saved_learning: dict
+    fresh_rng: dict
+    """The restored trial's RNGs before it restored: where a fresh trial's are."""
+    fresh_learning: dict
+    found: checkpoint.Restored
+    restored_rng: dict
+    restored_learning: dict
+
+
+@pytest.fixture(scope="module")
+def saved_and_restored(ray_local, tmp_path_factory):
+    """`get(runners)`: a PPO trial that samples in its own process (0) or in a remote
+    EnvRunner (1), with augmentations and a KL coefficient that adapts (kl_target: every KL
+    below half of it, x0.5 each update), saved and restored once per module for the tests
+    that read it: each is two algorithms built, trained and stopped."""
+    cache: dict[int, SavedAndRestored] = {}
+
+    def get(runners: int) -> SavedAndRestored:
+        if runners not in cache:
+            cache[runners] = _save_and_restore(runners, tmp_path_factory.mktemp("ckpt"))
+        return cache[runners]
+
+    return get
+
+
+def _save_and_restore(runners: int, path) -> SavedAndRestored:
+    cfg = TrialConfig(**TINY, augment="flip", kl_coeff=0.2, kl_target=1e3, num_env_runners=runners)
+    algo = build_algorithm(cfg)
+    try:
+        for _ in range(2):
+            algo.train()
+        own = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
+        torch.rand(3, generator=own["evaluation"])
+        torch.rand(3)  # as a local EnvRunner's action sampling draws (a remote one samples)
+        checkpoint.save(algo, cfg, str(path), {"iteration": 2}, own)
+        saved_rng, saved_learning = checkpoint.rng_state(algo, own), checkpoint.learning_state(algo)
+    finally:
+        algo.stop()
+    restored = build_algorithm(cfg)
+    try:
+        fresh = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
+        fresh_rng = checkpoint.rng_state(restored, fresh)
+        fresh_learning = checkpoint.learning_state(restored)
+        found = checkpoint.restore(restored, str(path), fresh)
+        return SavedAndRestored(
+            saved_rng,
+            saved_learning,
+            fresh_rng,
+            fresh_learning,
+            found,
+            checkpoint.rng_state(restored, fresh),
+            checkpoint.learning_state(restored),
+        )
+    finally:
+        restored.stop()
+
+
+def test_checkpoint_restores_every_rng_of_the_trial(saved_and_restored):
     """A restored trial draws what the uninterrupted one draws next, from every RNG it owns:
     the process's and each remote EnvRunner's torch/numpy/random (action sampling), PPO's
     minibatch permutations, the augmentations' draws and the trainable's own generators (the
     evaluation's actions)."""
-    cfg = TrialConfig(**TINY, augment="flip", num_env_runners=1)
-    algo = build_algorithm(cfg)
-    try:
-        algo.train()
-        own = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
-        torch.rand(3, generator=own["evaluation"])
-        torch.rand(3)  # as a local EnvRunner's action sampling draws (here a remote one samples)
-        checkpoint.save(algo, cfg, str(tmp_path / "ckpt"), {"iteration": 1}, own)
-        saved = checkpoint.rng_state(algo, own)
-    finally:
-        algo.stop()
+    trial = saved_and_restored(1)
+    saved = trial.saved_rng
     assert set(saved["learners"][0]) == {"shuffle", "augment/default_policy"}
     assert set(saved["env_runners"]) == {1}
 
@@ -86,42 +142,24 @@ def test_checkpoint_restores_every_rng_of_the_trial(ray_local, tmp_path):
             **{f"own/{k}": v for k, v in state["generators"].items()},
         }
 
-    restored = build_algorithm(cfg)  # its RNGs where a fresh trial's are
-    try:
-        fresh = {"evaluation": torch.Generator().manual_seed(cfg.seed)}
-        before = drawn(checkpoint.rng_state(restored, fresh))
-        assert not any(_same_state(v, drawn(saved)[k]) for k, v in before.items())
-        found = checkpoint.restore(restored, str(tmp_path / "ckpt"), fresh)
-        assert found.trial == {"iteration": 1}
-        assert _same_state(checkpoint.rng_state(restored, fresh), saved)
-    finally:
-        restored.stop()
+    before = drawn(trial.fresh_rng)
+    assert not any(_same_state(v, drawn(saved)[k]) for k, v in before.items())
+    assert trial.found.trial == {"iteration": 2}
+    assert _same_state(trial.restored_rng, saved)
 
 
 @pytest.mark.parametrize("runners", [0, 1])
-def test_checkpoint_keeps_what_learning_adapted(ray_local, tmp_path, runners):
+def test_checkpoint_keeps_what_learning_adapted(saved_and_restored, runners):
     """What RLlib 2.60 restores no trial with: PPO's KL coefficient (its Learner state leaves it
     out: restored, a trial would start again from `kl_coeff`, and each sitting of a study
     resumes every trial) and the reward normalization's running statistics (in the sampling
     envs, which no checkpoint holds). A restored trial goes on with what its updates reached,
     whether it samples in its own process or in a remote EnvRunner."""
-    cfg = TrialConfig(**TINY, kl_coeff=0.2, kl_target=1e3, num_env_runners=runners)
-    algo = build_algorithm(cfg)  # kl_target: every KL below half of it, x0.5 each update
-    try:
-        for _ in range(2):
-            algo.train()
-        saved = checkpoint.learning_state(algo)
-        checkpoint.save(algo, cfg, str(tmp_path / "ckpt"))
-    finally:
-        algo.stop()
+    trial = saved_and_restored(runners)
+    saved = trial.saved_learning
     assert saved["kl_coeffs"] == {"default_policy": pytest.approx(0.05)}
     sampler = str(runners)  # the EnvRunner that samples: the trial's own (0) or the remote one
     assert saved["reward_norm"][sampler]["count"] > 2 * TINY["rollout_length"]
-    restored = build_algorithm(cfg)
-    try:
-        fresh = checkpoint.learning_state(restored)
-        assert fresh["reward_norm"][sampler]["count"] == 1e-4 and not fresh["kl_coeffs"]
-        checkpoint.restore(restored, str(tmp_path / "ckpt"))
-        assert checkpoint.learning_state(restored) == saved
-    finally:
-        restored.stop()
+    fresh = trial.fresh_learning
+    assert fresh["reward_norm"][sampler]["count"] == 1e-4 and not fresh["kl_coeffs"]
+    assert trial.restored_learning == saved

@@ -140,34 +140,35 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
 
 
 def test_same_spec_same_seeds_same_numbers(ray_local, tmp_path):
-    """Two trials side by side (2 CPUs), the whole sweep run twice: every number a trial
-    reports that is not a time or a host detail is identical, iteration by iteration."""
+    """Two trials of one config and seed side by side (2 CPUs), differing only in a setting
+    that changes no number (`checkpoint_every_s`: neither lives to its first timed checkpoint):
+    every number they report that is not a time or a host detail is identical, iteration by
+    iteration."""
     from rlsweep.run.sweep import run_sweep
 
     volatile = ("time", "timestamp", "date", "pid", "hostname", "node_ip", "trial_id")
     volatile += ("experiment_tag", "checkpoint_dir_name", "perf/", "trial/node_id")
-
-    def sweep(name: str) -> dict[int, list[dict]]:
-        spec = SweepSpec(
-            name=name,
-            games=["leaper"],
-            seeds=[0, 1],
-            budget=768,
-            params={k: v for k, v in TINY.items() if k != "game"},
-            storage_path=str(tmp_path),
-        )
-        rows = {}
-        for trial_dir in run_sweep(spec).to_dataframe()["trial_dir"]:
-            lines = (Path(trial_dir) / "result.json").read_text().splitlines()
-            results = [json.loads(line) for line in lines]
-            rows[results[0]["config"]["seed"]] = [
-                {k: v for k, v in r.items() if not k.startswith(volatile)} for r in results
-            ]
-        return rows
-
-    first, second = sweep("a"), sweep("b")
-    assert sorted(first) == [0, 1] and all(len(r) == 3 for r in first.values())
-    assert "loss/total" in first[0][-1] and "test/return" in first[0][-1]
+    spec = SweepSpec(
+        name="twins",
+        games=["leaper"],
+        seeds=[0],
+        budget=768,
+        params={k: v for k, v in TINY.items() if k != "game"},
+        space={"checkpoint_every_s": [600, 3600]},
+        storage_path=str(tmp_path),
+    )
+    rows = {}
+    for trial_dir in run_sweep(spec).to_dataframe()["trial_dir"]:
+        lines = (Path(trial_dir) / "result.json").read_text().splitlines()
+        results = [json.loads(line) for line in lines]
+        rows[results[0]["config"]["checkpoint_every_s"]] = [
+            {k: v for k, v in r.items() if not k.startswith(volatile)}
+            | {"config": {k: v for k, v in r["config"].items() if k != "checkpoint_every_s"}}
+            for r in results
+        ]
+    assert sorted(rows) == [600, 3600] and all(len(r) == 3 for r in rows.values())
+    first, second = rows[600], rows[3600]
+    assert "loss/total" in first[-1] and "test/return" in first[-1]
     assert first == second
 
 

@@ -333,8 +333,9 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     _progress_csv_is_result_json(trial)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_local():
+    """One Ray of 1 CPU for the module's in-process sweeps (each trial alone on it)."""
     import ray
 
     from rlsweep.run.session import runtime_env

@@ -61,8 +61,8 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
     spec = SweepSpec(
         name="pbt",
         games=["coinrun"],
-        seeds=[0, 1, 2, 3],
-        budget=8 * 16384,
+        seeds=[0, 1],
+        budget=4 * 16384,
         space={"lr": {"loguniform": [1e-6, 1e-3]}},
         search={
             "algorithm": "random",
@@ -72,10 +72,9 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
             "seed": 0,
             "synch": True,
         },
-        max_concurrent=4,
         storage_path=str(tmp_path),
     )
-    df = run_sweep(spec, trainable=fake_trial, num_cpus=4).to_dataframe()
+    df = run_sweep(spec, trainable=fake_trial, num_cpus=2).to_dataframe()
     assert (df["status"] == "TERMINATED").all()
     exploited = 0
     for trial_dir in df["trial_dir"]:
