@@ -457,8 +457,19 @@ def _offline(tmp: Path) -> tuple[list[str], dict[str, str]]:
 
 NODE_HAS = ("torch", "numpy", "scipy", "pandas", "pyarrow", "matplotlib", "scikit-learn")
 """What the stand-in node already has: torch, which a node always brings, and the largest compiled
-projects rlsweep needs, all in the GPU nodes' image. docs/gpu.md's `make wheelhouse HAVE=<the
-node's pip freeze>` leaves them out of a node's wheelhouse; the test's build leaves them out too."""
+projects rlsweep needs, all in the GPU nodes' image. docs/gpu.md's `make wheelhouse
+HAVE=benchmarks/nodes/nvidia-h200.txt` leaves them out of a node's wheelhouse; the test's build
+leaves them out too."""
+
+NODE_KIND = ROOT / "benchmarks" / "nodes" / "nvidia-h200.txt"
+
+
+def test_the_stand_in_node_has_what_a_real_node_has():
+    """The node kind's list that `make wheelhouse HAVE=` reads names every project the stand-in
+    node is given, and none of what the wheelhouse must bring."""
+    have = names_in(NODE_KIND.read_text().splitlines())
+    assert {normalize(p) for p in NODE_HAS} <= have
+    assert not {"ray", "envpool", "gymnasium", "rlsweep", "pyqt5-qt5"} & have
 
 
 def _closure(projects: tuple[str, ...]) -> dict[str, str]:
@@ -508,7 +519,7 @@ def _stand_in_node(tmp: Path, projects: Iterable[str]) -> str:
 @pytest.mark.slow
 def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tmp_path):
     """The README's offline install, end to end, for this machine's Python and platform, to a
-    node that has what NODE_HAS names (docs/gpu.md's `make wheelhouse ... HAVE=<node freeze>`).
+    node that has what NODE_HAS names (docs/gpu.md's `make wheelhouse ... HAVE=benchmarks/nodes/nvidia-h200.txt`).
 
     Online (this machine's index): `python -m rlsweep.node.wheelhouse build` with the default
     excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`, `--have` the node's
