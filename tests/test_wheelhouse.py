@@ -519,7 +519,8 @@ def _stand_in_node(tmp: Path, projects: Iterable[str]) -> str:
 @pytest.mark.slow
 def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tmp_path):
     """The README's offline install, end to end, for this machine's Python and platform, to a
-    node that has what NODE_HAS names (docs/gpu.md's `make wheelhouse ... HAVE=benchmarks/nodes/nvidia-h200.txt`).
+    node that has what NODE_HAS names (docs/gpu.md's `make wheelhouse ...
+    HAVE=benchmarks/nodes/nvidia-h200.txt`).
 
     Online (this machine's index): `python -m rlsweep.node.wheelhouse build` with the default
     excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`, `--have` the node's
