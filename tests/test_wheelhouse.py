@@ -17,7 +17,7 @@ import venv
 import zipfile
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from importlib.metadata import distribution
+from importlib.metadata import distribution, distributions
 from pathlib import Path
 
 import pytest
@@ -455,52 +455,31 @@ def _offline(tmp: Path) -> tuple[list[str], dict[str, str]]:
     return prefix, env
 
 
-NODE_HAS = ("torch", "numpy", "scipy", "pandas", "pyarrow", "matplotlib", "scikit-learn")
-"""What the stand-in node already has: torch, which a node always brings, and the largest compiled
-projects rlsweep needs, all in the GPU nodes' image. docs/gpu.md's `make wheelhouse
-HAVE=benchmarks/nodes/nvidia-h200.txt` leaves them out of a node's wheelhouse; the test's build
-leaves them out too."""
-
 NODE_KIND = ROOT / "benchmarks" / "nodes" / "nvidia-h200.txt"
+"""What a GPU node's image has: docs/gpu.md's `make wheelhouse HAVE=` leaves it out of the node's
+wheelhouse, and the test's build does the same."""
 
 SHIPPED = ("rlsweep", "ray", "envpool", "gymnasium", "pyqt5-qt5")
 """What a node's wheelhouse must bring (normalized names): no node image has them."""
 
 
-def test_the_stand_in_node_has_what_a_real_node_has():
-    """The node kind's list that `make wheelhouse HAVE=` reads names every project the stand-in
-    node is given, and none of what the wheelhouse must bring."""
-    have = names_in(NODE_KIND.read_text().splitlines())
-    assert {normalize(p) for p in NODE_HAS} <= have
-    assert not set(SHIPPED) & have
+def test_the_node_list_leaves_the_wheelhouse_what_it_must_bring():
+    assert not set(SHIPPED) & names_in(NODE_KIND.read_text().splitlines())
 
 
-def _closure(projects: tuple[str, ...]) -> dict[str, str]:
-    """`projects` and everything they require, as installed here: normalized name -> version."""
-    from packaging.requirements import Requirement
-
-    found: dict[str, str] = {}
-    todo = list(projects)
-    while todo:
-        dist = distribution(todo.pop())
-        name = normalize(dist.metadata["Name"])
-        if name in found:
-            continue
-        found[name] = dist.version
-        for line in dist.requires or ():
-            req = Requirement(line)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return found
+def _installed(names: set[str]) -> set[str]:
+    """Those of `names` (normalized) installed here."""
+    return {normalize(d.metadata["Name"]) for d in distributions()} & names
 
 
 def _stand_in_node(tmp: Path, projects: Iterable[str]) -> str:
     """A fresh venv that already has `projects`, as a node's image has its own: this venv's
     installed files of each, hard-linked into the new venv's site-packages
     (where the filesystem allows; copied where not), dist-info and all, so that pip sees them
-    installed. No download and no install. Returns its python."""
+    installed (pip too: `projects` must name it). No download and no install. Returns its
+    python."""
     env_dir = tmp / "node"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir)
     py = str(env_dir / "bin" / "python")
     purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
     site = Path(_run([py, "-c", purelib]).strip()).resolve()  # compared with resolved paths
@@ -522,36 +501,34 @@ def _stand_in_node(tmp: Path, projects: Iterable[str]) -> str:
 @pytest.mark.slow
 def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tmp_path):
     """The README's offline install, end to end, for this machine's Python and platform, to a
-    node that has what NODE_HAS names (docs/gpu.md's `make wheelhouse ...
+    node that has what the GPU nodes' image has (docs/gpu.md's `make wheelhouse ...
     HAVE=benchmarks/nodes/nvidia-h200.txt`).
 
     Online (this machine's index): `python -m rlsweep.node.wheelhouse build` with the default
-    excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`, `--have` the node's
-    freeze; meanwhile a fresh venv stands in for the node, this venv's NODE_HAS and what they
-    require linked into it. Offline (no network, no pip configuration): the copied,
+    excludes and thinning (xz preset 0), pinned to this venv's `pip freeze`, `--have` the node
+    list (NODE_KIND); meanwhile a fresh venv stands in for the node, the projects of that list
+    installed here linked into it. Offline (no network, no pip configuration): the copied,
     stdlib-only `wheelhouse.py install` into that venv (pip's resolver, `--no-index`); then a
     subprocess of that venv alone (`python -I`, outside the checkout) makes and steps a Procgen
     env through rlsweep.envs.vector_env (Qt from the PyQt5-Qt5 wheel) and imports
     rlsweep.trial.trainable, and `pip check` is clean. Ray, thinned, starts and runs a task
     (with the network: it listens on 127.0.0.1, which the namespace lacks).
 
-    Cost: ~470 MiB of wheels downloaded (about half a minute here), 435 MiB of them archived
-    and installed without byte-compiling, then a cold import of Ray and torch: about two
-    minutes of wall time on two cores; marked slow, still part of `make test`.
+    Cost (this 2-core Xeon, alone): `pip download` ~50 s; the 66 wheels the node lacks
+    (388 MiB) archived ~30 s and installed without byte-compiling ~25 s; a cold import of
+    Ray and torch: ~2.5 minutes in all; marked slow, still part of `make test`.
     """
     plat = _this_platform()
-    node_has = _closure(NODE_HAS)
+    node_has = _installed(names_in(NODE_KIND.read_text().splitlines()))
     with ThreadPoolExecutor(1) as pool:  # the node's venv while the build downloads
         node = pool.submit(_stand_in_node, tmp_path, node_has)
         pins = tmp_path / "pins.txt"
         pins.write_text(_run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"]))
-        have = tmp_path / "node-freeze.txt"
-        have.write_text("".join(f"{name}=={v}\n" for name, v in sorted(node_has.items())))
         house = tmp_path / "wheelhouse"
         build_cmd = [sys.executable, "-m", "rlsweep.node.wheelhouse", "build", "--platform", plat]
         build_cmd += ["--python", f"{sys.version_info.major}.{sys.version_info.minor}"]
         build_cmd += ["--part-mb", "62", "--constraints", str(pins), "--project", str(ROOT)]
-        build_cmd += ["--have", str(have)]
+        build_cmd += ["--have", str(NODE_KIND)]
         build_cmd += ["--xz-preset", "0"]  # 9's ratio costs minutes here; the format is one
         _run([*build_cmd, "--out", str(house)])
         py = node.result()
@@ -572,6 +549,6 @@ def test_an_offline_install_imports_envpool_steps_procgen_and_imports_a_trial(tm
     manifest = json.loads((house / MANIFEST).read_text())
     assert {t["project"] for t in manifest["thinned"]} == set(THIN)
     shipped = {normalize(wheel_project(f["name"])) for f in manifest["files"]}
-    assert not shipped & set(node_has), shipped & set(node_has)  # the node's own, left out
+    assert not shipped & node_has, shipped & node_has  # the node's own, left out
     assert set(SHIPPED) <= shipped, set(SHIPPED) - shipped
     shutil.rmtree(tmp_path)  # 2.6 GiB with its hard links; pytest keeps its last three runs
