@@ -338,12 +338,11 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     preflight.refuse_long(checked.plan, args.allow_long)
     spec = checked.spec
     result = run_sweep(spec, **where)
-    note = SMOKE_NOTE.format(budget=spec.budget) if args.smoke else ""
-    table = write_ablation_table(spec, result.path, note=note)
+    table = write_ablation_table(spec, result.path)
     print(table.read_text())
     print(f"table: {table}\nreport: {table.parent / 'report.md'}")
-    if note:
-        print(f"rlsweep: {note}", file=sys.stderr)
+    if args.smoke:
+        print(f"rlsweep: {SMOKE_NOTE.format(budget=spec.budget)}", file=sys.stderr)
     return _exit_code(result)
 
 

@@ -98,14 +98,14 @@ def write_ablation_table(
     spec: SweepSpec,
     experiment_dir: Path,
     n_resamples: int | None = None,
-    note: str = "",
     prices: str | Path | None = None,
 ) -> Path:
     """report.md + plots via `rlsweep.results.report`, then ablation.md/.csv with the spec's
-    columns.
+    columns, under report.md's note on short trials where it has one (what the trials ran, not
+    which command wrote the table: `ablate`, `resume` and `report` write the same).
 
-    n_resamples: bootstrap resamples (default: the report's); note: a line under the title;
-    prices: the report's price table (default: the shipped one)."""
+    n_resamples: bootstrap resamples (default: the report's); prices: the report's price table
+    (default: the shipped one)."""
     from rlsweep.results import report, results, tables
 
     n = {"n_resamples": n_resamples} if n_resamples is not None else {}
@@ -117,7 +117,7 @@ def write_ablation_table(
         frame["variant"] = frame["variant"].str.removeprefix("variant=")
     exp.variants = list(spec.variants)  # all of them: "—" where none finished
     table = tables.score_table(exp, **n)
-    head = f"# {spec.name}\n\n" + (f"{note}\n\n" if note else "")
+    head = f"# {spec.name}\n\n" + "".join(f"{line}\n" for line in report.short_trials_note(exp))
     (out / "ablation.md").write_text(head + table + _raw_sections(spec, exp, n_resamples))
     cols = ["game", "seed", "variant", "status", "env_steps", "test/return_norm"]
     cols += ["train/return_norm", "test/return", "train/return"]

@@ -166,7 +166,7 @@ def _write_report(
     importance = importance_section(dirs, exp, out)
     md = [
         *_header(exp),
-        *_short_trials_note(exp),
+        *short_trials_note(exp),
         *body,
         *importance,
         *cost_section(dirs, exp, prices),
@@ -404,9 +404,9 @@ def _header(exp: Experiment) -> list[str]:
     return [*md, ""]
 
 
-def _short_trials_note(exp: Experiment) -> list[str]:
-    """At the top of a report whose trials all ran fewer than NEAR_RANDOM_STEPS env steps:
-    what such scores typically are."""
+def short_trials_note(exp: Experiment) -> list[str]:
+    """At the top of a report (and of an ablation's table) whose trials all ran fewer than
+    NEAR_RANDOM_STEPS env steps: what such scores typically are."""
     trials = exp.counted if len(exp.counted) else exp.final
     most = trials[M.ENV_STEPS].max()
     if not np.isfinite(most) or most >= NEAR_RANDOM_STEPS:
