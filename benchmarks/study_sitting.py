@@ -18,9 +18,12 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
    already (a warm node) or this is the first sitting;
 3. `rlsweep resume` the experiment dir, or on the first sitting `rlsweep ablate NAME` (with
    the ABLATE ARGS: `search.max_concurrent=6`, `--smoke`'s overrides...), with
-   `--time-limit` set to what is left of `--minutes` less RESERVE_S for the stages after it;
+   `--time-limit` set to what is left of `--minutes` less RESERVE_S, and killed (its whole
+   process group: what is on disk survives a SIGKILL, and the next resume starts each trial
+   from its newest complete checkpoint) should it still run PACK_S before the sitting's end;
 4. `rlsweep report` where the sweep stopped before its end (ablate and resume report a
-   finished one themselves);
+   finished one themselves), cut off PACK_S before the sitting's end: it gives sitting.json
+   each trial's progress;
 5. `rlsweep pack` the experiment dir into OUT/carry/: the next sitting carries that folder in
    as `--carried` (its finished trials' checkpoints left out).
 
@@ -29,14 +32,18 @@ first failed stage's. The study's notes: results/<study>/STATUS.md.
 
 `--take-back RETURNED`, here with rlsweep installed, on what a sitting's OUT brought back
 (`take_back`): its `carry/` becomes `--carried` for the next sitting, once every part has
-unpacked whole (the one before kept as `<carried>.prev`), and its report and sitting.json go to
-the study's folder in `--storage`, to commit.
+unpacked whole (the one before kept as `<carried>.prev`); the report is built again here from
+the unpacked dir (`rlsweep report`: the same files where the sitting's report stage ran, and
+a current report where it was cut off) and goes with the sitting.json to the study's folder in
+`--storage`, to commit.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import io
 import json
 import os
 import shutil
@@ -51,9 +58,13 @@ import gpu_check  # noqa: E402  (benchmarks/gpu_check.py: stdlib only, like this
 
 REPO = gpu_check.REPO
 RESERVE_S = 15.0
-"""Seconds kept after the sweep's time limit for the report and the pack: the smoke's, of a
-23.2 MiB dir, took 1.9 and 1.7 s on 2 CPU cores; six of the study's trials weigh about three
-times as much."""
+"""Seconds kept after the sweep's time limit for the report and the pack (the smoke's: 2 s
+each on 2 CPU cores)."""
+PACK_S = 8.0
+"""Seconds kept for the pack, whatever runs over: the sweep (its backstop; the rehearsals' sweeps
+exited 9 s before their limit) and the report are stopped by then. The smoke's pack, of a 23.2
+MiB dir, took 1.9 and 1.7 s on 2 CPU cores; six of the study's trials weigh about three times
+as much."""
 PART_MB = 15.5
 """Under the 16 MiB a file may weigh on its way back."""
 MAX_BACK = (8, 64 * 2**20)
@@ -79,7 +90,7 @@ def experiment_dir(r: gpu_check.Run, name: str, smoke: bool, storage: Path) -> P
 
 def progress(exp: Path) -> list[dict]:
     """Each started trial's variant, seed, env steps, budget, status and wall time, from the
-    report's final.csv (the report or ablate stage wrote it)."""
+    report's final.csv (the report, ablate or resume wrote it)."""
     final = exp / "report" / "final.csv"
     if not final.is_file():
         return []
@@ -100,15 +111,21 @@ def came_back(out: Path) -> dict:
 def take_back(returned: Path, carried: Path, storage: Path) -> Path:
     """After a sitting, here: the parts it packed (`returned`/carry) replace `carried`, the
     next sitting's, once they unpack whole (checksums and all; the old ones kept beside as
-    `<carried>.prev`); the report it wrote before packing replaces `storage`/<experiment>/report,
-    and its sitting.json is kept there as sittings/NNN.json. Returns that study folder."""
-    from rlsweep.node.carry import unpack  # here, rlsweep is installed (on a node, not yet)
+    `<carried>.prev`); their experiment's report, built here, replaces
+    `storage`/<experiment>/report, and the sitting.json is kept there as sittings/NNN.json.
+    Returns that study folder."""
+    from rlsweep.cli import main as rlsweep  # here, rlsweep is installed (on a node, not yet)
+    from rlsweep.node.carry import unpack
 
     new = carried.with_name(carried.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
     shutil.copytree(returned / "carry", new)
     with tempfile.TemporaryDirectory() as tmp:
         exp = unpack(new, Path(tmp))  # CarryError names a missing or altered part
+        with contextlib.redirect_stdout(io.StringIO()) as said:  # it names the temporary dir
+            code = rlsweep(["report", str(exp)])
+        if code:
+            raise SystemExit(f"{said.getvalue()}rlsweep report exited {code}")
         study = storage / exp.name
         shutil.rmtree(study / "report", ignore_errors=True)
         shutil.copytree(exp / "report", study / "report")
@@ -175,9 +192,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         argv = [*rlsweep, "ablate", args.name, "--storage", str(args.storage.resolve())]
         argv += [*(["--smoke"] if args.smoke else []), *args.ablate_args]
-    sweep_rc = r.stage("sweep", [*argv, "--time-limit", f"{limit}s"], timeout=limit + 45)
-    if sweep_rc not in (0, 1) and (exp / "sweep.yaml").is_file():
-        r.stage("report", [*rlsweep, "report", str(exp)], timeout=deadline - time.monotonic())
+    backstop = deadline - time.monotonic() - PACK_S
+    sweep_rc = r.stage("sweep", [*argv, "--time-limit", f"{limit}s"], timeout=backstop)
+    left = deadline - time.monotonic() - PACK_S
+    if sweep_rc not in (0, 1) and left > 0 and (exp / "sweep.yaml").is_file():
+        r.stage("report", [*rlsweep, "report", str(exp)], timeout=left)
     if (exp / "sweep.yaml").is_file():
         carry = out / "carry"
         shutil.rmtree(carry, ignore_errors=True)
