@@ -120,6 +120,10 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
             again = rows[lost["training_iteration"] - 1]
             assert {k: again[k] for k in SAME} == {k: lost[k] for k in SAME}
             assert again["trial_id"] == lost["trial_id"] and again["config"] == lost["config"]
+            # Every field Tune had logged, its process's own as Tune had them.
+            assert again.keys() == lost.keys(), again.keys() ^ lost.keys()
+            process = ("pid", "hostname", "node_ip", "iterations_since_restore")
+            assert {k: again[k] for k in process} == {k: lost[k] for k in process}
         csv = (Path(d) / "progress.csv").read_text().splitlines()
         assert len(csv) == 31  # header + one row per iteration
     report = build_report([moved]).read_text()

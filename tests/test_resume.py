@@ -329,7 +329,12 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     assert restored["config"] == rows[1]["config"]
     if logged is not None:  # the report the checkpoint kept is the one Tune had logged
         keys = [*M.METRICS, M.LOSS_TOTAL, "training_iteration", "trial_id", "config"]
+        keys += ["pid", "hostname", "node_ip", "iterations_since_restore"]
         assert all(_same(logged[k], restored[k]) for k in keys), (logged, restored)
+        assert restored.keys() == logged.keys(), restored.keys() ^ logged.keys()
+    assert restored.keys() == rows[1].keys() | {"checkpoint_dir_name"}, (
+        restored.keys() ^ rows[1].keys()
+    )
     _progress_csv_is_result_json(trial)
 
 

@@ -170,9 +170,12 @@ def _checkpoint_row(
 ) -> dict[str, Any] | None:
     """The result row of the trial's iteration at `checkpoint`: result.json's or, where the
     driver never wrote it, the trial's report as the checkpoint's manifest keeps it, with the
-    fields Tune adds that can be known (its config as the trial's last row or params.json has
-    it; `time_total_s` carried on from that row by the trial's own wall clock). None for a
-    manifest from before it kept the report."""
+    fields Tune adds that can be known: its config as the trial's last row or params.json has
+    it; `time_total_s` carried on from that row by the trial's own wall clock;
+    `iterations_since_restore` from the iteration its process resumed at; and, where that row
+    is the iteration before and came from the same process, its pid, host and node IP, and the
+    time since it by the trial's wall clock (`time_this_iter_s`, `time_since_restore`). None
+    for a manifest from before it kept the report."""
     from ray.tune.result import SHOULD_CHECKPOINT
 
     rows = result_rows(_read(fs, f"{trial_dir}/result.json") or "")
@@ -187,10 +190,19 @@ def _checkpoint_row(
     if config is None:
         config = json.loads(_read(fs, f"{trial_dir}/params.json") or "null")
     wall = float(report.get(M.WALL_S, 0.0))
-    total = float(last.get("time_total_s", 0.0)) + wall - float(last.get(M.WALL_S, 0.0))
+    took = wall - float(last.get(M.WALL_S, 0.0))
+    total = float(last.get("time_total_s", 0.0)) + took
     written = datetime.fromtimestamp(float(manifest.get("written_at", time.time())))
+    process = {}
+    if M.RESUMED_AT in report:
+        process["iterations_since_restore"] = iteration - int(report[M.RESUMED_AT])
+    if last.get(ITERATION) == iteration - 1 and last.get(M.RESUMED_AT) == report.get(M.RESUMED_AT):
+        process |= {k: last[k] for k in ("pid", "hostname", "node_ip") if k in last}
+        process["time_this_iter_s"] = took
+        process["time_since_restore"] = float(last.get("time_since_restore", 0.0)) + took
     return {
         **report,
+        **process,
         ITERATION: iteration,
         "checkpoint_dir_name": checkpoint,
         SHOULD_CHECKPOINT: True,  # as Tune sets it on a report with a checkpoint
