@@ -117,6 +117,10 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path:
     from rlsweep.cli import main as rlsweep  # here, rlsweep is installed (on a node, not yet)
     from rlsweep.node.carry import unpack
 
+    if not (returned / "carry" / "manifest.json").is_file():  # e.g. its install failed
+        log = returned / "sitting.log"
+        tail = log.read_text().splitlines()[-5:] if log.is_file() else ["(no sitting.log)"]
+        raise SystemExit("\n".join([f"{returned}: the sitting packed nothing", *tail]))
     new = carried.with_name(carried.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
     shutil.copytree(returned / "carry", new)

@@ -14,6 +14,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SITTING = REPO / "benchmarks" / "study_sitting.py"
+sys.path.insert(0, str(SITTING.parent))
+
+import study_sitting  # noqa: E402
 
 
 def _take_back(tmp_path: Path, out: str) -> Path:
@@ -89,3 +92,15 @@ def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
         == json.loads((tmp_path / "out2" / "carry" / "manifest.json").read_text())["parts"]
     )
     assert [p.name for p in sorted((study / "sittings").iterdir())] == ["001.json", "002.json"]
+
+
+def test_taking_back_a_sitting_that_packed_nothing_says_so_and_keeps_carried(tmp_path):
+    """A sitting whose install failed (a wheelhouse part lost between calls) brings back its
+    log and no carry/: the take-back says so with the log's last lines, and `carried/` stays."""
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "sitting.log").write_text("sitting: [install] exit code 2 after 3 s\n")
+    (tmp_path / "carried").mkdir()
+    (tmp_path / "carried" / "manifest.json").write_text("{}")
+    with pytest.raises(SystemExit, match=r"packed nothing\nsitting: \[install\] exit code 2"):
+        study_sitting.take_back(tmp_path / "out", tmp_path / "carried", tmp_path / "repo")
+    assert (tmp_path / "carried" / "manifest.json").read_text() == "{}"
