@@ -89,20 +89,15 @@ def test_ablations_ship_in_the_wheel_like_baselines(tmp_path, monkeypatch):
     assert data_dir("search_spaces/ablations") == ABLATIONS_DIR  # a checkout wins
 
 
-def test_ablation_table_has_the_write_up_layout(tmp_path):
+def test_ablation_table_has_the_write_up_layout(tmp_path, start_ray):
     """`rlsweep ablate NAME --smoke` end to end on the fake trainable (real trials: `make
     demo`-like time; see the README). Ray starts for this test only (~10 s)."""
-    import ray
-
     from rlsweep.run.sweep import run_sweep
     from rlsweep.testing import fake_trial
 
     spec = load_ablation("augmentations", smoke=True, storage_path=str(tmp_path))
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
+    with start_ray(2):
         result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
-    finally:
-        ray.shutdown()
     table = write_ablation_table(spec, result.path, n_resamples=200).read_text()
     lines = table.splitlines()
     assert lines[0] == "# ablation-augmentations-smoke"

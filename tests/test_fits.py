@@ -52,15 +52,14 @@ def test_no_gpu_here_suggests_a_cluster_or_a_plan(monkeypatch):
     )
 
 
-def test_a_running_ray_is_where_trials_must_fit(monkeypatch, capsys):
+def test_a_running_ray_is_where_trials_must_fit(monkeypatch, capsys, start_ray):
     """Once Ray runs, what it offers counts, not this machine nor `num_cpus`: a Ray started
     here refuses a misfit; a cluster joined at an address (it may be autoscaled) warns."""
     import ray
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     spec = SweepSpec(name="r", params=FOUR_CPUS, source="r.yaml")
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
+    with start_ray(2):
         with pytest.raises(SpecError, match=r"a trial needs 4 CPUs .*; the cluster has 2$"):
             check_fits(spec, num_cpus=8)
         check_fits(spec, address="auto")
@@ -70,5 +69,3 @@ def test_a_running_ray_is_where_trials_must_fit(monkeypatch, capsys):
             "nodes\n"
         )
         assert ray.is_initialized()  # the check joined the running Ray and left it running
-    finally:
-        ray.shutdown()

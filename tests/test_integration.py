@@ -23,17 +23,6 @@ pytestmark = pytest.mark.rllib
 TINY = dict(TINY_PPO, num_epochs=2, eval_interval=2, eval_episodes=8)
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    import ray
-
-    from rlsweep.run.session import runtime_env
-
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env=runtime_env())
-    yield
-    ray.shutdown()
-
-
 def _weights(algo) -> dict[str, np.ndarray]:
     return {k: v.detach().clone().numpy() for k, v in algo.get_module().state_dict().items()}
 

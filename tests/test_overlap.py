@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-import ray
 from ray.rllib.algorithms.ppo import PPO
 from ray.rllib.utils.metrics import WEIGHTS_SEQ_NO
 
@@ -52,13 +51,9 @@ def _trained(cfg: TrialConfig, iterations: int) -> tuple[list[set[int]], list[in
 
 
 @pytest.mark.rllib
-def test_each_update_learns_from_the_batch_sampled_before_the_previous_update():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
-        sync, sync_steps, _ = _trained(TrialConfig(**SMALL), 3)
-        lagged, lagged_steps, algo = _trained(TrialConfig(**SMALL, overlap=True), 3)
-    finally:
-        ray.shutdown()
+def test_each_update_learns_from_the_batch_sampled_before_the_previous_update(ray_local):
+    sync, sync_steps, _ = _trained(TrialConfig(**SMALL), 3)
+    lagged, lagged_steps, algo = _trained(TrialConfig(**SMALL, overlap=True), 3)
     batch = TrialConfig(**SMALL).effective_train_batch_size
     # Synchronous: every batch sampled with the weights it updates (a new version each time).
     assert [len(s) for s in sync] == [1, 1, 1]

@@ -226,13 +226,11 @@ TINY = {"num_envs_per_env_runner": 16, "rollout_length": 16, "minibatch_size": 1
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
+def folder(tmp_path_factory, start_ray) -> Path:
     """Five sweeps of the fake trainable in one storage dir, as a user's results/ ends up:
     `grid` and `grid-again` the same spec under two names, `grid-seeds` the same grid on other
     seeds, `long` the same config at 6,144 env steps beside the others' 2,048, and an ablation
     (on leaper). Real Tune runs (~1 min on 2 busy cores): the files are the ones Tune writes."""
-    import ray
-
     from rlsweep.run.sweep import run_sweep
     from rlsweep.spec.spec import SweepSpec
     from rlsweep.testing import fake_trial
@@ -253,13 +251,10 @@ def folder(tmp_path_factory) -> Path:
             variants={"No Stack": {"framestack": "none"}, "Gap": {"framestack": "gap"}},
         ),
     ]
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
+    with start_ray(2):
         for spec in specs:
             spec.storage_path = str(root)
             run_sweep(spec, trainable=fake_trial, num_cpus=2)
-    finally:
-        ray.shutdown()
     return root
 
 

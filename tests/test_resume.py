@@ -339,15 +339,10 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
 
 
 @pytest.fixture(scope="module")
-def ray_local():
+def ray_local(start_ray):
     """One Ray of 1 CPU for the module's in-process sweeps (each trial alone on it)."""
-    import ray
-
-    from rlsweep.run.session import runtime_env
-
-    ray.init(num_cpus=1, include_dashboard=False, runtime_env=runtime_env())
-    yield
-    ray.shutdown()
+    with start_ray(1):
+        yield
 
 
 def test_crashed_trial_is_retried_from_its_checkpoint(ray_local, tmp_path):

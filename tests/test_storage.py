@@ -106,10 +106,8 @@ def _objects(bucket: str, prefix: str) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def s3_sweep(s3_server, tmp_path_factory):
+def s3_sweep(s3_server, start_ray):
     """Two fake trials (4 iterations, a checkpoint every 2) stored at s3://<bucket>/sweeps."""
-    import ray
-
     from rlsweep.run.sweep import run_sweep
     from rlsweep.spec.spec import SweepSpec
     from rlsweep.testing import fake_trial
@@ -123,12 +121,9 @@ def s3_sweep(s3_server, tmp_path_factory):
         storage_path=f"s3://{s3_server.bucket}/sweeps",
     )
     # Started here (run_sweep joins it) so the test can read this session's logs afterwards.
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
+    with start_ray(2):
         logs = Path(ray_session_dir()) / "logs"
         result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
-    finally:
-        ray.shutdown()
     return spec, result, logs
 
 

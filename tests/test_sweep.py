@@ -15,13 +15,10 @@ from rlsweep.testing import fake_trial
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_session():
+def ray_session(start_ray):
     """One Ray instance for the module: run_sweep joins it instead of starting its own."""
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield
-    ray.shutdown()
+    with start_ray(2):
+        yield
 
 
 @pytest.fixture(scope="module")

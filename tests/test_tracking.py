@@ -22,12 +22,9 @@ FAKE_KEY = "wandbFAKEkey" + "0123456789abcdef" * 2 + "ZZ"  # distinctive, to gre
 
 
 @pytest.fixture(scope="module")
-def ray_session():
-    import ray
-
-    ray.init(num_cpus=2, include_dashboard=False)
-    yield ray_session_dir()
-    ray.shutdown()
+def ray_session(start_ray):
+    with start_ray(2):
+        yield ray_session_dir()
 
 
 @pytest.fixture(scope="module")
