@@ -113,3 +113,37 @@ def test_joining_a_cluster_says_what_it_has_and_what_others_hold(ray_local, monk
     for _ in range(2):
         session._init("auto", None, jemalloc=False, dashboard=None, verbose=False)
     assert capsys.readouterr().out == "joined 10.0.0.2:6379\n"
+
+
+def test_joining_this_processs_own_plain_ray_warns_that_its_trials_run_at_nice_15(
+    ray_local, monkeypatch, capsys
+):
+    """A Ray this process started with a plain `ray.init()` is joined as it is: its workers
+    start at Ray's nice 15 and without jemalloc, and the sweep says so, once. A Ray started as a
+    sweep starts its own (ray_local) gives no warning."""
+    import types
+
+    import ray
+
+    from rlsweep.run import session
+
+    warning = session.niceness_warning({}, {})
+    assert warning.startswith("rlsweep: warning: joined the Ray this process already runs;")
+    assert "ray.init(runtime_env=rlsweep.run.session.runtime_env())" in warning
+    for jemalloc in (True, False):
+        assert session.niceness_warning(session.runtime_env(jemalloc), {}) is None
+    assert session.niceness_warning({}, {session.NICENESS: "0"}) is None  # a Ray started here
+    assert session.niceness_warning({"env_vars": {session.NICENESS: "5"}}, {}) is not None
+
+    def join() -> str:
+        with session.ray_session(address=None, num_cpus=None, jemalloc=True, dashboard=None):
+            pass
+        return capsys.readouterr().out
+
+    monkeypatch.delenv(session.NICENESS, raising=False)
+    assert join() == ""
+    plain = types.SimpleNamespace(runtime_env={})  # what a plain ray.init() gives its job
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: plain)
+    monkeypatch.setattr(session, "_announced", set())
+    assert join() == warning + "\n"
+    assert join() == ""  # said once per process

@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,10 @@ them jemalloc hands the pages of every large tensor back to the OS and faults th
 the next allocation, every iteration (the README's Speed section has the figures)."""
 
 
+NICENESS = "RAY_worker_niceness"
+"""The env var each Ray worker reads its priority from at its start (Ray 2.60: 15 if unset)."""
+
+
 def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
     """The env of every trial process.
 
@@ -51,7 +55,7 @@ def runtime_env(jemalloc: bool = True) -> dict[str, Any]:
     Allocator (`jemalloc`): the jemalloc Ray ships, preloaded with `JEMALLOC_CONF`, keeps the
     memory of RLlib's large per-iteration tensors instead of returning and faulting it again as
     glibc's malloc does. Trials report it as `perf/jemalloc`."""
-    env_vars = {"RAY_worker_niceness": "0"}
+    env_vars = {NICENESS: "0"}
     if jemalloc and (path := bundled_jemalloc()):
         env_vars["LD_PRELOAD"] = path
         env_vars["MALLOC_CONF"] = JEMALLOC_CONF
@@ -93,6 +97,11 @@ def ray_session(
             Dashboard() if dashboard is True else dashboard or None,
             verbose,
         )
+    elif (warning := niceness_warning(ray.get_runtime_context().runtime_env, os.environ)) and (
+        warning not in _announced
+    ):
+        _announced.add(warning)  # once per process
+        print(warning, flush=True)
     try:
         yield
     finally:
@@ -144,6 +153,23 @@ def _init(
 
 
 _announced: set[str] = set()
+
+
+def niceness_warning(job_env: Mapping[str, Any], driver_env: Mapping[str, str]) -> str | None:
+    """What to say on joining a Ray this process already runs (a plain `ray.init()` before the
+    sweep) whose workers start at Ray's nice 15: its job's runtime env `job_env` and the
+    driver's environment (which a Ray started here hands its workers) leave `NICENESS` unset.
+    Its trials then yield their cores to any other work on the machine: test Rays started so
+    took 150 s for a test of 17 s beside two busy loops (tests/conftest.py). None where they
+    run at 0, as the trials of a Ray a sweep starts do."""
+    if {**driver_env, **(job_env.get("env_vars") or {})}.get(NICENESS, "15") == "0":
+        return None
+    return (
+        "rlsweep: warning: joined the Ray this process already runs; its workers start at Ray's "
+        "nice 15 (and without rlsweep's jemalloc), so any other work on this machine takes "
+        "their cores first. Let the sweep start Ray, or start it with "
+        "`ray.init(runtime_env=rlsweep.run.session.runtime_env())`."
+    )
 
 
 def _amounts(resources: dict[str, float]) -> str:
