@@ -2,10 +2,11 @@
 ratio's split into the share of the machine and the work per step, and the side-by-side mode's
 common window and core pinning; benchmarks/gpu.py's record, written stage by stage;
 benchmarks/plan_costs.py's figures from its measurements; benchmarks/learning.py's reference arm
-stopped by its time limit and resumed."""
+stopped by its time limit and resumed; benchmarks/suite_cpu.py's CPU time by kind of process."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import suite_cpu  # noqa: E402
 from plan_costs import SHAPES, costs, parts  # noqa: E402
 from throughput import (  # noqa: E402
     Run,
@@ -243,3 +245,38 @@ def test_a_reference_loop_given_anothers_state_holds_what_it_learned_and_drew():
     finally:
         a.close()
         b.close()
+
+
+def test_a_processs_kind_is_its_ray_name_or_what_its_command_runs():
+    worker = "/v/bin/python /v/ray/_private/workers/default_worker.py --node-ip-address=1"
+    assert suite_cpu.kind("python", worker) == "ray worker (starting)"
+    assert suite_cpu.kind("ray::ImplicitFu", "ray::ImplicitFunc.train") == "ray::ImplicitFunc.train"
+    assert suite_cpu.kind("ray::IDLE", "ray::IDLE") == "ray::IDLE"
+    assert suite_cpu.kind("python", "python -m rlsweep.cli run s.yaml") == "rlsweep CLI"
+    assert suite_cpu.kind("xz", "xz -0") == "xz"
+    assert suite_cpu.kind("python", f"/v/bin/python -c {suite_cpu.XDIST}") == "pytest-xdist worker"
+    assert suite_cpu.kind("python", "python -u /v/ray/_private/log_monitor.py --x") == (
+        "ray: log_monitor"
+    )
+    # What it runs, not what its arguments name.
+    assert suite_cpu.kind("python", "python /tmp/pytest-of-root/pytest-1/child.py") == "python"
+
+
+def test_suite_cpu_counts_a_child_that_outlives_its_parent(tmp_path):
+    """A command whose child outlives its parent (as Ray's workers outlive the raylet that
+    started them) and burns CPU after the parent exited: counted all the same, under its kind,
+    and the command's exit code passed on."""
+    (tmp_path / "child.py").write_text(
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < 1:\n    pass\n"
+    )
+    child = [sys.executable, str(tmp_path / "child.py")]
+    (tmp_path / "parent.py").write_text(f"import subprocess\nsubprocess.Popen({child!r})\n")
+    out = tmp_path / "cpu.json"
+    argv = [sys.executable, str(Path(suite_cpu.__file__)), "--every", "0.1", "--json", str(out)]
+    argv += ["--", "sh", "-c", f"{sys.executable} {tmp_path / 'parent.py'}; sleep 2; exit 3"]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 3, run.stderr
+    record = json.loads(out.read_text())
+    assert record["wall_s"] >= 2 and record["busy_cpu_s"] >= 1
+    python = Path(sys.executable).name[:15]  # the name the kernel keeps (/proc/PID/comm)
+    assert record["kinds"].get(python, {}).get("cpu_s", 0) >= 0.9, record  # the child's second

@@ -1,0 +1,150 @@
+"""Where a command's CPU time goes, by kind of process: every process on the machine sampled
+from /proc while the command runs (Linux), its last CPU time counted under its kind.
+
+    python benchmarks/suite_cpu.py [--every 0.5] -- .venv/bin/python -m pytest -q -n 2 ...
+
+For `make test`: Ray's worker processes outlive the pytest worker that started their Ray (they
+are reparented when its raylet exits), so `time` and pytest's own figures miss them; this counts
+them by the name Ray gives them (`ray::ImplicitFunc` is a trial, `ray::IDLE` a worker that never
+ran one). Processes that live less than one sampling interval are missed, and so is the CPU a
+process spends after its last sample: the sum is a lower bound of the machine's busy time,
+which is printed beside it (/proc/stat). The sampler's own CPU is counted under `sampler`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+KINDS = {
+    "default_worker.py": "ray worker (starting)",
+    "gcs_server": "ray: gcs_server",
+    "raylet": "ray: raylet",
+    "log_monitor.py": "ray: log_monitor",
+    "monitor.py": "ray: monitor",
+    "dashboard.py": "ray: dashboard",
+    "rlsweep.cli": "rlsweep CLI",
+    "pytest": "pytest",
+    "pip": "pip",
+}
+"""What a process runs (its program's, script's or `-m` module's name) -> its kind; Ray's named
+workers go by their name."""
+
+XDIST = "import sys;exec(eval(sys.stdin.readline()))"
+"""The code a pytest-xdist worker's Python runs (`python -c ...`)."""
+
+
+def kind(comm: str, cmdline: str) -> str:
+    """A process's kind from its name (`comm`, which Ray sets to `ray::<actor>` once a worker
+    runs one) and command line: what its program runs, not what its arguments name."""
+    if cmdline.startswith("ray::"):  # the full name: /proc/PID/comm keeps 15 characters
+        return cmdline.split()[0]
+    if comm.startswith("ray::"):
+        return comm
+    argv = cmdline.split()
+    runs = [Path(argv[0]).name] if argv else []
+    options = iter(argv[1:])
+    for arg in options:  # the interpreter's options, up to what it runs
+        if arg == "-m":
+            runs.append(next(options, ""))
+        elif arg == "-c":
+            runs.append("xdist" if " ".join(options).startswith(XDIST) else "")
+        elif not arg.startswith("-"):
+            runs.append(Path(arg).name)
+        else:
+            continue
+        break
+    if runs[-1:] == ["xdist"]:
+        return "pytest-xdist worker"
+    return next((KINDS[r] for r in reversed(runs) if r in KINDS), comm)
+
+
+def _read(pid: str) -> tuple[str, str, str, float] | None:
+    """(start time, comm, command line, CPU seconds so far) of a process, None where it is
+    gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return None
+    comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return fields[19], comm, cmdline, (int(fields[11]) + int(fields[12])) / HZ
+
+
+def _busy_s() -> float:
+    """The machine's busy CPU seconds since boot (every core; /proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        ticks = [int(t) for t in f.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / HZ  # all but idle and iowait
+
+
+def _processes() -> dict[tuple[str, str], tuple[str, str, float]]:
+    """(pid, start time) -> (comm, command line, CPU seconds) of every process now."""
+    now = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        if (got := _read(pid)) is not None:
+            start, *rest = got
+            now[pid, start] = tuple(rest)
+    return now
+
+
+def sample(proc: subprocess.Popen, every: float, before: dict) -> dict[tuple[str, str], list]:
+    """(pid, start time) -> [kind, CPU seconds since `before`] of every process seen until
+    `proc` ends (a process in `before` counts from its CPU time there, a new one from 0)."""
+    seen: dict[tuple[str, str], list] = {}
+    me = str(os.getpid())
+    while proc.poll() is None:
+        for key, (comm, cmdline, cpu) in _processes().items():
+            name = "sampler" if key[0] == me else kind(comm, cmdline)
+            entry = seen.setdefault(key, [name, 0.0])
+            entry[1] = cpu - before.get(key, ("", "", 0.0))[2]
+            if comm.startswith("ray::"):  # a worker is named after the actor it runs
+                entry[0] = name
+        time.sleep(every)
+    return seen
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
+    p.add_argument("--json", type=Path, help="also write the totals here")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
+    args = p.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        p.error("no command: give it after --")
+    before, busy, started = _processes(), _busy_s(), time.monotonic()
+    proc = subprocess.Popen(command)
+    seen = sample(proc, args.every, before)
+    wall, busy = time.monotonic() - started, _busy_s() - busy
+    cpu: collections.Counter[str] = collections.Counter()
+    count: collections.Counter[str] = collections.Counter()
+    for name, seconds in seen.values():
+        cpu[name] += seconds
+        count[name] += 1
+    print(f"\n{' '.join(command)}: exit code {proc.returncode}, {wall:.0f} s wall")
+    print(f"machine busy {busy:.0f} CPU-s; counted by process {sum(cpu.values()):.0f} CPU-s")
+    print(f"{'CPU-s':>8} {'share':>6} {'procs':>6}  kind")
+    for name, seconds in cpu.most_common():
+        if seconds >= 1:
+            print(f"{seconds:8.0f} {seconds / busy:6.1%} {count[name]:6d}  {name}")
+    if args.json:
+        rows = {name: {"cpu_s": cpu[name], "processes": count[name]} for name in cpu}
+        record = {"command": command, "wall_s": wall, "busy_cpu_s": busy, "kinds": rows}
+        args.json.write_text(json.dumps(record, indent=1))
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
