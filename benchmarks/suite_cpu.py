@@ -45,8 +45,8 @@ XDIST = "import sys;exec(eval(sys.stdin.readline()))"
 def kind(comm: str, cmdline: str) -> str:
     """A process's kind from its name (`comm`, which Ray sets to `ray::<actor>` once a worker
     runs one) and command line: what its program runs, not what its arguments name."""
-    if cmdline.startswith("ray::"):  # the full name: /proc/PID/comm keeps 15 characters
-        return cmdline.split()[0]
+    if cmdline.startswith("ray::"):  # the full name (comm keeps 15 characters), less the
+        return cmdline.split()[0].split(".")[0]  # method it runs now (`ray::ImplicitFunc.train`)
     if comm.startswith("ray::"):
         return comm
     argv = cmdline.split()

@@ -250,7 +250,7 @@ def test_a_reference_loop_given_anothers_state_holds_what_it_learned_and_drew():
 def test_a_processs_kind_is_its_ray_name_or_what_its_command_runs():
     worker = "/v/bin/python /v/ray/_private/workers/default_worker.py --node-ip-address=1"
     assert suite_cpu.kind("python", worker) == "ray worker (starting)"
-    assert suite_cpu.kind("ray::ImplicitFu", "ray::ImplicitFunc.train") == "ray::ImplicitFunc.train"
+    assert suite_cpu.kind("ray::ImplicitFu", "ray::ImplicitFunc.train") == "ray::ImplicitFunc"
     assert suite_cpu.kind("ray::IDLE", "ray::IDLE") == "ray::IDLE"
     assert suite_cpu.kind("python", "python -m rlsweep.cli run s.yaml") == "rlsweep CLI"
     assert suite_cpu.kind("xz", "xz -0") == "xz"
