@@ -67,19 +67,24 @@ def kind(comm: str, cmdline: str) -> str:
     return next((KINDS[r] for r in reversed(runs) if r in KINDS), comm)
 
 
-def _read(pid: str) -> tuple[str, str, str, float] | None:
-    """(start time, comm, command line, CPU seconds so far) of a process, None where it is
-    gone."""
+def _stat(pid: str) -> tuple[str, str, float] | None:
+    """(start time, comm, CPU seconds so far) of a process, None where it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return None
     comm = stat[stat.index("(") + 1 : stat.rindex(")")]
     fields = stat[stat.rindex(")") + 2 :].split()
-    return fields[19], comm, cmdline, (int(fields[11]) + int(fields[12])) / HZ
+    return fields[19], comm, (int(fields[11]) + int(fields[12])) / HZ
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
 
 
 def _busy_s() -> float:
@@ -89,28 +94,30 @@ def _busy_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / HZ  # all but idle and iowait
 
 
-def _processes() -> dict[tuple[str, str], tuple[str, str, float]]:
-    """(pid, start time) -> (comm, command line, CPU seconds) of every process now."""
+def _processes() -> dict[tuple[str, str], tuple[str, float]]:
+    """(pid, start time) -> (comm, CPU seconds) of every process now."""
     now = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
-        if (got := _read(pid)) is not None:
-            start, *rest = got
-            now[pid, start] = tuple(rest)
+        if (got := _stat(pid)) is not None:
+            start, comm, cpu = got
+            now[pid, start] = comm, cpu
     return now
 
 
 def sample(proc: subprocess.Popen, every: float, before: dict) -> dict[tuple[str, str], list]:
-    """(pid, start time) -> [kind, CPU seconds since `before`] of every process seen until
-    `proc` ends (a process in `before` counts from its CPU time there, a new one from 0)."""
+    """(pid, start time) -> [kind, CPU seconds since `before`, comm] of every process seen
+    until `proc` ends (a process in `before` counts from its CPU time there, a new one from 0).
+    A process's command line is read when it is first seen, and again when Ray names it after
+    the actor it runs (its comm becomes `ray::...`): not at every sample."""
     seen: dict[tuple[str, str], list] = {}
     me = str(os.getpid())
     while proc.poll() is None:
-        for key, (comm, cmdline, cpu) in _processes().items():
-            name = "sampler" if key[0] == me else kind(comm, cmdline)
-            entry = seen.setdefault(key, [name, 0.0])
-            entry[1] = cpu - before.get(key, ("", "", 0.0))[2]
-            if comm.startswith("ray::"):  # a worker is named after the actor it runs
-                entry[0] = name
+        for key, (comm, cpu) in _processes().items():
+            entry = seen.get(key)
+            if entry is None or (comm != entry[2] and comm.startswith("ray::")):
+                name = "sampler" if key[0] == me else kind(comm, _cmdline(key[0]))
+                entry = seen[key] = [name, 0.0, comm]
+            entry[1] = cpu - before.get(key, ("", 0.0))[1]
         time.sleep(every)
     return seen
 
@@ -130,7 +137,7 @@ def main() -> int:
     wall, busy = time.monotonic() - started, _busy_s() - busy
     cpu: collections.Counter[str] = collections.Counter()
     count: collections.Counter[str] = collections.Counter()
-    for name, seconds in seen.values():
+    for name, seconds, _ in seen.values():
         cpu[name] += seconds
         count[name] += 1
     print(f"\n{' '.join(command)}: exit code {proc.returncode}, {wall:.0f} s wall")
