@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -325,6 +328,40 @@ def test_exploration_mode_runs_on_envpool_on_its_fixed_level(split):
     env.close()
     assert dones > 0 and seeds == {1318677581}  # every episode, train or test
     assert env.config.train_level_range == (1318677581, 1318677582)  # what train plays
+
+
+def test_a_process_new_to_envpool_registers_procgen_alone():
+    """`_import_envpool` in a fresh process registers Procgen's 50 tasks and no other family
+    (the full entry pulls in matplotlib through jumanji's renderer), and still steps a game; a
+    process that imported envpool whole keeps every family."""
+    from rlsweep.envs import procgen
+
+    script = (
+        "import sys\n"
+        "from rlsweep.envs.qt import load_qt5\n"
+        "load_qt5()\n"
+        "{first}"
+        "from rlsweep.envs.vector_env import _import_envpool\n"
+        "envpool = _import_envpool()\n"
+        "env = envpool.make('BigfishEasy-v0', env_type='gymnasium', num_envs=1, seed=0)\n"
+        "print(env.reset()[0].shape, 'matplotlib' in sys.modules)\n"
+        "print(*sorted(envpool.list_all_envs()))\n"
+    )
+    tasks = sorted(procgen.task_id(g, m) for g in procgen.GAMES for m in procgen.modes_for(g))
+    for first, whole in [("", False), ("import envpool\n", True)]:
+        proc = subprocess.run(
+            [sys.executable, "-c", script.format(first=first)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        frames, registered = proc.stdout.splitlines()
+        assert frames == f"(1, 3, 64, 64) {whole}"
+        if whole:
+            assert set(tasks) < set(registered.split()) and "Pong-v5" in registered.split()
+        else:
+            assert registered.split() == tasks
 
 
 def test_procgen_time_limits_reach_envpool_for_every_game_and_mode():

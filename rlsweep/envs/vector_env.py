@@ -12,6 +12,8 @@ distribution (seeds drawn from [0, 2^31)), so unseen levels.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
@@ -109,11 +111,24 @@ def env_seed(trial_seed: int, *stream: int) -> int:
     return int(np.random.SeedSequence([trial_seed, *stream]).generate_state(1)[0] % (2**31 - 1))
 
 
+PROCGEN_ONLY_ENTRY = "envpool.entry"
+"""The module whose import registers every envpool family. `_import_envpool` stands an empty
+one in for it, so that a process that first imports envpool here registers Procgen alone."""
+
+
 def _import_envpool():
+    """envpool, with Procgen's family registered. In a process that has not imported envpool
+    yet, no other family is: the package's import registers all 17 (envpool.entry; jumanji's
+    renderer imports matplotlib.pyplot), 1.3-1.8 CPU-s of each trial's start on this 2-core
+    Xeon (benchmarks/trial_start.py). A wheel thinned by rlsweep.node.wheelhouse registers
+    Procgen alone too, by its own entry."""
     from rlsweep.envs.qt import load_qt5
 
     load_qt5()  # must precede envpool.procgen's import
+    if "envpool" not in sys.modules:
+        sys.modules.setdefault(PROCGEN_ONLY_ENTRY, types.ModuleType(PROCGEN_ONLY_ENTRY))
     import envpool
+    import envpool.procgen.registration  # noqa: F401
 
     return envpool
 
