@@ -595,6 +595,15 @@ a moment, so these, the log monitor off and the agent's node stats once a minute
 trials more of a small machine's cores (README, Speed). Scheduling, spilling, health checks and
 the OOM monitor keep their defaults."""
 
+LOCAL_SYSTEM_CONFIG: dict[str, Any] = {
+    # When the driver connects, Ray starts a worker per CPU for tasks without a runtime env. A
+    # sweep's trials run in its runtime env (rlsweep.run.session.runtime_env), so Ray starts
+    # other workers for them and reaps the prestarted ones unused: measured, both of a 2-CPU
+    # Ray's, each a Python start with Ray imported, beside the trials' own starts.
+    "prestart_worker_first_driver": False,
+}
+"""RayConfig overrides for every Ray a sweep starts on this machine, dashboard or not."""
+
 QUIET_REPORTER_INTERVAL_MS = 60_000
 """How often the dashboard agent collects node and process stats (Ray's default 5000); only the
 dashboard shows them."""
@@ -602,7 +611,8 @@ dashboard shows them."""
 
 @contextlib.contextmanager
 def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str, Any]]:
-    """Around a `ray.init` that starts Ray on this machine: yields extra `ray.init` kwargs.
+    """Around a `ray.init` that starts Ray on this machine: yields extra `ray.init` kwargs,
+    `LOCAL_SYSTEM_CONFIG` always.
 
     Without a dashboard: `QUIET_SYSTEM_CONFIG` and the agent's node stats every
     `QUIET_REPORTER_INTERVAL_MS` (an env var the agent reads; set only while ray.init starts
@@ -615,10 +625,10 @@ def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str,
 
     from rlsweep.environ import set_env
 
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"_system_config": dict(LOCAL_SYSTEM_CONFIG)}
     env: dict[str, str] = {}
     if not dashboard:
-        kwargs["_system_config"] = dict(QUIET_SYSTEM_CONFIG)
+        kwargs["_system_config"].update(QUIET_SYSTEM_CONFIG)
         env["REPORTER_UPDATE_INTERVAL_MS"] = str(QUIET_REPORTER_INTERVAL_MS)
     original_init = parameter.RayParams.__init__
 

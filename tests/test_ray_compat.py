@@ -12,6 +12,7 @@ import ray
 from rlsweep._ray_compat import (
     CHECKED,
     HOOKS,
+    LOCAL_SYSTEM_CONFIG,
     QUIET_REPORTER_INTERVAL_MS,
     QUIET_SYSTEM_CONFIG,
     EnvRunnerHooks,
@@ -132,7 +133,7 @@ def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
     monkeypatch.delenv("REPORTER_UPDATE_INTERVAL_MS", raising=False)
     init = RayParams.__init__
     with quiet_local_ray(log_monitor=False, dashboard=False) as kwargs:
-        assert kwargs == {"_system_config": QUIET_SYSTEM_CONFIG}
+        assert kwargs == {"_system_config": {**LOCAL_SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}}
         assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == str(QUIET_REPORTER_INTERVAL_MS)
         assert RayParams().include_log_monitor is False
         assert RayParams(include_log_monitor=True).include_log_monitor is True
@@ -142,7 +143,7 @@ def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
     # A dashboard or a verbose console gets Ray as it comes; a user's own setting survives.
     monkeypatch.setenv("REPORTER_UPDATE_INTERVAL_MS", "1234")
     with quiet_local_ray(log_monitor=True, dashboard=True) as kwargs:
-        assert kwargs == {}
+        assert kwargs == {"_system_config": LOCAL_SYSTEM_CONFIG}  # no Ray prestarts unused workers
         assert RayParams().include_log_monitor is None
         assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == "1234"
     with quiet_local_ray(log_monitor=True, dashboard=False):
@@ -152,15 +153,26 @@ def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
 
 def test_a_sweeps_local_ray_runs_quiet():
     """Through `session.ray_session`, as `run_sweep` starts Ray: the RayConfig overrides reach
-    the GCS (which hands them to every raylet and worker) and no log monitor runs."""
+    the GCS (which hands them to every raylet and worker), no log monitor runs, and the only
+    worker started is the trial's (with Ray's defaults, one per CPU is prestarted first, without
+    the sweep's runtime env, and reaped unused)."""
     from ray._private import ray_constants, state, worker
 
     from rlsweep.run.session import ray_session
+
+    @ray.remote(num_cpus=1)
+    class Trial:
+        def pid(self) -> int:
+            return os.getpid()
 
     assert not ray.is_initialized()
     with ray_session(address=None, num_cpus=1, jemalloc=False, dashboard=None):
         processes = dict(worker._global_node.all_processes)
         config = state.state.get_system_config()
-    assert config.items() >= QUIET_SYSTEM_CONFIG.items()
+        trial = ray.get(Trial.remote().pid.remote())
+        raylet_log = Path(worker._global_node.get_session_dir_path(), "logs", "raylet.out")
+        started = re.findall(r"Started worker process with pid (\d+)", raylet_log.read_text())
+    assert started == [str(trial)]
+    assert config.items() >= {**LOCAL_SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}.items()
     assert ray_constants.PROCESS_TYPE_LOG_MONITOR not in processes
     assert ray_constants.PROCESS_TYPE_RAYLET in processes
