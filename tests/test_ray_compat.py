@@ -18,6 +18,7 @@ from rlsweep._ray_compat import (
     EnvRunnerHooks,
     LearnerHooks,
     quiet_local_ray,
+    ray_session_dir,
     resolve,
 )
 
@@ -170,7 +171,7 @@ def test_a_sweeps_local_ray_runs_quiet():
         processes = dict(worker._global_node.all_processes)
         config = state.state.get_system_config()
         trial = ray.get(Trial.remote().pid.remote())
-        raylet_log = Path(worker._global_node.get_session_dir_path(), "logs", "raylet.out")
+        raylet_log = Path(ray_session_dir(), "logs", "raylet.out")
         started = re.findall(r"Started worker process with pid (\d+)", raylet_log.read_text())
     assert started == [str(trial)]
     assert config.items() >= {**LOCAL_SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}.items()

@@ -111,9 +111,9 @@ def env_seed(trial_seed: int, *stream: int) -> int:
     return int(np.random.SeedSequence([trial_seed, *stream]).generate_state(1)[0] % (2**31 - 1))
 
 
-PROCGEN_ONLY_ENTRY = "envpool.entry"
+_ENVPOOL_ENTRY = "envpool.entry"
 """The module whose import registers every envpool family. `_import_envpool` stands an empty
-one in for it, so that a process that first imports envpool here registers Procgen alone."""
+one in for it, so that a process that first imports envpool there registers Procgen alone."""
 
 
 def _import_envpool():
@@ -126,7 +126,7 @@ def _import_envpool():
 
     load_qt5()  # must precede envpool.procgen's import
     if "envpool" not in sys.modules:
-        sys.modules.setdefault(PROCGEN_ONLY_ENTRY, types.ModuleType(PROCGEN_ONLY_ENTRY))
+        sys.modules.setdefault(_ENVPOOL_ENTRY, types.ModuleType(_ENVPOOL_ENTRY))
     import envpool
     import envpool.procgen.registration  # noqa: F401
 
