@@ -7,10 +7,11 @@ envs in one batched operation (`EnvRunnerHooks`, used by
 `rlsweep.trial.overlap`), to keep credentials out of the runtime envs Ray logs in plain text
 (`keyless_wandb_callback_class`, `stop_propagating_env_vars`), to find the jemalloc Ray ships
 (`bundled_jemalloc`), to start a local Ray without the background work nobody reads
-(`quiet_local_ray`), to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to find a
-trial's result files in storage (`trial_result_dirs`), to share the sweep's stop flag through
-the GCS (`kv_put`, `kv_get`), and to keep Ray's log lines that a sweep's user
-cannot act on off the console (`DRIVER_LOGS`: matched by their wording, which is no API either).
+(`quiet_local_ray`), to start no worker ahead of a sweep's trials (`SYSTEM_CONFIG`),
+to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to find a trial's result files in
+storage (`trial_result_dirs`), to share the sweep's stop flag through the GCS (`kv_put`,
+`kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the console
+(`DRIVER_LOGS`: matched by their wording, which is no API either).
 `HOOKS` lists each private name with the Ray version it was checked against.
 
 Upgrading Ray: `pytest tests/test_ray_compat.py` says which hooked names are gone (fast, no Ray
@@ -26,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -198,6 +200,13 @@ HOOKS: tuple[Hook, ...] = (
         "REPORTER_UPDATE_INTERVAL_MS",
         "its env var set while ray.init starts the agent: node stats only a dashboard shows",
     ),
+    # ray_start_system_config (rlsweep.launch: a cluster head's `ray start`).
+    Hook(
+        "ray.scripts.scripts.start.callback",
+        "system_config",
+        "`ray start --system-config`: SYSTEM_CONFIG for every node of a cluster rlsweep starts",
+        kind="parameter",
+    ),
     # ray_session_dir (tests read Ray's logs for leaked credentials).
     Hook("ray._private.worker", "_global_node", "the session dir of this process's Ray"),
     # end_tune_loop, set_restored_verbosity (rlsweep.experiment.interrupt, rlsweep.run.tune_bridge).
@@ -365,12 +374,16 @@ def raylet_messages_to(write: Callable[[str], None], texts: Sequence[str]) -> It
 
 
 def resolve(owner: str) -> Any:
-    """The class or module a hook's `owner` names (imports it)."""
-    try:
-        return importlib.import_module(owner)
-    except ImportError:
-        module, _, name = owner.rpartition(".")
-        return getattr(importlib.import_module(module), name)
+    """The module a hook's `owner` names, or the object at its dotted path inside the longest
+    module it starts with (imports it)."""
+    parts = owner.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            module = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        return functools.reduce(getattr, parts[i:], module)
+    raise ImportError(f"no module in {owner!r}")
 
 
 def _renamed(private: str, doc: str) -> property:
@@ -595,14 +608,22 @@ a moment, so these, the log monitor off and the agent's node stats once a minute
 trials more of a small machine's cores (README, Speed). Scheduling, spilling, health checks and
 the OOM monitor keep their defaults."""
 
-LOCAL_SYSTEM_CONFIG: dict[str, Any] = {
-    # When the driver connects, Ray starts a worker per CPU for tasks without a runtime env. A
-    # sweep's trials run in its runtime env (rlsweep.run.session.runtime_env), so Ray starts
-    # other workers for them and reaps the prestarted ones unused: measured, both of a 2-CPU
-    # Ray's, each a Python start with Ray imported, beside the trials' own starts.
+SYSTEM_CONFIG: dict[str, Any] = {
+    # When the driver connects, the raylet of its node starts a worker per CPU for tasks without
+    # a runtime env. A sweep's trials run in its runtime env (rlsweep.run.session.runtime_env),
+    # so Ray starts other workers for them and reaps the prestarted ones unused: measured, both
+    # of a 2-CPU Ray's, each a Python start with Ray imported, beside the trials' own starts.
     "prestart_worker_first_driver": False,
 }
-"""RayConfig overrides for every Ray a sweep starts on this machine, dashboard or not."""
+"""RayConfig overrides for every Ray rlsweep starts: a sweep's on this machine (`quiet_local_ray`,
+dashboard or not) and a cluster's head (`ray_start_system_config`: rlsweep.launch)."""
+
+
+def ray_start_system_config() -> str:
+    """`SYSTEM_CONFIG` as the head's `ray start` option (hidden in its --help; the GCS hands the
+    config to every node that joins)."""
+    return "--system-config=" + json.dumps(SYSTEM_CONFIG, separators=(",", ":"))
+
 
 QUIET_REPORTER_INTERVAL_MS = 60_000
 """How often the dashboard agent collects node and process stats (Ray's default 5000); only the
@@ -612,7 +633,7 @@ dashboard shows them."""
 @contextlib.contextmanager
 def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str, Any]]:
     """Around a `ray.init` that starts Ray on this machine: yields extra `ray.init` kwargs,
-    `LOCAL_SYSTEM_CONFIG` always.
+    `SYSTEM_CONFIG` always.
 
     Without a dashboard: `QUIET_SYSTEM_CONFIG` and the agent's node stats every
     `QUIET_REPORTER_INTERVAL_MS` (an env var the agent reads; set only while ray.init starts
@@ -625,7 +646,7 @@ def quiet_local_ray(*, log_monitor: bool, dashboard: bool) -> Iterator[dict[str,
 
     from rlsweep.environ import set_env
 
-    kwargs: dict[str, Any] = {"_system_config": dict(LOCAL_SYSTEM_CONFIG)}
+    kwargs: dict[str, Any] = {"_system_config": dict(SYSTEM_CONFIG)}
     env: dict[str, str] = {}
     if not dashboard:
         kwargs["_system_config"].update(QUIET_SYSTEM_CONFIG)

@@ -1,6 +1,7 @@
 """`rlsweep cluster ec2`: every generated cluster config passes Ray's own validator, offline."""
 
 import copy
+import json
 import re
 import shlex
 import socket
@@ -10,6 +11,7 @@ import pytest
 import yaml
 from ray.autoscaler._private.util import prepare_config, validate_config
 
+from rlsweep._ray_compat import SYSTEM_CONFIG
 from rlsweep.cli import main
 from rlsweep.launch.ec2 import Ec2Cluster, WorkerType, cluster_config, ray_commands
 from rlsweep.launch.ec2 import write_cluster_yaml as write
@@ -177,6 +179,9 @@ def test_dashboard_on_localhost_unless_asked():
         (start,) = [cmd for cmd in cfg["head_start_ray_commands"] if "ray start" in cmd]
         assert "--dashboard-host=127.0.0.1" in start
         assert "--autoscaling-config=~/ray_bootstrap_config.yaml" in start
+        # What the head's shell passes on: rlsweep's RayConfig, as JSON Ray reads.
+        (config,) = [a.split("=", 1)[1] for a in shlex.split(start) if "--system-config" in a]
+        assert json.loads(config) == SYSTEM_CONFIG
         assert "0.0.0.0" not in yaml.safe_dump(cfg)
         assert any("--address=$RAY_HEAD_IP:6379" in w for w in cfg["worker_start_ray_commands"])
     asked = cluster_config(cluster(dashboard_host="0.0.0.0"))

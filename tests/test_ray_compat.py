@@ -12,9 +12,9 @@ import ray
 from rlsweep._ray_compat import (
     CHECKED,
     HOOKS,
-    LOCAL_SYSTEM_CONFIG,
     QUIET_REPORTER_INTERVAL_MS,
     QUIET_SYSTEM_CONFIG,
+    SYSTEM_CONFIG,
     EnvRunnerHooks,
     LearnerHooks,
     quiet_local_ray,
@@ -134,7 +134,7 @@ def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
     monkeypatch.delenv("REPORTER_UPDATE_INTERVAL_MS", raising=False)
     init = RayParams.__init__
     with quiet_local_ray(log_monitor=False, dashboard=False) as kwargs:
-        assert kwargs == {"_system_config": {**LOCAL_SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}}
+        assert kwargs == {"_system_config": {**SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}}
         assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == str(QUIET_REPORTER_INTERVAL_MS)
         assert RayParams().include_log_monitor is False
         assert RayParams(include_log_monitor=True).include_log_monitor is True
@@ -144,7 +144,7 @@ def test_quiet_local_ray_is_undone_on_exit(monkeypatch):
     # A dashboard or a verbose console gets Ray as it comes; a user's own setting survives.
     monkeypatch.setenv("REPORTER_UPDATE_INTERVAL_MS", "1234")
     with quiet_local_ray(log_monitor=True, dashboard=True) as kwargs:
-        assert kwargs == {"_system_config": LOCAL_SYSTEM_CONFIG}  # no Ray prestarts unused workers
+        assert kwargs == {"_system_config": SYSTEM_CONFIG}  # no Ray prestarts unused workers
         assert RayParams().include_log_monitor is None
         assert os.environ["REPORTER_UPDATE_INTERVAL_MS"] == "1234"
     with quiet_local_ray(log_monitor=True, dashboard=False):
@@ -174,6 +174,6 @@ def test_a_sweeps_local_ray_runs_quiet():
         raylet_log = Path(ray_session_dir(), "logs", "raylet.out")
         started = re.findall(r"Started worker process with pid (\d+)", raylet_log.read_text())
     assert started == [str(trial)]
-    assert config.items() >= {**LOCAL_SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}.items()
+    assert config.items() >= {**SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}.items()
     assert ray_constants.PROCESS_TYPE_LOG_MONITOR not in processes
     assert ray_constants.PROCESS_TYPE_RAYLET in processes

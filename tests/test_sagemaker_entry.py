@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rlsweep._ray_compat import SYSTEM_CONFIG
 from rlsweep.launch import sagemaker_entry as entry
 from rlsweep.launch.sagemaker import CHECKPOINT_DIR
 
@@ -131,6 +132,9 @@ def test_ray_start_argv():
     assert "--head" in head and head[head.index("--port") + 1] == "6379"
     assert head[head.index("--dashboard-host") + 1] == "127.0.0.1"  # never on the network
     assert "--block" in head and "--disable-usage-stats" in head
+    # The head hands every node rlsweep's RayConfig: no workers prestarted for the first driver.
+    (config,) = [json.loads(a.split("=", 1)[1]) for a in head if a.startswith("--system-config=")]
+    assert config == SYSTEM_CONFIG
     assert json.loads(head[head.index("--resources") + 1]) == {"group_learner": 1}
     assert head[head.index("--labels") + 1] == "sagemaker-group=learner"
     worker = entry.ray_start_argv(
@@ -143,6 +147,7 @@ def test_ray_start_argv():
         ports={"dashboard-agent-listen-port": 50001},
     )
     assert "--head" not in worker and worker[worker.index("--address") + 1] == "10.0.0.1:6379"
+    assert not any(a.startswith("--system-config") for a in worker)  # the head's to set
     assert "--dashboard-host" not in worker and worker[worker.index("--num-cpus") + 1] == "4"
     resources = json.loads(worker[worker.index("--resources") + 1])
     assert resources == {"group_rollout_group": 1, entry.ROLLOUT_RESOURCE: 1}

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from rlsweep._ray_compat import ray_start_system_config
 from rlsweep.errors import LaunchError
 from rlsweep.launch import AWS_REGION, field_default
 from rlsweep.spec.validators import is_int
@@ -324,7 +325,7 @@ def cluster_config(c: Ec2Cluster) -> dict[str, Any]:
         "head_start_ray_commands": [
             f"{ray} stop",
             f"{ulimit}; {ray} start --head --port=6379 --object-manager-port=8076 "
-            f"--dashboard-host={c.dashboard_host} "
+            f"--dashboard-host={c.dashboard_host} {shlex.quote(ray_start_system_config())} "
             "--autoscaling-config=~/ray_bootstrap_config.yaml",
         ],
         "worker_start_ray_commands": [

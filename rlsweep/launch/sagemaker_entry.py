@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rlsweep._ray_compat import ray_start_system_config
 from rlsweep.errors import LaunchError, SpecError
 
 RESOURCE_CONFIG = "/opt/ml/input/config/resourceconfig.json"
@@ -190,7 +191,7 @@ def ray_start_argv(
     argv = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block"]
     argv += ["--node-ip-address", node_ip, "--disable-usage-stats"]
     if head_address is None:
-        argv += ["--head", "--port", str(port)]
+        argv += ["--head", "--port", str(port), ray_start_system_config()]
         argv += [f"--include-dashboard={str(dashboard).lower()}"]
         if dashboard:
             argv += ["--dashboard-host", dashboard_host, "--dashboard-port", str(dashboard_port)]
