@@ -5,6 +5,7 @@ see that `quiet_local_ray` reaches it."""
 import inspect
 import os
 import re
+import time
 from pathlib import Path
 
 import ray
@@ -172,7 +173,11 @@ def test_a_sweeps_local_ray_runs_quiet():
         config = state.state.get_system_config()
         trial = ray.get(Trial.remote().pid.remote())
         raylet_log = Path(ray_session_dir(), "logs", "raylet.out")
-        started = re.findall(r"Started worker process with pid (\d+)", raylet_log.read_text())
+        pattern = r"Started worker process with pid (\d+)"
+        deadline = time.monotonic() + 10  # in case the raylet has not flushed the line yet
+        while str(trial) not in (started := re.findall(pattern, raylet_log.read_text())):
+            assert time.monotonic() < deadline, started
+            time.sleep(0.2)
     assert started == [str(trial)]
     assert config.items() >= {**SYSTEM_CONFIG, **QUIET_SYSTEM_CONFIG}.items()
     assert ray_constants.PROCESS_TYPE_LOG_MONITOR not in processes
