@@ -7,8 +7,8 @@ sweep starts its own), as a trial's is: it imports what `rlsweep.trial.trainable
 builds the trial's algorithm (`rlsweep.trial.algos.build_algorithm`: RLlib's EnvRunner with its
 envpool, the learner, the seeding) on `rlsweep.testing.TINY_PPO`. Printed per repeat, then the
 medians: CPU seconds of the imports and of the build, and which of the heavy modules a trial
-does not use ended up loaded (matplotlib: envpool's full registration; torch._inductor: RLlib
-seeding a CPU build of torch through `torch.use_deterministic_algorithms`).
+does not use ended up loaded (matplotlib: envpool's full registration; torch._inductor: torch's
+compiler, imported with torch._dynamo when the learner builds its first optimizer).
 
 `rlsweep plan` counts a trial's start at benchmarks/plan_costs.py's `trial_start_s`, which also
 holds Tune's bookkeeping and the last checkpoint; this is the part inside the process.
