@@ -101,3 +101,9 @@ def test_uncalibrated_modes_normalize_to_nan_with_a_reason(game, mode):
 def test_calibrated_modes_have_no_note():
     assert procgen.normalization_note("coinrun", "easy") is None
     assert procgen.normalization_note("bigfish", "hard") is None
+
+
+def test_unseen_levels_exist_only_beside_a_level_split():
+    assert procgen.has_unseen_levels("easy", None) and procgen.has_unseen_levels("hard", 500)
+    assert not procgen.has_unseen_levels("easy", 0)  # every level: testing plays training's
+    assert not procgen.has_unseen_levels("exploration", None)  # one level, played by both

@@ -429,6 +429,42 @@ def test_an_ablation_says_what_it_is_and_that_its_trials_are_short(experiment, t
     assert "search_params.png" not in md
 
 
+def _levels_experiment(exp: Path, trials: list[tuple[str, str, int | None]]):
+    """Two seeds of each (game, distribution_mode, num_levels), loaded as a report loads them."""
+    from rlsweep.results import results as R
+
+    for game, mode, levels in trials:
+        for seed in (0, 1):
+            d = _trial(exp, game, f"{mode}{levels}", seed, 0.3)
+            params = json.loads((d / "params.json").read_text())
+            params.update(distribution_mode=mode, num_levels=levels)
+            (d / "params.json").write_text(json.dumps(params))
+    return R.experiment(R.load_curves(exp), [exp])
+
+
+def test_trials_without_unseen_levels_are_named_at_the_top(tmp_path):
+    """A trial on every level (num_levels 0) or in exploration mode never meets a level it did
+    not train on: the report's top says its unseen-level scores are not a test of generalization
+    (before the tables that call them unseen); level splits say nothing."""
+    from rlsweep.results.report import no_unseen_levels_note
+
+    split = _levels_experiment(
+        tmp_path / "split", [("coinrun", "easy", 200), ("maze", "hard", None)]
+    )
+    assert no_unseen_levels_note(split) == []
+    mixed = [("coinrun", "easy", 0), ("coinrun", "easy", 200), ("maze", "exploration", None)]
+    note = no_unseen_levels_note(_levels_experiment(tmp_path / "mixed", mixed))[0]
+    assert note.startswith(
+        "> **No unseen levels**: 4 of the 6 trials trained on every level (`num_levels: 0`) or "
+        "played exploration mode (one fixed level per game). Their unseen-level (`test/`) scores"
+    )
+    every = tmp_path / "results" / "every"
+    _levels_experiment(every, [("coinrun", "easy", 0), ("coinrun", "hard", 0)])
+    md = build_report([every], out=tmp_path / "out", n_resamples=200).read_text()
+    at = md.index("> **No unseen levels**: Every trial trained on every level (`num_levels: 0`).")
+    assert md.index("> **Short trials**") < at < md.index("## Unseen-level score")
+
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from report_scale import write_search  # noqa: E402
 

@@ -76,6 +76,14 @@ EXPLORATION_LEVEL_SEEDS: dict[str, int] = {
 # and memory too (they are at least as hard). Exploration mode plays its one fixed level.
 DEFAULT_NUM_LEVELS = {"easy": 200, "hard": 500, "extreme": 500, "memory": 500, "exploration": 1}
 
+
+def has_unseen_levels(mode: str, num_levels: int | None) -> bool:
+    """Whether a trial training on `num_levels` (None: the mode's default) in `mode` has levels
+    it never trains on: not on every level (0), whose unseen levels are its training
+    distribution, nor in exploration mode, where testing plays the one level training plays."""
+    return mode != "exploration" and num_levels != 0
+
+
 # Episode time limits in steps, procgen 0.10.7: 1000 unless a game sets its own (src/game.cpp
 # Game::Game; src/games/{bigfish,bossfight,leaper,maze,plunder}.cpp), whatever the mode, except
 # jumper in memory mode (src/games/jumper.cpp, game_reset: 2000). envpool registers one limit

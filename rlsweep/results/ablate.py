@@ -117,7 +117,7 @@ def write_ablation_table(
         frame["variant"] = frame["variant"].str.removeprefix("variant=")
     exp.variants = list(spec.variants)  # all of them: "—" where none finished
     table = tables.score_table(exp, **n)
-    head = f"# {spec.name}\n\n" + "".join(f"{line}\n" for line in report.short_trials_note(exp))
+    head = f"# {spec.name}\n\n" + "".join(f"{line}\n" for line in report.notes(exp))
     (out / "ablation.md").write_text(head + table + _raw_sections(spec, exp, n_resamples))
     cols = ["game", "seed", "variant", "status", "env_steps", "test/return_norm"]
     cols += ["train/return_norm", "test/return", "train/return"]

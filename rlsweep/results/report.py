@@ -24,6 +24,7 @@ import pandas as pd
 
 from rlsweep import formatting, storage
 from rlsweep import metrics as M
+from rlsweep.envs import procgen
 from rlsweep.experiment.experiment_dir import run_info, runs, sweep_spec
 from rlsweep.experiment.history import history_section
 from rlsweep.plan.placement import trial_cpus
@@ -166,7 +167,7 @@ def _write_report(
     importance = importance_section(dirs, exp, out)
     md = [
         *_header(exp),
-        *short_trials_note(exp),
+        *notes(exp),
         *body,
         *importance,
         *cost_section(dirs, exp, prices),
@@ -402,6 +403,41 @@ def _header(exp: Experiment) -> list[str]:
             "config run again with the same seed counts once (listed under Trials not counted).",
         ]
     return [*md, ""]
+
+
+def notes(exp: Experiment) -> list[str]:
+    """What the top of a report (and of an ablation's table) says before any table: how to read
+    its scores."""
+    return [*short_trials_note(exp), *no_unseen_levels_note(exp)]
+
+
+def no_unseen_levels_note(exp: Experiment) -> list[str]:
+    """Where trials had no levels they never trained on (`procgen.has_unseen_levels`: every
+    level, or exploration mode): what their unseen-level scores then measure. Every trial that
+    ran counts: raw-return tables show trials the normalized ones cannot (exploration mode)."""
+    trials = exp.final
+    if not len(trials) or "distribution_mode" not in trials:
+        return []
+    modes = trials["distribution_mode"].tolist()
+    levels = trials["num_levels"].tolist() if "num_levels" in trials else [None] * len(modes)
+    levels = [None if pd.isna(n) else int(n) for n in levels]
+    without = [not procgen.has_unseen_levels(m, n) for m, n in zip(modes, levels, strict=True)]
+    if not any(without):
+        return []
+    k = sum(without)
+    why = []
+    if any(w and m != "exploration" for w, m in zip(without, modes, strict=True)):
+        why.append("trained on every level (`num_levels: 0`)")
+    if "exploration" in modes:
+        why.append("played exploration mode (one fixed level per game)")
+    who = "Every trial" if k == len(trials) else f"{k} of the {len(trials)} trials"
+    return [
+        f"> **No unseen levels**: {who} {' or '.join(why)}. Their unseen-level (`test/`) "
+        "scores play the levels they trained on: with the training-level scores, two samples "
+        "of one level distribution, not a measure of generalization, and their gap is 0 but "
+        "for sampling.",
+        "",
+    ]
 
 
 def short_trials_note(exp: Experiment) -> list[str]:
