@@ -61,6 +61,35 @@ def test_the_pooling_study_is_found_by_name_and_asks_issue_38s_question():
     assert make_plan(smoke, cpus=2).est_wall_s < 240  # ~1 min measured on 2 cores
 
 
+def test_the_logs_replay_is_the_pooling_study_in_the_pairs_own_setup():
+    """pooling-bigfish-logs asks LOGS.md's pair again in the setup LARS12llt's history gives
+    it (issue 38's item 6: the setups' part in a gap, apart from rlsweep's): its Avg Pool and
+    No Pool trials are pooling-bigfish's but for exactly these settings."""
+    from rlsweep.plan.plan import make_plan
+
+    study, replay = load_ablation("pooling-bigfish"), load_ablation("pooling-bigfish-logs")
+    assert "pooling-bigfish-logs" in study_names() and list(replay.variants) == [
+        "Avg Pool",
+        "No Pool",
+    ]
+    assert (replay.games, replay.seeds, replay.budget) == (study.games, study.seeds, study.budget)
+    pair_setup = {
+        "num_levels": 0,
+        "framestack": "none",
+        "widths": [16, 32, 64],
+        "num_epochs": 2,
+        "vf_loss_coeff": 1.0,
+        "vf_clip_param": 10.0,
+        "lr_schedule": [[0, 1e-4], [1_000_000, 5e-4], [8_000_000, 1e-4]],
+    }
+    for ours, theirs in zip(study.trials()[:2], replay.trials()[:2], strict=True):
+        a, b = ours.to_dict(), theirs.to_dict()
+        assert {k: b[k] for k in a if a[k] != b[k]} == pair_setup
+    published = {(r.variant, r.value, r.budget) for r in replay.reference}
+    assert {("Avg Pool", 17.7, 4_000_000), ("No Pool", 6.6, 4_000_000)} <= published
+    assert make_plan(load_ablation("pooling-bigfish-logs", smoke=True), cpus=2).est_wall_s < 240
+
+
 def test_smoke_and_overrides_go_through_the_one_loader(tmp_path):
     full = load_ablation("augmentations")
     smoke = load_ablation("augmentations", smoke=True, budget=2048, storage_path=str(tmp_path))
