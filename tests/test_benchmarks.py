@@ -2,7 +2,8 @@
 ratio's split into the share of the machine and the work per step, and the side-by-side mode's
 common window and core pinning; benchmarks/gpu.py's record, written stage by stage;
 benchmarks/plan_costs.py's figures from its measurements; benchmarks/learning.py's reference arm
-stopped by its time limit and resumed; benchmarks/suite_cpu.py's CPU time by kind of process."""
+stopped by its time limit and resumed; benchmarks/suite_cpu.py's CPU time by kind of process;
+benchmarks/eval_lengths.py's evaluation of an untrained policy."""
 
 from __future__ import annotations
 
@@ -280,3 +281,17 @@ def test_suite_cpu_counts_a_child_that_outlives_its_parent(tmp_path):
     assert record["wall_s"] >= 2 and record["busy_cpu_s"] >= 1
     python = Path(sys.executable).name[:15]  # the name the kernel keeps (/proc/PID/comm)
     assert record["kinds"].get(python, {}).get("cpu_s", 0) >= 0.9, record  # the child's second
+
+
+# --- benchmarks/eval_lengths.py: an untrained evaluation against plan's bound ---------------
+
+
+def test_an_untrained_evaluation_lasts_its_slowest_episode_within_the_time_limit():
+    """The trial's own evaluator and envs under random actions: as many lockstep steps as the
+    slowest of the envs' first episodes, never past the game's time limit (plan's bound)."""
+    from eval_lengths import lockstep_steps
+
+    from rlsweep.envs import procgen
+
+    steps = lockstep_steps("starpilot", "easy", seed=0, episodes=2, num_levels=200)
+    assert 0 < steps <= procgen.max_episode_steps("starpilot", "easy")

@@ -127,7 +127,7 @@ def test_the_demo_plan_counts_ray_trials_and_evaluations():
     assert plan.summary().endswith(
         "125 env steps/s per trial (mine); estimated wall time 6m15s (Ray's start 10s; the "
         "longest trial 3m03s: start 20s, training 1m39s over 12 iterations, evaluating "
-        "1m04s over 2 evaluations)"
+        "1m04s over 2 evaluations, each to the 1,000-step time limit)"
     )
     # --steps-per-s: the demo's trial trains at that rate, other shapes in proportion
     fast = make_plan(spec, cpus=2, throughput=Throughput(PARTS), steps_per_cpu_s=200)
@@ -190,7 +190,9 @@ def test_gpu_packing_shows_concurrency_and_eta():
     assert plan.trial_steps_per_s == 6e3 and plan.steps_per_s_source == "gpu.json, 4 per GPU"
     assert plan.est_wall_s == pytest.approx(4 * 8_000_000 / 6e3, rel=2e-3)
     assert "estimated wall time 1h29m" in plan.summary()
-    assert "evaluations at the CPU rate: unmeasured on a GPU)" in plan.summary()
+    assert "evaluations, each to the 1,000-step time limit, at the CPU rate: unmeasured on a " in (
+        plan.summary()
+    )
     # evaluations measured on the GPU: 4 trials evaluating at once at 8k env steps/s in all
     measured = dataclasses.replace(gpu_rate, gpu_eval={1: 4e3, 4: 8e3})
     plan = make_plan(spec, cpus=16, gpus=1, throughput=measured)

@@ -11,7 +11,11 @@ ends, and each trial costs
 
 with every rate per trial CPU. An evaluation plays each env until its first episode ends, so it
 lasts as long as the slowest env's episode: the plan counts it at the game's time limit, its
-bound, which the slowest of many envs of an untrained policy comes close to. The figures come from
+bound, and says so. An untrained policy's evaluation reaches that bound in ten games and ends
+well short of it in six, where a policy that learns to survive plays longer (the slowest of 64
+envs under uniform random actions, easy, seeds 0-2: bigfish 0.11 of its 6,000 steps, bossfight
+0.04, chaser 0.45, fruitbot 0.24, plunder 0.17, starpilot 0.17; `python
+benchmarks/eval_lengths.py`, 2026-11-29). The figures come from
 `benchmarks/plan_costs.py` run in this directory (`results/benchmarks/plan_costs.json`) or else
 `DEFAULT_COSTS` (measured the same way on a 2-core machine); GPU trials' training rates from
 `results/benchmarks/gpu.json`, or else `DEFAULT_GPU_PACKED` (measured on an H100), and their
@@ -146,6 +150,8 @@ class TrialTime:
     start_s: float
     train_s: float
     eval_s: float
+    eval_limit: int = 0
+    """Steps each evaluation is counted to: the game's episode time limit."""
 
     @property
     def total_s(self) -> float:
@@ -224,6 +230,7 @@ class Throughput:
             start_s=c.trial_start_s,
             train_s=n * cfg.effective_train_batch_size / rate,
             eval_s=evals * eval_steps(cfg) / self.eval_steps_per_s(cfg, per_gpu),
+            eval_limit=procgen.max_episode_steps(cfg.game, cfg.distribution_mode),
         )
 
 
@@ -394,7 +401,8 @@ class Plan:
                 f"{duration(t.total_s)}: start {duration(t.start_s)}, training "
                 f"{duration(t.train_s)} over {_count(t.iterations, 'iteration')}, evaluating "
                 f"{duration(t.eval_s)} over {_count(t.evaluations, 'evaluation')}"
-                f"{' at the CPU rate: unmeasured on a GPU' if self.eval_unmeasured else ''})"
+                f"{f', each to the {t.eval_limit:,}-step time limit' if t.evaluations else ''}"
+                f"{', at the CPU rate: unmeasured on a GPU' if self.eval_unmeasured else ''})"
             )
         if self.est_cost_usd is not None:
             market = "spot" if self.spot else "on-demand"
