@@ -133,6 +133,7 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     assert (first["command"], first["time_limit_s"], first["cpus"]) == ("run", limit, 2)
     assert first["outcome"] == f"time limit {limit:.0f}s" and 0 < first["wall_s"] < limit
     assert first["plan"]["est_wall_s"] > 0 and first["plan"]["concurrent"] == 2
+    assert first["plan"]["eval_limit"] == 1000  # coinrun's: the plan counts evaluations to it
     assert (second["command"], second["outcome"], second["time_limit_s"]) == (
         "resume",
         "ended",

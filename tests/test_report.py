@@ -376,6 +376,7 @@ def test_the_runs_section_says_where_and_how_long_each_run_and_trial_ran(experim
     machine = {"cpus": 16, "gpus": 1, "cpu_model": "AMD EPYC 9454", "time_limit_s": 555}
     plan = {"box": "16 CPUs, 1 GPU", "concurrent": 6, "est_wall_s": 4620.0}
     plan |= {"longest_trial_s": 2460.0, "longest_eval_s": 1320.0, "eval_unmeasured": True}
+    plan |= {"eval_limit": 6000}
     lines = [
         {"event": "start", "at": "2026-11-28T10:00:03+00:00", "command": "run", "host": "a"}
         | machine
@@ -387,12 +388,13 @@ def test_the_runs_section_says_where_and_how_long_each_run_and_trial_ran(experim
         | {"gpu_types": ["H200"], "plan": None},
     ]
     (experiment / "runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    path = experiment / "coinrun_s0_gap" / "result.json"
-    rows = [json.loads(line) for line in path.read_text().splitlines()]
-    for i, r in enumerate(rows):
-        r[M.DEVICE] = "NVIDIA H100 80GB HBM3" if i < 2 else "NVIDIA H200"
-        r[M.EVAL_S] = 0.25 * r[M.WALL_S]
-    path.write_text("\n".join(map(json.dumps, rows)) + "\n")
+    for path in experiment.glob("*/result.json"):  # a quarter of each trial's time evaluating
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for i, r in enumerate(rows):
+            r[M.EVAL_S] = 0.25 * r[M.WALL_S]
+            if path.parent.name == "coinrun_s0_gap":  # resumed on another node
+                r[M.DEVICE] = "NVIDIA H100 80GB HBM3" if i < 2 else "NVIDIA H200"
+        path.write_text("\n".join(map(json.dumps, rows)) + "\n")
 
     md = build_report([experiment], out=tmp_path / "runs").read_text()
     starts = _section(md, "Runs and wall time")[:2]
@@ -404,9 +406,10 @@ def test_the_runs_section_says_where_and_how_long_each_run_and_trial_ran(experim
     ]
     assert (
         "**Plan** (`rlsweep plan` at its first run, on 16 CPUs, 1 GPU, 6 trials at a time): "
-        "1h17m, its longest trial 41m00s (evaluating 22m00s, at the CPU rate: unmeasured on a "
-        "GPU). **Real:** 9m07s of wall time over 2 runs (1 without a recorded end, not counted), "
-        "9 of 12 trials finished; the longest trial 4s."
+        "1h17m, its longest trial 41m00s (evaluating 22m00s, each to the 6,000-step time limit, "
+        "at the CPU rate: unmeasured on a GPU). **Real:** 9m07s of wall time over 2 runs (1 "
+        "without a recorded end, not counted), 9 of 12 trials finished; the longest trial 4s "
+        "(evaluating 1s)."
     ) in md
     (resumed,) = [r for r in _section(md, "Runs and wall time") if "coinrun_s0_gap" in r]
     assert resumed == (

@@ -362,6 +362,7 @@ class Plan:
             "est_wall_s": round(self.est_wall_s, 1),
             "longest_trial_s": round(t.total_s, 1) if t else None,
             "longest_eval_s": round(t.eval_s, 1) if t else None,
+            "eval_limit": t.eval_limit if t else None,
             "eval_unmeasured": self.eval_unmeasured,
             "source": self.steps_per_s_source,
         }

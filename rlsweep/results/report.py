@@ -774,12 +774,16 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     done = int((trials["status"] == R.TERMINATED).sum())
     real = sum(r["wall_s"] for r in starts if "wall_s" in r)
     killed = sum("wall_s" not in r for r in starts)
+    longest_real = trials.loc[trials[M.WALL_S].idxmax()] if trials[M.WALL_S].notna().any() else None
+    evaluating = ""
+    if longest_real is not None and pd.notna(longest_real.get(M.EVAL_S)):
+        evaluating = f" (evaluating {formatting.duration(longest_real[M.EVAL_S])})"
     text = (
         f"**Real:** {formatting.duration(real)} of wall time over {len(starts)} "
         f"run{'s' if len(starts) != 1 else ''}"
         + (f" ({killed} without a recorded end, not counted)" if killed else "")
         + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
-        f"trial {formatting.duration(trials[M.WALL_S].max())}."
+        f"trial {formatting.duration(trials[M.WALL_S].max())}{evaluating}."
     )
     plan = starts[0].get("plan")
     if not plan:
@@ -789,6 +793,8 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
         longest = f", its longest trial {formatting.duration(plan['longest_trial_s'])}"
         if plan.get("longest_eval_s") is not None:
             longest += f" (evaluating {formatting.duration(plan['longest_eval_s'])}"
+            if plan.get("eval_limit"):  # recorded since 2026-11-29
+                longest += f", each to the {plan['eval_limit']:,}-step time limit"
             longest += (
                 ", at the CPU rate: unmeasured on a GPU)" if plan.get("eval_unmeasured") else ")"
             )
