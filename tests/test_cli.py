@@ -165,6 +165,25 @@ def test_plan_takes_runs_overrides(tmp_path, capsys):
     assert "framestack-study-smoke: 2 trials x budget = 4,096 env steps" in out
 
 
+def test_every_subcommands_help_ends_with_examples():
+    import argparse
+
+    from rlsweep.cli import parser
+
+    def commands(p: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield path + (name,), sub
+                    yield from commands(sub, path + (name,))
+
+    found = dict(commands(parser()))
+    assert ("cluster", "ec2") in found and ("report",) in found
+    for path, sub in found.items():
+        text = sub.format_help()
+        assert "\nexamples:\n  rlsweep " in text, f"rlsweep {' '.join(path)} --help: no examples"
+
+
 def test_help_version_and_the_ablations(capsys):
     from rlsweep import __version__
     from rlsweep.results.ablate import ablation_names
