@@ -53,13 +53,19 @@ def test_resume_command_and_exit_code(tmp_path, monkeypatch):
     assert resume_command("s3://b/sweeps/demo") == "rlsweep resume s3://b/sweeps/demo"
 
     class Result:
-        spec = SweepSpec(name="demo", games=["coinrun"], seeds=[0, 1])
+        spec = SweepSpec(name="demo", games=["coinrun"], seeds=[0, 1, 2], budget=100_000)
         path = Path("results/demo")
-        trials = pd.DataFrame({"status": ["TERMINATED", "INCOMPLETE"]})
+        # The finished trial's last batch overshot its budget; the third had not started.
+        trials = pd.DataFrame(
+            {"status": ["TERMINATED", "INCOMPLETE"], "env_steps": [100_352.0, 40_960.0]}
+        )
 
     e = SweepInterrupted(Result(), signal.SIGTERM)
     assert e.exit_code == 143 and e.command == "rlsweep resume results/demo"
-    assert "1 of 2 trials finished" in str(e)
+    assert e.what == (
+        "SIGTERM: sweep demo stopped with 1 of 3 trials finished (2 started), 141k of 300k env "
+        "steps (47%)"
+    )
 
 
 def test_interrupts_keep_tunes_sigint_handler_off_only_while_active(monkeypatch):

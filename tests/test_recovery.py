@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
+from rlsweep import formatting
 from rlsweep import metrics as M
 from rlsweep._ray_compat import TuneState
 from rlsweep.errors import SpecError
@@ -77,6 +78,8 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     assert e.command == f"rlsweep resume {tmp_path / 'limited'}"
     df = e.result.trials
     assert (df["status"] == "INCOMPLETE").all() and (df["iteration"] < 30).all(), df
+    reached = formatting.steps(df[M.ENV_STEPS].sum())  # what the two trials' checkpoints hold
+    assert f"(2 started), {reached} of {formatting.steps(2 * BUDGET)} env steps (" in str(e)
     for d in df["trial_dir"]:
         assert _rows(Path(d))[-1][M.TRIAL_INTERRUPTED] is True  # it checkpointed on the way out
     # As if the driver died after the first trial uploaded its last checkpoint but before it

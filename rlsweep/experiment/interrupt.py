@@ -36,7 +36,8 @@ from typing import Any, NoReturn
 
 from rlsweep.environ import set_env
 from rlsweep.formatting import duration
-from rlsweep.metrics import TRIAL_INTERRUPTED
+from rlsweep.formatting import steps as step_count
+from rlsweep.metrics import ENV_STEPS, TRIAL_INTERRUPTED
 from rlsweep.storage import user_path
 
 GRACE_S = 600.0
@@ -399,11 +400,15 @@ class SweepInterrupted(Exception):
         self.exit_code = EXIT_TIME_LIMIT if signum is None else 128 + signum
         self.command = resume_command(result.path)
         reason = reason or (signal.Signals(signum).name if signum is not None else "stopped")
-        started = len(result.trials)
-        finished = int((result.trials["status"] == "TERMINATED").sum())
+        spec, trials = result.spec, result.trials
+        finished = int((trials["status"] == "TERMINATED").sum())
+        # What the trials keep: each stopped after the iteration its checkpoint holds.
+        reached = float(trials[ENV_STEPS].fillna(0).clip(upper=spec.budget).sum())
+        total = spec.num_trials * spec.budget
         self.what = (
-            f"{reason}: sweep {result.spec.name} stopped with {finished} of "
-            f"{result.spec.num_trials} trials finished ({started} started)"
+            f"{reason}: sweep {spec.name} stopped with {finished} of {spec.num_trials} trials "
+            f"finished ({len(trials)} started), {step_count(reached)} of {step_count(total)} "
+            f"env steps ({100 * reached / total:.0f}%)"
         )
         """What stopped and where, without how to go on (`command`)."""
         super().__init__(f"{self.what}; continue it with: {self.command}")
