@@ -19,11 +19,13 @@ import numpy as np
 
 from rlsweep.envs import procgen
 from rlsweep.spec.config import TrialConfig
-from rlsweep.trial.evaluation import evaluate, evaluation_envs, steps_taken
+from rlsweep.trial.evaluation import EvalResult, evaluate, evaluation_envs, steps_taken
 
 
-def lockstep_steps(game: str, mode: str, seed: int, episodes: int, num_levels: int) -> int:
-    """Steps one evaluation of a trial (`game`, `seed`) takes under a uniform random policy."""
+def random_evaluation(
+    game: str, mode: str, seed: int, episodes: int, num_levels: int
+) -> dict[str, EvalResult]:
+    """One evaluation of a trial (`game`, `seed`) under a uniform random policy."""
     cfg = TrialConfig(
         game=game, distribution_mode=mode, num_levels=num_levels, seed=seed,
         eval_episodes=episodes, num_cpus=2,
@@ -34,7 +36,7 @@ def lockstep_steps(game: str, mode: str, seed: int, episodes: int, num_levels: i
     played = evaluate(lambda obs, active: rng.integers(0, n, len(obs)), envs)
     for env in envs.values():
         env.close()
-    return steps_taken(played)
+    return played
 
 
 def main() -> None:
@@ -50,7 +52,7 @@ def main() -> None:
     for game in args.games:
         limit = procgen.max_episode_steps(game, args.mode)
         steps = [
-            lockstep_steps(game, args.mode, s, args.eval_episodes, args.num_levels)
+            steps_taken(random_evaluation(game, args.mode, s, args.eval_episodes, args.num_levels))
             for s in args.seeds
         ]
         listed = ", ".join(f"{s:,}" for s in steps)

@@ -289,9 +289,12 @@ def test_suite_cpu_counts_a_child_that_outlives_its_parent(tmp_path):
 def test_an_untrained_evaluation_lasts_its_slowest_episode_within_the_time_limit():
     """The trial's own evaluator and envs under random actions: as many lockstep steps as the
     slowest of the envs' first episodes, never past the game's time limit (plan's bound)."""
-    from eval_lengths import lockstep_steps
+    from eval_lengths import random_evaluation
 
     from rlsweep.envs import procgen
+    from rlsweep.trial.evaluation import steps_taken
 
-    steps = lockstep_steps("starpilot", "easy", seed=0, episodes=2, num_levels=200)
-    assert 0 < steps <= procgen.max_episode_steps("starpilot", "easy")
+    played = random_evaluation("starpilot", "easy", seed=0, episodes=3, num_levels=200)
+    assert [len(ev.returns) for ev in played.values()] == [3, 3]  # one episode an env
+    slowest = max(int(ev.lengths.max()) for ev in played.values())
+    assert steps_taken(played) == slowest <= procgen.max_episode_steps("starpilot", "easy")

@@ -110,7 +110,12 @@ def test_lists_become_tuples_and_a_refused_list_is_shown_as_written():
 
 
 def test_grad_clip_may_be_disabled():
-    assert TrialConfig(grad_clip=None).grad_clip is None
+    """null turns clipping off down to RLlib's config, where the learner reads it
+    (`RlsweepPPOLearner.postprocess_gradients_for_module` clips nothing without it)."""
+    from rlsweep.trial.algos import ppo_config
+
+    assert ppo_config(TrialConfig(grad_clip=None)).grad_clip is None
+    assert ppo_config(TrialConfig(grad_clip=0.5)).grad_clip == 0.5
 
 
 def test_rllib_config_mapping():

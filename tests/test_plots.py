@@ -1,7 +1,7 @@
 """rlsweep.results.plots: each figure is a real PNG, drawn from real intervals; the empty cases too.
 (What the figures show is the numbers of rlsweep.results.tables/stats, tested there.) Learning
-curves: what each panel draws, read from matplotlib's objects (lines' data, markers, tick
-labels)."""
+curves, aggregates and sample efficiency: what each panel draws, read from matplotlib's objects
+(lines' data, bars, bands, markers, tick labels)."""
 
 import json
 import math
@@ -40,12 +40,48 @@ def test_aggregates_grow_with_the_variants(tmp_path):
     _png(tmp_path / "none.png")
 
 
-def test_sample_efficiency_and_importance(tmp_path):
+def test_aggregates_draw_each_ci_as_a_bar_and_each_estimate_as_a_tick():
+    """Per panel (statistic) and variant: the CI [low, high] as a bar, the estimate as a black
+    tick; a variant without a CI has no bar, and says so."""
+    a = {k: S.Interval(0.5 + i, 0.4 + i, 0.7 + i) for i, k in enumerate(S.STATISTICS)}
+    b = {k: S.Interval(0.2, np.nan, np.nan) for k in S.STATISTICS}
+    fig = plots.aggregates_figure({"a": a, "b": b}, colors=plots.colors(["a", "b"]))
+    for ax, key in zip(fig.axes, plots.AGGREGATE_NAMES, strict=True):
+        (bar,) = ax.patches  # b's row has none
+        assert (bar.get_x(), bar.get_x() + bar.get_width()) == pytest.approx(
+            (a[key].low, a[key].high)
+        )
+        assert bar.get_y() + bar.get_height() / 2 == pytest.approx(0)  # a's row
+        ticks = [line.get_xdata() for line in ax.lines]
+        assert [list(t) for t in ticks] == [[a[key].value] * 2, [0.2, 0.2]]
+        assert [t.get_text() for t in ax.texts] == ["no CI"]
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["a", "b"]
+    plt.close(fig)
+
+
+def test_sample_efficiency_draws_the_iqm_and_its_band(tmp_path):
     x = np.array([1000.0, 2000.0])
     ivs = [S.Interval(0.1, 0.0, 0.2), S.Interval(0.3, 0.2, 0.4)]
+    fig = plots.sample_efficiency_figure({"a": (x, ivs)}, plots.colors(["a"]))
+    (ax,) = fig.axes
+    (line,) = ax.lines
+    assert list(line.get_xdata()) == [1000.0, 2000.0] and list(line.get_ydata()) == [0.1, 0.3]
+    (band,) = ax.collections
+    outline = band.get_paths()[0].vertices
+    assert outline[:, 1].min() == pytest.approx(0.0) and outline[:, 1].max() == pytest.approx(0.4)
+    assert {tuple(v) for v in outline} >= {
+        (1000.0, 0.0),
+        (2000.0, 0.2),
+        (1000.0, 0.2),
+        (2000.0, 0.4),
+    }
+    plt.close(fig)
     plots.plot_sample_efficiency({"a": (x, ivs)}, tmp_path / "eff.png", plots.colors(["a"]))
     plots.plot_sample_efficiency({}, tmp_path / "eff0.png", {})
     _png(tmp_path / "eff.png"), _png(tmp_path / "eff0.png")
+
+
+def test_importance_has_a_panel_per_sweep(tmp_path):
     scores = {
         "s1": pd.Series({"lr": 0.7, "gamma": 0.3}),
         "s2": pd.Series({"lr": 0.5, "gamma": 0.25, "entropy_coeff": 0.25}),

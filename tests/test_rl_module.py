@@ -22,9 +22,13 @@ def _obs():
 def test_value_and_policy_share_one_trunk_pass():
     m = _module()
     obs = _obs()
+    passes = []
+    m.net.trunk.register_forward_hook(lambda *_: passes.append(1))
     out = m.forward_train({"obs": obs})
     v_from_embeddings = m.compute_values({"obs": obs}, embeddings=out["embeddings"])
+    assert len(passes) == 1  # the loss's values come from forward_train's trunk pass
     torch.testing.assert_close(v_from_embeddings, m.compute_values({"obs": obs}))
+    assert len(passes) == 2  # without embeddings (GAE's rows), a pass of their own
     assert out["action_dist_inputs"].shape == (5, 15)
 
 

@@ -42,13 +42,14 @@ def test_every_ablation_validates_and_plans(name, smoke):
 
 
 def test_the_six_ablations_ship():
-    assert set(ABLATIONS) >= {
-        "framestack",
+    assert sorted(ABLATIONS) == [
+        "algorithm",
         "augmentations",
+        "framestack",
+        "lr_schedule",
         "model",
         "reward_shaping",
-        "lr_schedule",
-    }
+    ]
 
 
 def test_the_four_baselines_ship():

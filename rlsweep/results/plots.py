@@ -281,14 +281,24 @@ def plot_aggregates(
     colors: dict[str, tuple],
     n_resamples: int = REPORT_RESAMPLES,
 ) -> None:
-    """rliable-style interval plot: one panel per aggregate metric, one row per variant (a
-    report passes a bounded set: a search's top ones). A variant without a CI (a game with
-    fewer than MIN_CI_RUNS runs) is its point estimate, marked "no CI". At most PAGE_HEIGHT
-    tall."""
-    variants = list(aggs)
-    if not variants:
+    """`aggregates_figure`, written to `path`."""
+    if not aggs:
         _empty(path, "no variant finished on every game")
         return
+    _save(aggregates_figure(aggs, colors=colors, n_resamples=n_resamples), path)
+
+
+def aggregates_figure(
+    aggs: dict[str, dict[str, S.Interval]],
+    *,
+    colors: dict[str, tuple],
+    n_resamples: int = REPORT_RESAMPLES,
+) -> Figure:
+    """rliable-style interval plot: one panel per aggregate metric, one row per variant (a
+    report passes a bounded set: a search's top ones), its CI a bar and its estimate a black
+    tick. A variant without a CI (a game with fewer than MIN_CI_RUNS runs) is its point
+    estimate, marked "no CI". At most PAGE_HEIGHT tall."""
+    variants = list(aggs)
     fig, axes = plt.subplots(
         1,
         len(AGGREGATE_NAMES),
@@ -335,13 +345,21 @@ def plot_aggregates(
         else f"no CIs: every variant has < {MIN_CI_RUNS} runs of some game"
     )
     fig.suptitle(f"Unseen-level score at the end of training: {cis}", fontsize=10)
-    _save(fig, path)
+    return fig
 
 
 def plot_sample_efficiency(
     curves: dict[str, tuple[np.ndarray, list[S.Interval]]], path: Path, colors: dict[str, tuple]
 ) -> None:
-    """IQM vs env steps per variant (`tables.sample_efficiency`), with its CI band."""
+    """`sample_efficiency_figure`, written to `path`."""
+    _save(sample_efficiency_figure(curves, colors), path)
+
+
+def sample_efficiency_figure(
+    curves: dict[str, tuple[np.ndarray, list[S.Interval]]], colors: dict[str, tuple]
+) -> Figure:
+    """IQM vs env steps per variant (`tables.sample_efficiency`): a line through the estimates
+    with its CI a band."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
     for v, (x, ivs) in curves.items():
         color = colors[v]
@@ -363,7 +381,7 @@ def plot_sample_efficiency(
         _fit_legend(fig, ax.get_legend_handles_labels()[0], fontsize=8)
     else:
         ax.text(0.5, 0.5, "no variant finished on every game", ha="center", transform=ax.transAxes)
-    _save(fig, path)
+    return fig
 
 
 def plot_importance(scores: dict[str, pd.Series], path: Path) -> None:
