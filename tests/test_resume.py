@@ -226,6 +226,8 @@ def test_sigint_stops_cleanly_then_resume_continues(tmp_path, rlsweep_cli):
     assert (
         f"{stopped.name}: from iteration {k}, {formatting.count(at[M.ENV_STEPS])} env steps" in out
     ), out
+    left = formatting.steps(budget - at[M.ENV_STEPS])  # the finished trial's budget is run
+    assert f"1 to continue, 0 not started; {left} of {formatting.steps(2 * budget)} env" in out
 
     # The finished trial was neither lost nor rerun.
     assert (finished / "result.json").read_text() == finished_lines

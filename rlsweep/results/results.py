@@ -413,12 +413,20 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
     finished = final["status"] == TERMINATED
     early = ~finished & final["trial_id"].isin(_ended_early(local))
     done = finished | early
+    continued = set(final.loc[~done, "trial_id"])
+    not_started = max(spec.num_trials - len(final), 0)
+    # What is left to run: each continued trial from its checkpoint (no checkpoint: all of
+    # its budget), each trial not started all of its budget.
+    starts = {
+        r.trial: spec.budget if r.finished else min(r.env_steps, spec.budget) for r in restarts
+    }
+    left = sum(spec.budget - starts.get(t, 0.0) for t in continued) + not_started * spec.budget
     lines = [
         f"rlsweep: resuming {spec.name}: {int(finished.sum())} finished trial(s) kept, "
         f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
-        f"continue, {max(spec.num_trials - len(final), 0)} not started"
+        f"continue, {not_started} not started; {formatting.steps(left)} of "
+        f"{formatting.steps(spec.num_trials * spec.budget)} env steps left"
     ]
-    continued = set(final.loc[~done, "trial_id"])
     for r in restarts:
         if r.trial not in continued:
             continue
