@@ -121,10 +121,6 @@ def test_joining_this_processs_own_plain_ray_warns_that_its_trials_run_at_nice_1
     """A Ray this process started with a plain `ray.init()` is joined as it is: its workers
     start at Ray's nice 15 and without jemalloc, and the sweep says so, once. A Ray started as a
     sweep starts its own (ray_local) gives no warning."""
-    import types
-
-    import ray
-
     from rlsweep.run import session
 
     warning = session.niceness_warning({}, {})
@@ -135,15 +131,26 @@ def test_joining_this_processs_own_plain_ray_warns_that_its_trials_run_at_nice_1
     assert session.niceness_warning({}, {session.NICENESS: "0"}) is None  # a Ray started here
     assert session.niceness_warning({"env_vars": {session.NICENESS: "5"}}, {}) is not None
 
-    def join() -> str:
-        with session.ray_session(address=None, num_cpus=None, jemalloc=True, dashboard=None):
-            pass
-        return capsys.readouterr().out
-
     monkeypatch.delenv(session.NICENESS, raising=False)
-    assert join() == ""
-    plain = types.SimpleNamespace(runtime_env={})  # what a plain ray.init() gives its job
-    monkeypatch.setattr(ray, "get_runtime_context", lambda: plain)
-    monkeypatch.setattr(session, "_announced", set())
-    assert join() == warning + "\n"
-    assert join() == ""  # said once per process
+    with session.ray_session(address=None, num_cpus=None, jemalloc=True, dashboard=None):
+        pass
+    assert capsys.readouterr().out == ""  # ray_local: started as a sweep starts its own
+
+    # A real plain ray.init() in a process of its own (a new local Ray, whatever else runs on
+    # the machine): its workers run at nice 15, and the sweep that joins it says so, once.
+    script = (
+        "import os, ray\n"
+        "from rlsweep.run import session\n"
+        "ray.init(address='local', num_cpus=1, include_dashboard=False, log_to_driver=False)\n"
+        "print('niceness', ray.get(ray.remote(lambda: os.nice(0)).remote()))\n"
+        "for _ in range(2):\n"
+        "    with session.ray_session(address=None, num_cpus=None, jemalloc=True, dashboard=None):"
+        "\n        pass\n"
+        "ray.shutdown()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in (session.NICENESS, "RAY_ADDRESS")}
+    run = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == ["niceness 15", warning], run.stdout
