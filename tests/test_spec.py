@@ -647,3 +647,10 @@ def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed()
         SweepSpec.from_dict({"name": "r", "reference": [REFERENCE]})
     with pytest.raises(SpecError, match=r"^reference: got \{.*allowed: a list of mappings"):
         SweepSpec.from_dict({"name": "r", "reference": REFERENCE})
+
+
+def test_a_trial_counts_up_to_its_budget_towards_the_sweeps_env_steps():
+    spec = SweepSpec(name="s", games=["coinrun", "maze"], seeds=[0, 1, 2], budget=100_000)
+    assert spec.sweep_env_steps == 6 * 100_000
+    assert spec.counted_steps(40_960) == 40_960
+    assert spec.counted_steps(100_352) == 100_000  # its last batch overshot the budget

@@ -403,8 +403,8 @@ class SweepInterrupted(Exception):
         spec, trials = result.spec, result.trials
         finished = int((trials["status"] == "TERMINATED").sum())
         # What the trials keep: each stopped after the iteration its checkpoint holds.
-        reached = float(trials[ENV_STEPS].fillna(0).clip(upper=spec.budget).sum())
-        total = spec.num_trials * spec.budget
+        reached = sum(spec.counted_steps(s) for s in trials[ENV_STEPS].fillna(0))
+        total = spec.sweep_env_steps
         self.what = (
             f"{reason}: sweep {spec.name} stopped with {finished} of {spec.num_trials} trials "
             f"finished ({len(trials)} started), {step_count(reached)} of {step_count(total)} "

@@ -514,7 +514,7 @@ def make_plan(
     gpu_trials = [t for t in trials if t.num_gpus > 0]
     return Plan(
         num_trials=spec.num_trials,
-        sweep_env_steps=spec.num_trials * spec.budget,
+        sweep_env_steps=spec.sweep_env_steps,
         cpus_per_trial=per_trial,
         gpus_per_trial=gpus_per_trial,
         concurrent=concurrent,

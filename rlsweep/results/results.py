@@ -430,14 +430,14 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
     # What is left to run: each continued trial from its checkpoint (no checkpoint: all of
     # its budget), each trial not started all of its budget.
     starts = {
-        r.trial: spec.budget if r.finished else min(r.env_steps, spec.budget) for r in restarts
+        r.trial: spec.budget if r.finished else spec.counted_steps(r.env_steps) for r in restarts
     }
     left = sum(spec.budget - starts.get(t, 0.0) for t in continued) + not_started * spec.budget
     lines = [
         f"rlsweep: resuming {spec.name}: {int(finished.sum())} finished trial(s) kept, "
         f"{int(early.sum())} ended early by the scheduler kept, {int((~done).sum())} to "
         f"continue, {not_started} not started; {formatting.steps(left)} of "
-        f"{formatting.steps(spec.num_trials * spec.budget)} env steps left"
+        f"{formatting.steps(spec.sweep_env_steps)} env steps left"
     ]
     for r in restarts:
         if r.trial not in continued:

@@ -336,12 +336,11 @@ class ProgressView:
 
     def measure(self, trials: list, now: float | None = None) -> Snapshot:
         now = time.monotonic() if now is None else now
-        budget = self.spec.budget
         done = errors = running = 0
         for t in trials:
             # Never backwards (a resumed trial reports again from its checkpoint's steps), never
             # past its budget (its last iteration's batch may overshoot it).
-            reported = min(float((t.last_result or {}).get(ENV_STEPS) or 0), float(budget))
+            reported = self.spec.counted_steps((t.last_result or {}).get(ENV_STEPS) or 0)
             self._steps[t.trial_id] = max(self._steps.get(t.trial_id, 0.0), reported)
             if t.status in FINISHED:
                 done += 1
@@ -361,7 +360,7 @@ class ProgressView:
             pending=max(pending, 0),
             total_trials=self.total_trials,
             steps=steps,
-            total_steps=float(self.total_trials * budget),
+            total_steps=float(self.spec.sweep_env_steps),
             steps_per_s=rate,
             eta_s=self._eta(trials, now),
             best=self._best_of(trials),

@@ -521,6 +521,16 @@ class SweepSpec(SpecChecks):
             n *= len(self.space[k].values)
         return n
 
+    @property
+    def sweep_env_steps(self) -> int:
+        """Env steps of the whole sweep: every trial's budget."""
+        return self.num_trials * self.budget
+
+    def counted_steps(self, env_steps: float) -> float:
+        """What a trial's env steps count towards `sweep_env_steps`: at most its budget (its
+        last batch may overshoot it)."""
+        return min(float(env_steps), float(self.budget))
+
     def trials(self) -> list[TrialConfig]:
         """Every grid trial, in order (games, seeds, variants, then the grid); sampled params at
         defaults. With sampled parameters each of these stands for `num_samples` trials."""
