@@ -66,8 +66,11 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
         params={"checkpoint_interval": 4},
         storage_path=str(tmp_path),
     )
-    monkeypatch.setenv(ITER_S_ENV, "0.4")  # 12 s a trial: the limit falls mid-way
-    limit = SHUTDOWN_S + 15
+    # 24 s a trial: the limit falls mid-way, after Ray's start and the trials' (up to ~15 s on
+    # 2 cores beside another test's trials: at 12 s a trial and SHUTDOWN_S + 15, neither trial
+    # had reported when the limit stopped them, once).
+    monkeypatch.setenv(ITER_S_ENV, "0.8")
+    limit = SHUTDOWN_S + 25
     start = time.monotonic()
     with pytest.raises(SweepInterrupted) as stopped:
         run_sweep(spec, trainable=fake_trial, num_cpus=2, time_limit=limit)
@@ -77,6 +80,7 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     assert str(e).startswith(f"time limit {limit:.0f}s: sweep limited stopped with 0 of 2")
     assert e.command == f"rlsweep resume {tmp_path / 'limited'}"
     df = e.result.trials
+    assert len(df) == 2, f"a trial had not reported by the limit: {e}"
     assert (df["status"] == "INCOMPLETE").all() and (df["iteration"] < 30).all(), df
     reached = formatting.steps(df[M.ENV_STEPS].sum())  # what the two trials' checkpoints hold
     assert f"(2 started), {reached} of {formatting.steps(2 * BUDGET)} env steps (" in str(e)
