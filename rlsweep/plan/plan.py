@@ -288,6 +288,14 @@ def _count(n: int, what: str) -> str:
     return f"{n:,} {what}{'s' if n != 1 else ''}"
 
 
+def eval_counted(limit: int | None, unmeasured: bool) -> str:
+    """How the plan counted a trial's evaluations, after their time (`Plan.summary`, and a
+    report's plan against the real, from `Plan.record`): to the game's time limit (its bound),
+    at the CPU rate where no GPU measured them."""
+    to_limit = f", each to the {limit:,}-step time limit" if limit else ""
+    return to_limit + (", at the CPU rate: unmeasured on a GPU" if unmeasured else "")
+
+
 @dataclass(frozen=True)
 class Plan:
     """A spec's trials, totals, wall-time estimate and (with an instance type) cost estimate."""
@@ -402,8 +410,7 @@ class Plan:
                 f"{duration(t.total_s)}: start {duration(t.start_s)}, training "
                 f"{duration(t.train_s)} over {_count(t.iterations, 'iteration')}, evaluating "
                 f"{duration(t.eval_s)} over {_count(t.evaluations, 'evaluation')}"
-                f"{f', each to the {t.eval_limit:,}-step time limit' if t.evaluations else ''}"
-                f"{', at the CPU rate: unmeasured on a GPU' if self.eval_unmeasured else ''})"
+                f"{eval_counted(t.eval_limit if t.evaluations else None, self.eval_unmeasured)})"
             )
         if self.est_cost_usd is not None:
             market = "spot" if self.spot else "on-demand"

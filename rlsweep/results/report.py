@@ -28,6 +28,7 @@ from rlsweep.envs import procgen
 from rlsweep.experiment.experiment_dir import run_info, runs, sweep_spec
 from rlsweep.experiment.history import history_section
 from rlsweep.plan.placement import trial_cpus
+from rlsweep.plan.plan import eval_counted
 from rlsweep.results import plots
 from rlsweep.results import results as R
 from rlsweep.results import stats as S
@@ -774,33 +775,32 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     done = int((trials["status"] == R.TERMINATED).sum())
     real = sum(r["wall_s"] for r in starts if "wall_s" in r)
     killed = sum("wall_s" not in r for r in starts)
-    longest_real = trials.loc[trials[M.WALL_S].idxmax()] if trials[M.WALL_S].notna().any() else None
-    evaluating = ""
-    if longest_real is not None and pd.notna(longest_real.get(M.EVAL_S)):
-        evaluating = f" (evaluating {formatting.duration(longest_real[M.EVAL_S])})"
+    longest = "?"
+    if trials[M.WALL_S].notna().any():
+        row = trials.loc[trials[M.WALL_S].idxmax()]
+        longest = formatting.duration(row[M.WALL_S])
+        if pd.notna(row.get(M.EVAL_S)):
+            longest += f" (evaluating {formatting.duration(row[M.EVAL_S])})"
     text = (
         f"**Real:** {formatting.duration(real)} of wall time over {len(starts)} "
         f"run{'s' if len(starts) != 1 else ''}"
         + (f" ({killed} without a recorded end, not counted)" if killed else "")
         + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
-        f"trial {formatting.duration(trials[M.WALL_S].max())}{evaluating}."
+        f"trial {longest}."
     )
     plan = starts[0].get("plan")
     if not plan:
         return text + " No plan was recorded at its first run."
-    longest = ""
+    planned = ""
     if plan.get("longest_trial_s") is not None:
-        longest = f", its longest trial {formatting.duration(plan['longest_trial_s'])}"
+        planned = f", its longest trial {formatting.duration(plan['longest_trial_s'])}"
         if plan.get("longest_eval_s") is not None:
-            longest += f" (evaluating {formatting.duration(plan['longest_eval_s'])}"
-            if plan.get("eval_limit"):  # recorded since 2026-11-29
-                longest += f", each to the {plan['eval_limit']:,}-step time limit"
-            longest += (
-                ", at the CPU rate: unmeasured on a GPU)" if plan.get("eval_unmeasured") else ")"
-            )
+            # eval_limit: recorded since 2026-11-29
+            counted = eval_counted(plan.get("eval_limit"), bool(plan.get("eval_unmeasured")))
+            planned += f" (evaluating {formatting.duration(plan['longest_eval_s'])}{counted})"
     return (
         f"**Plan** (`rlsweep plan` at its first run, on {plan['box']}, {plan['concurrent']} "
-        f"trials at a time): {formatting.duration(plan['est_wall_s'])}{longest}. " + text
+        f"trials at a time): {formatting.duration(plan['est_wall_s'])}{planned}. " + text
     )
 
 
