@@ -706,22 +706,18 @@ def parser() -> argparse.ArgumentParser:
     dr.add_argument("--json", metavar="FILE", help="also write the checks as JSON")
     dr.set_defaults(func=cmd_doctor)
 
+    ec2_example = (
+        "  rlsweep cluster ec2 cluster.yaml --name sweeps --image ami-0123456789abcdef0 \\\n"
+        "      --install rlsweep==0.1.0 --worker c6i.8xlarge:0:10:spot --spec study.yaml\n"
+    )
     cl = _parser(
         sub,
         "cluster",
         "write a cluster config to run sweeps on",
-        "  rlsweep cluster ec2 cluster.yaml --name sweeps --image ami-0123456789abcdef0 \\\n"
-        "      --install rlsweep==0.1.0 --worker c6i.8xlarge:0:10:spot --spec study.yaml\n"
-        "  rlsweep cluster ec2 --help   # every option of the EC2 config\n",
+        ec2_example + "  rlsweep cluster ec2 --help   # every option of the EC2 config\n",
     )
     cluster = cl.add_subparsers(dest="provider", required=True)
-    e = _parser(
-        cluster,
-        "ec2",
-        "autoscaled EC2 cluster: a Ray cluster-launcher YAML",
-        "  rlsweep cluster ec2 cluster.yaml --name sweeps --image ami-0123456789abcdef0 \\\n"
-        "      --install rlsweep==0.1.0 --worker c6i.8xlarge:0:10:spot --spec study.yaml\n",
-    )
+    e = _parser(cluster, "ec2", "autoscaled EC2 cluster: a Ray cluster-launcher YAML", ec2_example)
     ec2.add_arguments(e)
     e.set_defaults(func=ec2.main)
 
