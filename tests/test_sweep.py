@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.experiment.experiment_dir import Instance, SweepExistsError, can_resume, runs
+from rlsweep.experiment.experiment_dir import Instance, SweepExistsError, can_resume
 from rlsweep.metrics import METRICS
 from rlsweep.results import results as R
-from rlsweep.run.sweep import resume_sweep, run_or_resume, run_sweep
+from rlsweep.run.sweep import run_or_resume, run_sweep
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import fake_trial
 
@@ -161,9 +161,8 @@ def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
 def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsys):
     """The table `run` prints is `results.final_scores` (`rlsweep report`'s loader): an Optuna
     sweep with variants whose trials ended at half their budget lists each trial's variant and
-    INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). A resume finds
-    nothing to run and starts no Ray. Running it again into the same dir is refused;
-    `overwrite=True` replaces it instead of mixing the two."""
+    INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). Running it again
+    into the same dir is refused; `overwrite=True` replaces it instead of mixing the two."""
     spec = SweepSpec(
         name="early",
         games=["coinrun"],
@@ -192,11 +191,6 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsy
         ],
         to_run=0,
     )
-    recorded = runs(tmp_path / "early")
-    again = resume_sweep(tmp_path / "early", trainable=fake_trial, num_cpus=2)
-    assert list(again.trials["status"]) == ["INCOMPLETE", "INCOMPLETE"]
-    assert "every trial of early has ended: nothing to resume" in capsys.readouterr().out
-    assert runs(tmp_path / "early") == recorded  # no driver started: no run recorded
 
     with pytest.raises(SweepExistsError, match="rlsweep resume .*--overwrite"):
         run_sweep(spec, trainable=fake_trial, num_cpus=2)

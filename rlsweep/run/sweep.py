@@ -166,8 +166,7 @@ def resume_sweep(
     newest complete checkpoint on disk, whatever Tune's last saved state says (a driver killed
     without warning saved it before the trials' last checkpoints), or start, if they had none;
     rows they reported after that checkpoint are dropped, since they report them again
-    (`recovery.reconcile`). What each continues from is printed first (`resume_points`); where
-    every trial has ended, that is all: no Ray starts, and the table is returned.
+    (`recovery.reconcile`). What each continues from is printed first (`resume_points`).
     The spec comes from the sweep's own `sweep.yaml`. Interrupts, `time_limit` and `verbose` as
     in `run_sweep`.
     """
@@ -192,9 +191,6 @@ def resume_sweep(
         restarts = reconcile(experiment)
         points = resume_points(spec, experiment, restarts)
         print("\n".join(points.lines), flush=True)
-        if not points.to_run:  # no Ray to start: Tune's restore would run nothing
-            print(f"rlsweep: every trial of {spec.name} has ended: nothing to resume", flush=True)
-            return _finish(spec, experiment, wandb_settings, None)
         with _driver(
             "resume", spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
         ) as interrupts:
