@@ -261,7 +261,7 @@ def test_the_report_lists_an_ablations_variants_in_its_files_order(tmp_path):
     for (variant, seed), (train, test) in RAW.items():
         _raw_trial(exp, variant, seed, train, test, iters=4)
     (exp / "sweep.yaml").write_text(STUDY)
-    order = ["variant=Avg Pool", "variant=No Pool", "variant=Avg Pool fp32"]
+    order = ["Avg Pool", "No Pool", "Avg Pool fp32"]
     assert results.load_experiment([exp]).variants == order
     report = (write_ablation_table(results.sweep_spec(exp), exp, n_resamples=200)).parent
     header = next(

@@ -214,16 +214,16 @@ def test_a_run_with_one_evaluation_is_a_point_and_an_empty_cell_is_named(tmp_pat
     exp = load_experiment([exp_dir])
     fig = plots.learning_curves_figure(exp, n_resamples=100)
     ax = fig.axes[0]
-    gap = to_hex(plots.colors(exp.variants)["variant=Gap"])
+    gap = to_hex(plots.colors(exp.variants)["Gap"])
     lines = _panel_lines(ax)
     for style, y, fill in (("--", 0.25, "none"), ("-", 0.15, "full")):
         line = lines[gap, style]
         assert (line.get_marker(), line.get_fillstyle()) == ("o", fill)
         np.testing.assert_allclose(line.get_xdata(), [1032])
         np.testing.assert_allclose(line.get_ydata(), [y])
-    assert len(lines) == 2  # nothing drawn for variant=None ...
+    assert len(lines) == 2  # nothing drawn for the variant None ...
     notes = [t.get_text().replace("\n", " ") for t in ax.texts]
-    assert notes == ["Not drawn: variant=None (no run evaluated yet)"]  # ... the panel says so
+    assert notes == ["Not drawn: None (no run evaluated yet)"]  # ... the panel says so
     fig.canvas.draw()
     assert _ticks(ax) == ["0", "250", "500", "750", "1k"]  # never "200m"
     assert ax.get_xlim()[0] == 0 < 1032 < ax.get_xlim()[1]
@@ -247,19 +247,19 @@ def test_a_variant_not_finished_anywhere_is_drawn_as_far_as_it_got_in_raw_return
         _trial_like_the_trainable(exp_dir, name, params, steps, evals, score, 40.0, 24576)
     exp = load_experiment([exp_dir])
     assert dict(exp.final.groupby("status").size()) == {"INCOMPLETE": 3, "TERMINATED": 2}
-    assert exp.variants == ["variant=Avg Pool", "variant=No Pool"], exp.variants
+    assert exp.variants == ["Avg Pool", "No Pool"], exp.variants
     fig = plots.learning_curves_figure(exp, n_resamples=100, raw=True)
     ax = fig.axes[0]
     colors = plots.colors(exp.variants)
     lines = _panel_lines(ax)
-    for variant, end in (("variant=Avg Pool", 24576), ("variant=No Pool", 12288)):
+    for variant, end in (("Avg Pool", 24576), ("No Pool", 12288)):
         test = lines[to_hex(colors[variant]), "-"]
         assert (test.get_xdata()[0], test.get_xdata()[-1]) == (6144, end)
         np.testing.assert_allclose(test.get_ydata()[[0, -1]], [40 * 0.03, 40 * end / 1024 * 0.005])
     assert ax.get_ylabel() == "return" and not ax.texts  # nothing left undrawn
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "variant=Avg Pool (n=2 seeds)" in labels
-    assert "variant=No Pool (n=0 seeds; 2 unfinished, so far)" in labels
+    assert "Avg Pool (n=2 seeds)" in labels
+    assert "No Pool (n=0 seeds; 2 unfinished, so far)" in labels
     plt.close(fig)
     normalized = plots.learning_curves_figure(exp, n_resamples=100)
     assert normalized.axes[0].get_ylabel() == "normalized return"

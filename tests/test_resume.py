@@ -29,6 +29,7 @@ import yaml
 
 from rlsweep import formatting
 from rlsweep import metrics as M
+from rlsweep.experiment.recovery import Restart
 from rlsweep.results import results as R
 from rlsweep.results.report import build_report
 from rlsweep.testing import forget_iteration
@@ -311,6 +312,16 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     before = [r["training_iteration"] for r in _rows(trial)]
     assert before[-1] <= 3, before  # result.json may not have its row yet
     logged = forget_iteration(trial, 3)  # None where the driver had not written it
+    # Where Tune's saved state names an older checkpoint (or none: it saves at its own pace),
+    # the resume's line for the trial says so.
+    spec_ = R.sweep_spec(experiment)
+    for named, why in (
+        ("checkpoint_000001", "newer than checkpoint_000001, the one Tune's saved state names"),
+        (None, "Tune's saved state names no checkpoint"),
+    ):
+        newer = Restart(trial.name, "checkpoint_000002", 3, 810.0, tune_checkpoint=named)
+        line = R.resume_points(spec_, str(experiment), [newer]).lines[1]
+        assert line == f"  {trial.name}: from iteration 3, 810 env steps (checkpoint_000002: {why})"
 
     resumed = _rlsweep("resume", "results/killed", "--num-cpus", "1", cwd=tmp_path, **env)
     try:

@@ -112,10 +112,7 @@ def write_ablation_table(
     out = Path(experiment_dir) / "report"
     report.build_report([experiment_dir], by=["variant"], out=out, prices=prices, **n)
     exp = results.load_experiment([experiment_dir], by=["variant"])
-    # Columns are the variants' own labels, in the file's order (not 'variant=...' sorted).
-    for frame in (exp.final, exp.curves):
-        frame["variant"] = frame["variant"].str.removeprefix("variant=")
-    exp.variants = list(spec.variants)  # all of them: "—" where none finished
+    exp.variants = list(spec.variants)  # all of them, in the file's order: "—" where none finished
     table = tables.score_table(exp, **n)
     head = f"# {spec.name}\n\n" + "".join(f"{line}\n" for line in report.notes(exp))
     (out / "ablation.md").write_text(head + table + _raw_sections(spec, exp, n_resamples))

@@ -448,8 +448,10 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
             where = f"from iteration {r.iteration}, {formatting.count(r.env_steps)} env steps"
             if r.checkpoint != r.tune_checkpoint:
                 where += (
-                    f" ({r.checkpoint}: newer than the {r.tune_checkpoint or 'no checkpoint'} "
-                    "Tune's saved state names)"
+                    f" ({r.checkpoint}: newer than {r.tune_checkpoint}, the one Tune's saved "
+                    "state names)"
+                    if r.tune_checkpoint
+                    else f" ({r.checkpoint}: Tune's saved state names no checkpoint)"
                 )
         if r.rows_dropped:
             where += f"; its {r.rows_dropped} later row(s) dropped, to be reported again"
@@ -666,9 +668,11 @@ def _value_text(v: object, digits: int | None) -> str:
 
 
 def _label(by: Sequence[str], values: Iterable[object], digits: int | None = None) -> str:
-    # A trial without a variant label (a plain sweep's, beside an ablation's) shows none.
+    # An ablation's variant is named by its own label ("Avg Pool", as ablation.md's columns),
+    # other parameters as p=v; a trial without a variant (a plain sweep's, beside an
+    # ablation's) shows none.
     parts = [
-        f"{p}={_value_text(v, digits)}"
+        str(v) if p == VARIANT else f"{p}={_value_text(v, digits)}"
         for p, v in zip(by, values, strict=True)
         if not (p == VARIANT and _missing(v))
     ]
@@ -699,9 +703,10 @@ def label_variants(
     declared: Iterable[tuple] = (),
     variant_order: Sequence[str] = (),
 ) -> tuple[pd.Series, list[str]]:
-    """A `p=v, q=w` label per row, and the labels in value order: those of the rows and the
-    `declared` value tuples (variants a spec runs that have no trial here). `variant` labels
-    sort in `variant_order` (its specs' order, as ablation.md's columns), others after them.
+    """A `p=v, q=w` label per row (an ablation's variant by its own name: `Avg Pool`), and the
+    labels in value order: those of the rows and the `declared` value tuples (variants a spec
+    runs that have no trial here). `variant` labels sort in `variant_order` (its specs' order,
+    as ablation.md's columns), others after them.
     Sampled values show LABEL_DIGITS significant digits (`_short_labels`)."""
     if not by:
         return pd.Series("all", index=df.index), ["all"]
