@@ -1,16 +1,20 @@
 """benchmarks/study_sitting.py: the pooling study's smoke through two sittings, on the CPU path
-(`--no-install`, real RLlib on real bigfish): the first runs it and packs it into $OUT, the next
-takes the parts up at another path as a fresh node would, resumes and packs it again; after
-each, `--take-back` keeps the parts for the next sitting and the report to commit."""
+(`--no-install`, real RLlib on real bigfish): the first runs it until its time limit and packs
+it, checkpoints and all, into $OUT; the next takes the parts up at another path as a fresh node
+would, goes on from the checkpoints and packs it again; after each, `--take-back` keeps the
+parts for the next sitting and the report to commit."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+
+from rlsweep.metrics import RESUMED_AT
 
 REPO = Path(__file__).resolve().parents[1]
 SITTING = REPO / "benchmarks" / "study_sitting.py"
@@ -29,29 +33,39 @@ def _take_back(tmp_path: Path, out: str) -> Path:
 
 def _sitting(tmp_path: Path, out: str, storage: str, *more: str) -> dict:
     argv = [sys.executable, str(SITTING), "pooling-bigfish", "--smoke", "--no-install"]
-    argv += ["--minutes", "6", "--storage", str(tmp_path / storage), *more]
+    argv += ["--storage", str(tmp_path / storage), *more]
     env = {**os.environ, "OUT": str(tmp_path / out)}
     run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     summary = json.loads((tmp_path / out / "sitting.json").read_text())
+    assert run.returncode == summary["sweep_rc"], run.stdout[-4000:] + run.stderr[-4000:]
     summary["stages"] = [s for s in summary["stages"] if s["stage"] != "nvidia-smi"]
     log = (tmp_path / out / "sitting.log").read_text()
     assert summary["out"]["fits"] and summary["out"]["files"] <= 8, summary
     return summary | {"log": log}
 
 
+def _rows(trial_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (trial_dir / "result.json").read_text().splitlines()]
+
+
 @pytest.mark.rllib
-def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
-    first = _sitting(tmp_path, "out1", "node1", "--", "--num-cpus", "2")
-    assert [s["stage"] for s in first["stages"]] == ["sweep", "pack"], first["stages"]
-    assert sorted((t["variant"], t["status"]) for t in first["trials"]) == [
-        (f"variant={v}", "TERMINATED") for v in ("Avg Pool", "Avg Pool fp32", "No Pool")
-    ]
+def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(tmp_path):
+    """As the study's sittings run: the first stops at its time limit with its trials mid-way
+    (a budget no sitting here reaches), packs their checkpoints and is taken back; the next
+    takes the parts up at another path, as a fresh node would, and each trial that
+    checkpointed goes on from there, each iteration reported once."""
+    budget = ["--budget", "1e6"]  # the smoke's trials, long: no sitting here ends them
+    first = _sitting(
+        tmp_path, "out1", "node1", "--minutes", "1.6", "--", "--num-cpus", "2", *budget
+    )
+    assert first["sweep_rc"] == 3, first  # stopped by its time limit, to be resumed
+    assert [s["stage"] for s in first["stages"]] == ["sweep", "report", "pack"], first["stages"]
+    assert first["trials"] and {t["status"] for t in first["trials"]} == {"INCOMPLETE"}
     assert "--time-limit" in first["log"] and "rlsweep.cli ablate pooling-bigfish" in first["log"]
-    assert "rlsweep: smoke run: 1,024 env steps per trial is far too few" in first["log"]
+    assert "rlsweep: interrupted: time limit" in first["log"]
     table = tmp_path / "node1" / "study-pooling-bigfish-smoke" / "report" / "ablation.md"
-    text = table.read_text()
-    assert text.splitlines()[2].startswith("> **Short trials**: none ran more than 1,0")
+    text = table.read_text()  # what an unfinished study's report says
+    assert text.splitlines()[2].startswith("> **Short trials**: none ran more than ")
     assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in text
     assert "17.7" in text and "16.46 ± 2.71" in text and "single run" in text
     assert "## Differences: Avg Pool against each other variant" in text
@@ -65,24 +79,29 @@ def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
         p.name for p in (tmp_path / "out1" / "carry").iterdir()
     )
     assert (study / "report" / "ablation.md").read_text() == text
-    assert json.loads((study / "sittings" / "001.json").read_text())["sweep_rc"] == 0
+    assert json.loads((study / "sittings" / "001.json").read_text())["sweep_rc"] == 3
+    manifest = json.loads((carried / "manifest.json").read_text())
+    assert manifest["checkpoints_left_out"] == []  # no trial ended: each one's is needed
+    assert "/checkpoint_" in "".join(_names(carried))
 
     # The next node: the parts carried in, the experiment dir restored at another path.
-    manifest = json.loads((carried / "manifest.json").read_text())
-    assert len(manifest["checkpoints_left_out"]) == 3  # every trial ended: none is needed
-    second = _sitting(tmp_path, "out2", "node2", "--carried", str(carried))
-    assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "pack"]
+    second = _sitting(tmp_path, "out2", "node2", "--minutes", "1.4", "--carried", str(carried))
+    assert second["sweep_rc"] == 3, second
+    assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "report", "pack"]
     assert "rlsweep.cli resume" in second["log"]
     moved = tmp_path / "node2" / "study-pooling-bigfish-smoke"
-    again = (moved / "report" / "ablation.md").read_text()  # resume reports it again, there
-    assert again == text
-    parts = sorted((tmp_path / "out2" / "carry").glob("experiment.tar.gz.part*"))
-    joined = tmp_path / "joined.tar.gz"
-    joined.write_bytes(b"".join(p.read_bytes() for p in parts))
-    with tarfile.open(joined) as tar:
-        names = tar.getnames()
-    assert any(n.endswith("/progress.csv") for n in names)
-    assert not [n for n in names if "/checkpoint_" in n]
+    went_on = {
+        name: int(k) for name, k in re.findall(r"\n  (\S+): from iteration (\d+), ", second["log"])
+    }
+    assert went_on, second["log"]  # at least one trial had checkpointed in the first sitting
+    for name, k in went_on.items():
+        rows = _rows(moved / name)
+        assert [r["training_iteration"] for r in rows] == list(range(1, len(rows) + 1))
+        assert len(rows) > k and all(r[RESUMED_AT] == k for r in rows[k:]), (name, k)
+        assert rows[k]["env_steps"] > rows[k - 1]["env_steps"]
+    steps = lambda s: sum(float(t["env_steps"]) for t in s["trials"])  # noqa: E731
+    assert steps(second) > steps(first)
+    assert "/checkpoint_" in "".join(_names(tmp_path / "out2" / "carry"))
     _take_back(tmp_path, "out2")
     assert (tmp_path / "carried.prev" / "manifest.json").read_bytes() == (
         tmp_path / "out1" / "carry" / "manifest.json"
@@ -92,6 +111,18 @@ def test_two_sittings_run_the_studys_smoke_and_carry_it_between_nodes(tmp_path):
         == json.loads((tmp_path / "out2" / "carry" / "manifest.json").read_text())["parts"]
     )
     assert [p.name for p in sorted((study / "sittings").iterdir())] == ["001.json", "002.json"]
+
+
+def _names(carry: Path) -> list[str]:
+    """The files in a sitting's packed parts."""
+    parts = sorted(carry.glob("experiment.tar.gz.part*"))
+    joined = carry.parent / f"{carry.name}.joined.tar.gz"
+    joined.write_bytes(b"".join(p.read_bytes() for p in parts))
+    try:
+        with tarfile.open(joined) as tar:
+            return tar.getnames()
+    finally:
+        joined.unlink()
 
 
 def test_taking_back_a_sitting_that_packed_nothing_says_so_and_keeps_carried(tmp_path):
