@@ -17,7 +17,7 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
    into results/ (beside the study's committed STATUS.md and report/), unless it is there
    already (a warm node) or this is the first sitting;
 3. `rlsweep resume` the experiment dir, or on the first sitting `rlsweep ablate NAME` (with
-   the ABLATE ARGS: `search.max_concurrent=6`, `--smoke`'s overrides...), with
+   the ABLATE ARGS: `max_concurrent=6`, `--smoke`'s overrides...), with
    `--time-limit` set to what is left of `--minutes` less RESERVE_S, and killed (its whole
    process group: what is on disk survives a SIGKILL, and the next resume starts each trial
    from its newest complete checkpoint) should it still run PACK_S before the sitting's end;
