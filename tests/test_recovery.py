@@ -9,6 +9,7 @@ import shutil
 import tarfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow.fs as pafs
 import pytest
@@ -23,7 +24,7 @@ from rlsweep.experiment.recovery import _fs, _newest_complete, _trim_results, re
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
 from rlsweep.node.carry import pack, unpack
 from rlsweep.results.report import build_report
-from rlsweep.run.sweep import resume_sweep, run_sweep
+from rlsweep.run.sweep import _finish, resume_sweep, run_sweep
 from rlsweep.run.tune_bridge import checkpoint_config
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import ITER_S_ENV, fake_trial, forget_iteration
@@ -43,6 +44,10 @@ def no_ray_running():
 
 def _rows(trial_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (trial_dir / "result.json").read_text().splitlines()]
+
+
+def _name(trial_dir: str) -> str:
+    return Path(trial_dir).name
 
 
 def _table(df):
@@ -90,6 +95,17 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     # logged the report that came with it: the resume writes that row from the checkpoint.
     first, second = sorted(Path(d) for d in df["trial_dir"])
     lost = forget_iteration(first, _rows(first)[-1]["training_iteration"])
+    # The driver's own table and stop line stand where the checkpoints are too (the same
+    # reconcile as the resume's, once Ray is down): in a copy, the stop met again on this disk.
+    shutil.copytree(tmp_path / "limited", tmp_path / "unlogged")
+    why = f"time limit {limit:.0f}s"
+    stopped_again = SimpleNamespace(stopped=True, signum=None, reason=lambda: why)
+    with pytest.raises(SweepInterrupted) as again:
+        _finish(spec, str(tmp_path / "unlogged"), None, stopped_again)
+    table = again.value.result.trials.set_index(again.value.result.trials["trial_dir"].map(_name))
+    assert table.loc[first.name, M.ENV_STEPS] == lost[M.ENV_STEPS], (table, lost)
+    assert table.loc[first.name, "iteration"] == lost["training_iteration"]
+    assert again.value.what == e.what  # the same env steps as when the sweep stopped
     # ... and, in a copy, as if the second trial's last report had ended it: it stays ended.
     shutil.copytree(tmp_path / "limited", tmp_path / "ended")
     ended = tmp_path / "ended" / second.name

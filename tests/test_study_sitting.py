@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from rlsweep import formatting
 from rlsweep.metrics import RESUMED_AT
 
 REPO = Path(__file__).resolve().parents[1]
@@ -90,10 +91,15 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "report", "pack"]
     assert "rlsweep.cli resume" in second["log"]
     moved = tmp_path / "node2" / "study-pooling-bigfish-smoke"
-    went_on = {
-        name: int(k) for name, k in re.findall(r"\n  (\S+): from iteration (\d+), ", second["log"])
-    }
+    points = re.findall(r"\n  (\S+): from iteration (\d+), ([\d,]+) env steps", second["log"])
+    went_on = {name: int(k) for name, k, _ in points}
     assert went_on, second["log"]  # at least one trial had checkpointed in the first sitting
+    # The first sitting's table and stop line stood where the checkpoints did, a trial that
+    # checkpointed after the driver stopped waiting for it included.
+    reached = [float(t["env_steps"]) for t in first["trials"]]
+    assert {float(n.replace(",", "")) for *_, n in points} <= set(reached), (points, reached)
+    stop = rf"trials finished \(\d started\), {re.escape(formatting.steps(sum(reached)))} of "
+    assert re.search(stop, first["log"]), first["log"]
     for name, k in went_on.items():
         rows = _rows(moved / name)
         assert [r["training_iteration"] for r in rows] == list(range(1, len(rows) + 1))

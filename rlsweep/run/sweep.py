@@ -300,8 +300,17 @@ def _finish(
     if a signal or the time limit stopped the sweep (`interrupts`: None where nothing ran);
     the W&B report run if the sweep logs to W&B."""
     path = experiment if is_uri(experiment) else Path(experiment)
+    stopped = interrupts is not None and interrupts.stopped
+    if stopped:
+        # Ray is down: what is on disk is final. A trial that wrote its checkpoint after the
+        # driver stopped waiting for it, or whose last report Tune never logged, stands where
+        # that checkpoint is, for the table and the stop line as for the resume, which does
+        # the same first (idempotent).
+        from rlsweep.experiment.recovery import reconcile
+
+        reconcile(experiment)
     result = SweepResult(spec=spec, path=path, trials=trials_table(spec, experiment))
-    if interrupts is not None and interrupts.stopped:
+    if stopped:
         raise SweepInterrupted(result, interrupts.signum, interrupts.reason())
     if wandb_settings is not None:
         tracking.log_report(spec, wandb_settings, experiment)
