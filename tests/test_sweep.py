@@ -184,13 +184,10 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsy
 
     restarts = reconcile(str(tmp_path / "early"))
     assert restarts == []  # both TERMINATED in Tune's state: nothing to continue
-    assert R.resume_points(spec, str(tmp_path / "early"), restarts) == R.ResumePoints(
-        [
-            "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
-            "kept, 0 to continue, 0 not started; 0 of 65.5k env steps left"
-        ],
-        to_run=0,
-    )
+    assert R.resume_points(spec, str(tmp_path / "early"), restarts) == [
+        "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
+        "kept, 0 to continue, 0 not started; 0 of 65.5k env steps left"
+    ]
 
     with pytest.raises(SweepExistsError, match="rlsweep resume .*--overwrite"):
         run_sweep(spec, trainable=fake_trial, num_cpus=2)

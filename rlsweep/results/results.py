@@ -401,27 +401,15 @@ def trials_table(spec: SweepSpec, experiment: str) -> pd.DataFrame:
     return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
 
 
-@dataclass(frozen=True)
-class ResumePoints:
-    """What `resume_sweep` does with each trial (`resume_points`)."""
-
-    lines: list[str]
-    """A headline, then a line per trial it continues."""
-    to_run: int
-    """Trials it continues or starts: 0 where every trial has ended (nothing to resume)."""
-
-
-def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart]) -> ResumePoints:
-    """What `resume_sweep` does with each trial, a line each: kept (finished, or ended early by
-    a scheduler), or continued from iteration N and its env steps (its newest complete
-    checkpoint, `recovery.reconcile`'s `restarts`), or from scratch (no checkpoint)."""
+def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart]) -> list[str]:
+    """What `resume_sweep` does: a headline (what it keeps, continues and starts; the env steps
+    left), then a line per trial it continues, from iteration N and its env steps (its newest
+    complete checkpoint, `recovery.reconcile`'s `restarts`) or from scratch (no checkpoint)."""
     try:
         local = experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
         final = final_scores(load_curves(local))
     except FileNotFoundError:
-        return ResumePoints(
-            [f"rlsweep: resuming {spec.name}: no trial had started"], spec.num_trials
-        )
+        return [f"rlsweep: resuming {spec.name}: no trial had started"]
     finished = final["status"] == TERMINATED
     early = ~finished & final["trial_id"].isin(_ended_early(local))
     done = finished | early
@@ -461,7 +449,7 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
             "  (their envs start new episodes there: from then on their numbers are not an "
             f"uninterrupted run's, and their rows say {M.RESUMED_AT})"
         )
-    return ResumePoints(lines, len(continued) + not_started)
+    return lines
 
 
 def _ended_early(local: Path) -> set[str]:

@@ -189,8 +189,7 @@ def resume_sweep(
     )
     with quiet_console(experiment, verbose):
         restarts = reconcile(experiment)
-        points = resume_points(spec, experiment, restarts)
-        print("\n".join(points.lines), flush=True)
+        print("\n".join(resume_points(spec, experiment, restarts)), flush=True)
         with _driver(
             "resume", spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
         ) as interrupts:
