@@ -149,6 +149,12 @@ def _log_report_run(
         return str(Path(run.dir).parent)
     finally:
         run.finish()
+        # finish() only tells wandb-core (a child process) that the run is over; the core
+        # writes the run file as it closes the stream, after finish() has returned (a test
+        # reading it at once found no run record). Teardown waits for that, but finishes every
+        # run of the process: only when the caller has none open.
+        if wandb.setup().most_recent_active_run is None:
+            wandb.teardown()
 
 
 def settings_from(
