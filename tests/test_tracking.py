@@ -151,6 +151,26 @@ def test_report_run_logs_the_table_and_the_plots(random_sweep):
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_the_report_run_is_on_disk_when_log_report_returns(random_sweep, tmp_path, monkeypatch):
+    """wandb's finish() only tells wandb-core the run is over, and the core writes the run
+    file after it returns: read at once, the file held no run record (make test, 2026-11-29).
+    log_report waits for it, so `wandb sync` right after a sweep finds the whole run. Here the
+    core is as slow as it can be: finish()'s word never reaches it (wandb 0.31's
+    ServiceConnection.inform_finish), so only a wait for the core to close writes the file."""
+    from wandb.sdk.lib.service.service_connection import ServiceConnection
+
+    from rlsweep.run.tracking import log_report
+
+    monkeypatch.setattr(ServiceConnection, "inform_finish", lambda self, run_id: None)
+    spec, result, _ = random_sweep
+    settings = WandbSettings(project="rlsweep-tests", mode="offline", dir=str(tmp_path))
+    (run_file,) = Path(log_report(spec, settings, result.path)).glob("run-*.wandb")
+    records = read_wandb_records(run_file)  # at once, as a script would
+    assert any(r.HasField("run") for r in records), f"{run_file}: {len(records)} records, no run"
+    assert _run_record(records).job_type == "report"
+    assert any(r.HasField("history") for r in records)
+
+
 def test_no_api_key_anywhere(random_sweep):
     """Not in the W&B files, results, checkpoints, reports — nor in Ray's own session logs."""
     _, result, session_dir = random_sweep
