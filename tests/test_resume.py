@@ -320,7 +320,7 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
         (None, "Tune's saved state names no checkpoint"),
     ):
         newer = Restart(trial.name, "checkpoint_000002", 3, 810.0, tune_checkpoint=named)
-        line = R.resume_points(spec_, str(experiment), [newer])[1]
+        line = R.resume_points(spec_, str(experiment), [newer]).lines[1]
         assert line == f"  {trial.name}: from iteration 3, 810 env steps (checkpoint_000002: {why})"
 
     resumed = _rlsweep("resume", "results/killed", "--num-cpus", "1", cwd=tmp_path, **env)

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.experiment.experiment_dir import Instance, SweepExistsError, can_resume
+from rlsweep.experiment.experiment_dir import Instance, SweepExistsError, can_resume, runs
 from rlsweep.metrics import METRICS
 from rlsweep.results import results as R
-from rlsweep.run.sweep import run_or_resume, run_sweep
+from rlsweep.run.sweep import resume_sweep, run_or_resume, run_sweep
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.testing import fake_trial
 
@@ -161,8 +161,9 @@ def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
 def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsys):
     """The table `run` prints is `results.final_scores` (`rlsweep report`'s loader): an Optuna
     sweep with variants whose trials ended at half their budget lists each trial's variant and
-    INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). Running it again
-    into the same dir is refused; `overwrite=True` replaces it instead of mixing the two."""
+    INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). A resume finds
+    nothing to run and starts no Ray. Running it again into the same dir is refused;
+    `overwrite=True` replaces it instead of mixing the two."""
     spec = SweepSpec(
         name="early",
         games=["coinrun"],
@@ -184,10 +185,18 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsy
 
     restarts = reconcile(str(tmp_path / "early"))
     assert restarts == []  # both TERMINATED in Tune's state: nothing to continue
-    assert R.resume_points(spec, str(tmp_path / "early"), restarts) == [
-        "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
-        "kept, 0 to continue, 0 not started; 0 of 65.5k env steps left"
-    ]
+    assert R.resume_points(spec, str(tmp_path / "early"), restarts) == R.ResumePoints(
+        [
+            "rlsweep: resuming early: 0 finished trial(s) kept, 2 ended early by the scheduler "
+            "kept, 0 to continue, 0 not started; 0 of 65.5k env steps left"
+        ],
+        to_run=0,
+    )
+    recorded = runs(tmp_path / "early")
+    again = resume_sweep(tmp_path / "early", trainable=fake_trial, num_cpus=2)
+    assert list(again.trials["status"]) == ["INCOMPLETE", "INCOMPLETE"]
+    assert "every trial of early has ended: nothing to resume" in capsys.readouterr().out
+    assert runs(tmp_path / "early") == recorded  # no driver started: no run recorded
 
     with pytest.raises(SweepExistsError, match="rlsweep resume .*--overwrite"):
         run_sweep(spec, trainable=fake_trial, num_cpus=2)

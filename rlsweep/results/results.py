@@ -401,15 +401,28 @@ def trials_table(spec: SweepSpec, experiment: str) -> pd.DataFrame:
     return df.sort_values(["game", *swept, "seed"], kind="stable").reset_index(drop=True)
 
 
-def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart]) -> list[str]:
+@dataclass(frozen=True)
+class ResumePoints:
+    """What `resume_sweep` does with each trial (`resume_points`)."""
+
+    lines: list[str]
+    """A headline, then a line per trial it continues."""
+    to_run: int
+    """Trials it continues or starts: 0 where every trial has ended (nothing to resume)."""
+
+
+def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart]) -> ResumePoints:
     """What `resume_sweep` does: a headline (what it keeps, continues and starts; the env steps
     left), then a line per trial it continues, from iteration N and its env steps (its newest
-    complete checkpoint, `recovery.reconcile`'s `restarts`) or from scratch (no checkpoint)."""
+    complete checkpoint, `recovery.reconcile`'s `restarts`) or from scratch (no checkpoint);
+    and how many trials it runs (0: no Ray starts)."""
     try:
         local = experiment_dirs(experiment)[0]  # a URI's local copy (checkpoints left out)
         final = final_scores(load_curves(local))
     except FileNotFoundError:
-        return [f"rlsweep: resuming {spec.name}: no trial had started"]
+        return ResumePoints(
+            [f"rlsweep: resuming {spec.name}: no trial had started"], spec.num_trials
+        )
     finished = final["status"] == TERMINATED
     early = ~finished & final["trial_id"].isin(_ended_early(local))
     done = finished | early
@@ -449,7 +462,7 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
             "  (their envs start new episodes there: from then on their numbers are not an "
             f"uninterrupted run's, and their rows say {M.RESUMED_AT})"
         )
-    return lines
+    return ResumePoints(lines, len(continued) + not_started)
 
 
 def _ended_early(local: Path) -> set[str]:

@@ -166,7 +166,8 @@ def resume_sweep(
     newest complete checkpoint on disk, whatever Tune's last saved state says (a driver killed
     without warning saved it before the trials' last checkpoints), or start, if they had none;
     rows they reported after that checkpoint are dropped, since they report them again
-    (`recovery.reconcile`). What each continues from is printed first (`resume_points`).
+    (`recovery.reconcile`). What each continues from is printed first (`resume_points`); where
+    every trial has ended, that is all: no Ray starts, and the table is returned.
     The spec comes from the sweep's own `sweep.yaml`. Interrupts, `time_limit` and `verbose` as
     in `run_sweep`.
     """
@@ -189,7 +190,11 @@ def resume_sweep(
     )
     with quiet_console(experiment, verbose):
         restarts = reconcile(experiment)
-        print("\n".join(resume_points(spec, experiment, restarts)), flush=True)
+        points = resume_points(spec, experiment, restarts)
+        print("\n".join(points.lines), flush=True)
+        if not points.to_run:  # no Ray to start: Tune's restore would run nothing
+            print(f"rlsweep: every trial of {spec.name} has ended: nothing to resume", flush=True)
+            return _finish(spec, experiment, wandb_settings, None)
         with _driver(
             "resume", spec, experiment, address, num_cpus, jemalloc, dashboard, verbose, limit
         ) as interrupts:
