@@ -36,6 +36,7 @@ from rlsweep.node.wheelhouse import (
     names_in,
     normalize,
     platforms,
+    project_wheel,
     requirements,
     split,
     store_wheel,
@@ -388,6 +389,29 @@ def test_build_leaves_out_excluded_projects_and_thins_the_listed_ones(tmp_path):
         with zipfile.ZipFile(wheel) as z:
             assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}, wheel.name
     assert (tmp_path / "out" / m["parts"][0]["name"]).read_bytes()[:6] == b"\xfd7zXZ\x00"
+
+
+@pytest.mark.slow
+def test_a_module_left_in_the_projects_build_folder_does_not_ship(tmp_path):
+    """A real `pip wheel` (build isolation: setuptools from the index) of a project whose
+    `build/lib` holds a module an earlier build left, since deleted from the source: the wheel
+    has the source's modules alone, and the project's `build/` gains nothing."""
+    project = tmp_path / "tiny"
+    (project / "tiny").mkdir(parents=True)
+    (project / "tiny" / "__init__.py").write_text("x = 1\n")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+        '[project]\nname = "tiny"\nversion = "1.0"\n[tool.setuptools]\npackages = ["tiny"]\n'
+    )
+    stale = project / "build" / "lib" / "tiny" / "gone.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("y = 2\n")
+    project_wheel(project, tmp_path, (sys.executable, "-m", "pip", "-q"))
+    (wheel,) = tmp_path.glob("tiny-1.0-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        modules = {n for n in z.namelist() if n.endswith(".py")}
+    assert modules == {"tiny/__init__.py"}
+    assert [p for p in (project / "build").rglob("*") if p.is_file()] == [stale]
 
 
 def test_thin_accepts_only_known_projects(capsys):

@@ -32,6 +32,7 @@ import base64
 import fnmatch
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -396,6 +397,21 @@ def thin_keeps(path: str, thin: Thin) -> bool:
     return _matches(path, thin.keep) and not _matches(path, thin.drop)
 
 
+def project_wheel(project: Path, wheels: Path, pip: Sequence[str]) -> None:
+    """Build `project`'s own wheel into `wheels`. setuptools stages a build in the project's
+    `build/lib` and packs whatever it finds there, a module since deleted from the source
+    included; so the build is staged in a folder of its own (a `[build] build_base` in the
+    config file that setuptools' DIST_EXTRA_CONFIG names, read after the project's own)."""
+    with tempfile.TemporaryDirectory() as staging:
+        cfg = Path(staging) / "build.cfg"
+        cfg.write_text(f"[build]\nbuild_base = {Path(staging) / 'build'}\n")
+        subprocess.run(
+            [*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(project)],
+            check=True,
+            env={**os.environ, "DIST_EXTRA_CONFIG": str(cfg)},
+        )
+
+
 def build(
     out: Path,
     python: str,
@@ -417,9 +433,7 @@ def build(
         wheels, shipped = Path(tmp) / "wheels", Path(tmp) / "shipped"
         wheels.mkdir()
         shipped.mkdir()
-        subprocess.run(
-            [*pip, "wheel", "--no-deps", "--wheel-dir", str(wheels), str(project)], check=True
-        )
+        project_wheel(project, wheels, pip)
         reqs = requirements(project / "pyproject.toml", exclude)
         subprocess.run(
             [
