@@ -46,10 +46,6 @@ def _rows(trial_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (trial_dir / "result.json").read_text().splitlines()]
 
 
-def _name(trial_dir: str) -> str:
-    return Path(trial_dir).name
-
-
 def _table(df):
     keep = ["game", "seed", "status", "iteration", *SAME]
     return df[keep].sort_values(["game", "seed"]).reset_index(drop=True)
@@ -102,7 +98,8 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     stopped_again = SimpleNamespace(stopped=True, signum=None, reason=lambda: why)
     with pytest.raises(SweepInterrupted) as again:
         _finish(spec, str(tmp_path / "unlogged"), None, stopped_again)
-    table = again.value.result.trials.set_index(again.value.result.trials["trial_dir"].map(_name))
+    trials = again.value.result.trials
+    table = trials.set_index(trials["trial_dir"].map(lambda d: Path(d).name))
     assert table.loc[first.name, M.ENV_STEPS] == lost[M.ENV_STEPS], (table, lost)
     assert table.loc[first.name, "iteration"] == lost["training_iteration"]
     assert again.value.what == e.what  # the same env steps as when the sweep stopped
