@@ -284,6 +284,42 @@ def test_groups_step_their_own_pools_and_finish_steps_over_all_envs():
     env.close(), [a.close() for a in alone]
 
 
+def test_step_rows_steps_those_envs_alone_as_a_full_step_would():
+    """`step_rows`, as an evaluation uses it: the envs still playing step, each on its own, as
+    a twin whose every env steps does (frames through the gap stack, rewards, flags, the
+    episodes' bookkeeping); the rows whose episode ended stop, and envpool steps nothing for
+    them."""
+    cfg = EnvConfig(game="bigfish", num_levels=50, framestack="gap", framestack_k=3)
+    env, twin = ProcgenVectorEnv(cfg, 6, seed=5), ProcgenVectorEnv(cfg, 6, seed=5)
+    sent: list[np.ndarray] = []
+    send = env._pools[0].send
+    env._pools[0].send = lambda actions, env_id: (sent.append(env_id), send(actions, env_id))
+    assert np.array_equal(env.reset()[0], twin.reset()[0])
+    rng = np.random.default_rng(0)
+    playing, played = np.ones(6, bool), np.zeros(6, np.int64)
+    while playing.any():
+        actions = rng.integers(0, 15, 6)
+        rows = np.flatnonzero(playing)
+        obs, r, term, trunc, _ = env.step_rows(rows, actions[rows])
+        ref = twin.step(actions)
+        for got, want in zip((obs, r, term, trunc), ref[:4], strict=False):
+            assert np.array_equal(got[rows], want[rows])
+        waiting = ~playing
+        assert not (r[waiting].any() or term[waiting].any() or trunc[waiting].any())
+        played[rows] += 1
+        done = term | trunc
+        assert np.array_equal(env.last_length[done], played[done])
+        assert np.array_equal(env.last_return[done], twin.last_return[done])
+        assert np.array_equal(env.level_seeds[rows], twin.level_seeds[rows])
+        playing &= ~done
+    assert np.array_equal(np.bincount(np.concatenate(sent), minlength=6), played)
+    assert played.min() < played.max()  # some envs waited
+    grouped = ProcgenVectorEnv(cfg, 4, groups=2)
+    with pytest.raises(ValueError, match="one group's envs, not 2 groups"):
+        grouped.step_rows(np.arange(2), np.zeros(2))
+    env.close(), twin.close(), grouped.close()
+
+
 # --- exploration mode and time limits (procgen 0.10.7 semantics) ----------------------------
 
 

@@ -25,7 +25,6 @@ def test_one_episode_per_env_on_unseen_levels():
     assert ev.returns.shape == (6,) and ev.lengths.min() >= 1
     assert set(ev.returns.tolist()) <= {0.0, 10.0}
     assert ((ev.level_seeds < 0) | (ev.level_seeds >= 50)).all()
-    assert ev.env_steps >= ev.lengths.max() * 6
     env.close()
 
 
@@ -87,11 +86,40 @@ def test_skipping_finished_envs_plays_the_same_episodes():
         env.close()
         return ev, sum(rows)
 
-    (some, rows_seen), (every, _) = play(skip=True), play(skip=False)
+    (some, rows_seen), (every, every_rows) = play(skip=True), play(skip=False)
     for field in ("returns", "lengths", "level_seeds"):
         assert (getattr(some, field) == getattr(every, field)).all(), field
-    assert some.env_steps == every.env_steps
-    assert rows_seen == some.lengths.sum() < every.env_steps  # each env until its episode ended
+    assert every_rows == 8 * some.steps  # each row at every step
+    assert rows_seen == some.lengths.sum() < every_rows  # each env until its episode ended
+
+
+def test_an_env_whose_episode_ended_steps_no_further_and_the_others_play_as_before():
+    """Each env steps until its first episode ends and no further; the episodes are those an
+    evaluator that stepped every env to the last one's end played (the evaluator before
+    `step_rows`), through a gap framestack and a policy that acts on each row's frames."""
+    cfg = EnvConfig(game="bigfish", num_levels=50, framestack="gap", framestack_k=2)
+
+    def greedy(obs: np.ndarray, active: np.ndarray) -> np.ndarray:
+        return _per_row_logits(torch.from_numpy(obs)).argmax(-1).numpy()
+
+    env = ProcgenVectorEnv(cfg, 8, seed=3, split="test")
+    sent: list[np.ndarray] = []
+    send = env._pools[0].send
+    env._pools[0].send = lambda actions, env_id: (sent.append(env_id), send(actions, env_id))
+    ev = evaluate(greedy, {"test": env})["test"]
+
+    every = ProcgenVectorEnv(cfg, 8, seed=3, split="test")  # every env, every step
+    obs, _ = every.reset()
+    finished, lengths, returns = np.zeros(8, bool), np.zeros(8, np.int64), np.zeros(8)
+    while not finished.all():
+        obs, _, term, trunc, _ = every.step(greedy(obs, ~finished))
+        newly = (term | trunc) & ~finished
+        lengths[newly], returns[newly] = every.last_length[newly], every.last_return[newly]
+        finished |= newly
+    assert np.array_equal(ev.lengths, lengths) and np.array_equal(ev.returns, returns)
+    assert np.array_equal(np.bincount(np.concatenate(sent), minlength=8), ev.lengths)
+    assert ev.env_steps == ev.lengths.sum() < 8 * ev.steps  # some envs ended early
+    env.close(), every.close()
 
 
 def test_the_splits_in_lockstep_play_what_each_plays_alone():
@@ -156,7 +184,7 @@ def test_scores_before_the_first_evaluation_have_every_key_an_evaluation_reports
     same keys in the same order: every report of a trial has one key set (Tune's progress.csv
     takes its columns from a process's first report)."""
     one = np.ones(1, np.int64)
-    ev = EvalResult(returns=one * 5.0, lengths=one * 40, level_seeds=one * 7, env_steps=40)
+    ev = EvalResult(returns=one * 5.0, lengths=one * 40, level_seeds=one * 7)
     cfg = TrialConfig(game="coinrun")
     evaluated = {k: v for split in SPLITS for k, v in score_metrics(cfg, split, ev).items()}
     assert list(no_scores()) == list(evaluated)

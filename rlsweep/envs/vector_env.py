@@ -273,29 +273,53 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         """The step of every group, received: `step`'s results, over all envs."""
         if any(r is None for r in self._received):
             raise RuntimeError("finish_step before every group's recv")
-        obs, reward, terminated, truncated, level_seeds = (
-            _joined(c) for c in zip(*self._received, strict=True)
-        )
+        received = [_joined(c) for c in zip(*self._received, strict=True)]
         self._received = [None] * len(self.groups)
-        started = self._done  # these rows just returned the first frame of a new episode
+        return self._stepped(*received, np.ones(self.num_envs, bool))
+
+    def step_rows(self, rows: np.ndarray, actions: np.ndarray):
+        """Steps the envs `rows` (env indices) alone, with their `actions`; the others wait.
+        `step`'s five values over every env: a waiting env's reward is 0, its flags are False,
+        and its observation is not to be used (its frame history moves on without it). For an
+        evaluation, whose envs stop mattering once their first episode ends: the others no
+        longer spend the CPU on episodes nobody scores (one group only)."""
+        if len(self.groups) != 1:
+            raise ValueError(f"step_rows steps one group's envs, not {len(self.groups)} groups")
+        pool = self._pools[0]
+        pool.send(np.asarray(actions, dtype=np.int32), np.asarray(rows, dtype=np.int32))
+        part = pool.recv()
+        rows = part[4]["env_id"]  # the envs envpool returns, in its order
+        stepped = np.zeros(self.num_envs, bool)
+        stepped[rows] = True
+        frames, reward, terminated, truncated = (
+            _scattered(a, rows, self.num_envs) for a in part[:4]
+        )
+        level_seeds = self.level_seeds.copy()
+        level_seeds[rows] = part[4]["level_seed"]
+        obs = self._stackers[0].push(frames, self._done & stepped)
+        return self._stepped(obs, reward, terminated, truncated, level_seeds, stepped)
+
+    def _stepped(self, obs, reward, terminated, truncated, level_seeds, stepped: np.ndarray):
+        """The bookkeeping of a step of the envs `stepped` (every env, but in `step_rows`)."""
+        started = self._done & stepped  # these rows just returned a new episode's first frame
         self.level_seeds = np.asarray(level_seeds, np.int64)
         self._ep_return[started] = 0
         self._ep_length[started] = 0
         self._ep_return += reward
-        self._ep_length += ~started
+        self._ep_length += stepped & ~started
         if self.config.time_limit == "terminate":
             # Procgen's only truncation is its time limit: a plain done, as procgen reports it.
             terminated, truncated = terminated | truncated, np.zeros_like(truncated)
-        self._done = terminated | truncated
-        if self._done.any():
-            done = self._done
+        done = terminated | truncated
+        self._done = np.where(stepped, done, self._done)  # a waiting env stays as it was
+        if done.any():
             self.last_return[done] = self._ep_return[done]
             self.last_length[done] = self._ep_length[done]
             self.last_level_seed[done] = self.level_seeds[done]
         if self.config.reward_shaping:
             reward = shape_reward(reward)
         if self._normalizer is not None:
-            reward = self._normalizer(reward, self._done, real=~started)
+            reward = self._normalizer(reward, done, real=stepped & ~started)
         # Infos stay empty: RLlib stores one dict per env step, and nothing downstream reads it.
         return obs, reward.astype(np.float32), terminated, truncated, {}
 
@@ -307,6 +331,13 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
     def close_extras(self, **kwargs: Any) -> None:
         for pool in self._pools:
             pool.close()
+
+
+def _scattered(part: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    """`part`, the values of envs `rows`, as the rows of an array over `n` envs, zero elsewhere."""
+    whole = np.zeros((n, *part.shape[1:]), part.dtype)
+    whole[rows] = part
+    return whole
 
 
 def _joined(parts: Any) -> np.ndarray:

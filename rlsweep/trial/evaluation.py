@@ -34,26 +34,31 @@ class EvalResult:
     lengths: np.ndarray
     level_seeds: np.ndarray
     """Procgen level seed each episode was played on (as reported by the env)."""
-    env_steps: int
-    """Env steps spent evaluating (not counted against the training budget)."""
 
     @property
     def mean_return(self) -> float:
         return float(np.mean(self.returns))
 
     @property
+    def env_steps(self) -> int:
+        """Env steps spent evaluating (not counted against the training budget): each env
+        steps until its episode ends, and no further."""
+        return int(self.lengths.sum())
+
+    @property
     def steps(self) -> int:
         """Steps its envs took one after another: until its longest episode ended."""
-        return self.env_steps // len(self.returns)
+        return int(self.lengths.max())
 
 
 def evaluate(policy: Policy, envs: Mapping[str, ProcgenVectorEnv]) -> dict[str, EvalResult]:
     """Run every env of every split until it has finished one episode, the splits in lockstep:
     one policy call a step over all of their envs' rows (in `envs`' order). An evaluation then
     lasts as long as its longest episode, not its splits' longest episodes one after another:
-    on a GPU a step's forward costs about as much for 64 rows as for 32. A split whose envs
-    are all done stops stepping; its rows stay in the batch, inactive, so that every call has
-    the same shape."""
+    on a GPU a step's forward costs about as much for 64 rows as for 32. An env whose episode
+    has ended stops stepping (`ProcgenVectorEnv.step_rows`: under random actions bigfish's
+    envs would otherwise play 3.7 times the steps they are scored on); its row stays in the
+    batch, inactive, so that every call has the same shape."""
     names = list(envs)
     played = {s: _Episodes(envs[s].num_envs) for s in names}
     obs = {s: envs[s].reset()[0] for s in names}
@@ -63,7 +68,8 @@ def evaluate(policy: Policy, envs: Mapping[str, ProcgenVectorEnv]) -> dict[str, 
         active = np.concatenate([~played[s].finished for s in names])
         for s, actions in zip(names, np.split(policy(batch, active), bounds), strict=True):
             if not played[s].finished.all():
-                obs[s], _, terminated, truncated, _ = envs[s].step(actions)
+                rows = np.flatnonzero(~played[s].finished)
+                obs[s], _, terminated, truncated, _ = envs[s].step_rows(rows, actions[rows])
                 played[s].stepped(envs[s], terminated | truncated)
     return {s: played[s].result() for s in names}
 
@@ -87,10 +93,8 @@ class _Episodes:
         self.returns = np.zeros(n)
         self.lengths = np.zeros(n, np.int64)
         self.seeds = np.zeros(n, np.int64)
-        self.env_steps = 0
 
     def stepped(self, env: ProcgenVectorEnv, done: np.ndarray) -> None:
-        self.env_steps += env.num_envs
         newly = done & ~self.finished
         if newly.any():
             self.returns[newly] = env.last_return[newly]
@@ -99,7 +103,7 @@ class _Episodes:
             self.finished |= newly
 
     def result(self) -> EvalResult:
-        return EvalResult(self.returns, self.lengths, self.seeds, self.env_steps)
+        return EvalResult(self.returns, self.lengths, self.seeds)
 
 
 @dataclass
