@@ -279,6 +279,6 @@ def test_read_result_keys_are_metric_constants_no_evaluator_key_overwrites():
     constants = {v for k, v in vars(M).items() if k.isupper() and isinstance(v, str)}
     keys = set(read_result({}))
     assert keys <= constants, keys - constants
-    ev = EvalResult(np.ones(2), np.ones(2), np.zeros(2, np.int64), env_steps=2)
+    ev = EvalResult(np.ones(2), np.ones(2), np.zeros(2, np.int64))
     for split in ("train", "test"):
         assert not keys & set(score_metrics(TrialConfig(), split, ev))
