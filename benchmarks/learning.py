@@ -61,16 +61,16 @@ from throughput import PEER_MALLOC_CONF, find_jemalloc
 from rlsweep import metrics as M
 from rlsweep.envs import procgen
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, IterationClock
+from rlsweep.plan.plan import eval_steps
 from rlsweep.results import stats
 from rlsweep.results.tables import too_few
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.spec import load_baseline
 from rlsweep.trial.evaluation import (
+    env_steps_taken,
     evaluate,
     evaluation_envs,
     sampling_policy,
-    steps_at_most,
-    steps_taken,
 )
 
 BATCH = 64 * 256  # cobbe2019's iteration
@@ -160,7 +160,7 @@ def run_plain(
         policy.generator.set_state(saved["eval_generator"])
         rows, iteration = saved["rows"], saved["iteration"]
         print(f"  plain seed {trial.seed}: resumed at {ppo.env_steps:,} env steps", flush=True)
-    clock = IterationClock(steps_at_most(trial))
+    clock = IterationClock(eval_steps(trial))
 
     def save(done: bool) -> None:
         t0 = time.monotonic()
@@ -193,7 +193,7 @@ def run_plain(
                 played = evaluate(policy, evals)
                 row = {M.ENV_STEPS: ppo.env_steps}
                 row |= {f"{split}/return": ev.mean_return for split, ev in played.items()}
-                clock.evaluated(time.monotonic() - t0, steps_taken(played))
+                clock.evaluated(time.monotonic() - t0, env_steps_taken(played))
                 rows.append(row)
                 print(f"  plain seed {trial.seed}: {row}", flush=True)
         if state:

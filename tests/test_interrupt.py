@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -91,6 +92,24 @@ def test_interrupts_keep_tunes_sigint_handler_off_only_while_active(monkeypatch)
     assert seen == ["0", "0"]
 
 
+def test_the_worst_evaluation_priced_per_env_step_bounds_one_whose_envs_all_play_on():
+    """An evaluation's envs stop as their episodes end, so its lockstep steps grow cheaper as it
+    goes on, while a GPU's forward costs the same at each (every row). Priced per env step, as
+    a trial prices it, the worst case (every env to the time limit) bounds what that case
+    costs; priced per lockstep step, it fell short by 5 times here."""
+    forward, env_step, envs, limit = 0.002, 0.0003, 64, 6000  # s a lockstep step; s an env step
+    lengths = np.full(envs, 100)
+    lengths[0] = 1000  # one long episode: the tail steps one env
+    seconds = sum(forward + env_step * (lengths > t).sum() for t in range(lengths.max()))
+    clock = IterationClock(eval_steps_at_most=envs * limit)
+    clock.trained(1.0)
+    clock.evaluated(seconds, steps=int(lengths.sum()))
+    clock.saved(0.0)
+    every_env_to_the_limit = limit * (forward + env_step * envs)
+    assert clock.next_s(evaluates=True, worst=True) >= SAFETY * (1.0 + every_env_to_the_limit)
+    assert seconds / lengths.max() * limit < every_env_to_the_limit / 5
+
+
 def test_an_iteration_clock_prices_the_next_iteration_and_its_checkpoint():
     clock = IterationClock(eval_steps_at_most=12000)
     assert clock.next_s(evaluates=False) is None  # nothing timed yet: the driver's ask decides
@@ -100,7 +119,7 @@ def test_an_iteration_clock_prices_the_next_iteration_and_its_checkpoint():
     clock.trained(5.0)
     assert clock.train_s == 6.0 and clock.next_s(evaluates=False) == SAFETY * (6 + 6)
     assert clock.next_s(evaluates=True) is None  # no evaluation timed in this process yet
-    clock.evaluated(seconds=3.0, steps=1500)  # 2 ms a step; at 12,000 steps, 24 s
+    clock.evaluated(seconds=3.0, steps=1500)  # 2 ms an env step; at 12,000 env steps, 24 s
     clock.saved(0.5)
     assert clock.next_s(evaluates=True) == pytest.approx(SAFETY * (6 + 2 * 3 + 0.5))
     assert clock.next_s(evaluates=True, worst=True) == pytest.approx(SAFETY * (6 + 24 + 0.5))

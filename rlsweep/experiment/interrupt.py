@@ -135,16 +135,19 @@ class IterationClock:
 
     An evaluation lasts until its longest episode ends, which grows as the policy learns: the
     next is priced at `EVAL_GROWTH` times the longest so far, and at worst (`worst=True`) at
-    the episode time limit, each of its steps as slow as the slowest so far. A trial whose
-    worst case would not end in time checkpoints before that iteration
-    (`rlsweep.trial.trainable`): if it outlasts its price, the limit costs only it."""
+    every env playing to the episode time limit, each env step as slow as the slowest
+    evaluation's so far. That is a bound: an evaluation's envs stop as their episodes end, so
+    its cost per lockstep step falls as it goes on, but its cost per env step can only rise
+    (a GPU's forward runs over every row at each lockstep step). A trial whose worst case
+    would not end in time checkpoints before that iteration (`rlsweep.trial.trainable`): if it
+    outlasts its price, the limit costs only it."""
 
     RECENT = 8
     EVAL_GROWTH = 2.0
 
     def __init__(self, eval_steps_at_most: int) -> None:
-        """eval_steps_at_most: the most steps an evaluation's envs can take, one after another
-        (the episode time limit: its splits step in lockstep)."""
+        """eval_steps_at_most: the most env steps an evaluation can take
+        (`rlsweep.plan.plan.eval_steps`: every env of both splits to the episode time limit)."""
         self.eval_steps_at_most = eval_steps_at_most
         self._first_train_s: float | None = None
         self._train_s: deque[float] = deque(maxlen=self.RECENT)
@@ -163,7 +166,7 @@ class IterationClock:
         return max(self._train_s) if self._train_s else self._first_train_s
 
     def evaluated(self, seconds: float, steps: int) -> None:
-        """An evaluation whose envs took `steps` steps one after another took `seconds`."""
+        """An evaluation whose envs took `steps` env steps in all took `seconds`."""
         self.eval_s = max(self.eval_s or 0.0, seconds)
         if steps > 0:
             self.eval_step_s = max(self.eval_step_s or 0.0, seconds / steps)

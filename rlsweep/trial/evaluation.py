@@ -74,10 +74,9 @@ def evaluate(policy: Policy, envs: Mapping[str, ProcgenVectorEnv]) -> dict[str, 
     return {s: played[s].result() for s in names}
 
 
-def steps_at_most(cfg: TrialConfig) -> int:
-    """The most steps an evaluation of `cfg` can take one after another: the game's episode
-    time limit (its splits step in lockstep)."""
-    return procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
+def env_steps_taken(played: Mapping[str, EvalResult]) -> int:
+    """The env steps an evaluation took, its splits' together."""
+    return sum(ev.env_steps for ev in played.values())
 
 
 def steps_taken(played: Mapping[str, EvalResult]) -> int:

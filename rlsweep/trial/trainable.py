@@ -61,17 +61,17 @@ from rlsweep.metrics import (
     WALL_S,
 )
 from rlsweep.plan.placement import memory_fraction, out_of_memory_message
+from rlsweep.plan.plan import eval_steps
 from rlsweep.spec.config import TrialConfig
 from rlsweep.trial import algos, checkpoint
 from rlsweep.trial.device import device_name, gpu_memory_gib_of, learner_device
 from rlsweep.trial.evaluation import (
+    env_steps_taken,
     evaluate,
     evaluation_envs,
     no_scores,
     sampling_policy,
     score_metrics,
-    steps_at_most,
-    steps_taken,
 )
 from rlsweep.trial.rl_module import row_chunks
 
@@ -185,7 +185,7 @@ def train_trial(config: dict[str, Any]) -> None:
     cpu_before = saved.get(CPU_S, 0.0)
     saved_at = time.monotonic()
     # Under a time limit the trial stops itself at its last iteration that ends in time.
-    clock = interrupt.IterationClock(steps_at_most(cfg))
+    clock = interrupt.IterationClock(eval_steps(cfg))
     # Facts of this process, fixed for its life: read once, reported with every result.
     process = {
         JEMALLOC: jemalloc_loaded(),
@@ -213,7 +213,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 played = evaluate(policy, eval_envs)
                 for split, ev in played.items():
                     scores.update(score_metrics(cfg, split, ev))
-                clock.evaluated(time.monotonic() - t0, steps_taken(played))
+                clock.evaluated(time.monotonic() - t0, env_steps_taken(played))
                 eval_s += time.monotonic() - t0
             elapsed = time.monotonic() - start
             # Every report has the same keys in the same order (rlsweep.metrics).
