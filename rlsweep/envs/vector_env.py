@@ -300,7 +300,7 @@ class ProcgenVectorEnv(gym.vector.VectorEnv):
         return self._stepped(obs, reward, terminated, truncated, level_seeds, stepped)
 
     def _stepped(self, obs, reward, terminated, truncated, level_seeds, stepped: np.ndarray):
-        """The bookkeeping of a step of the envs `stepped` (every env, but in `step_rows`)."""
+        """The bookkeeping of a step of the envs `stepped` (every env, except in `step_rows`)."""
         started = self._done & stepped  # these rows just returned a new episode's first frame
         self.level_seeds = np.asarray(level_seeds, np.int64)
         self._ep_return[started] = 0
