@@ -9,6 +9,15 @@ them by the name Ray gives them (`ray::ImplicitFunc` is a trial, `ray::IDLE` a w
 ran one). Processes that live less than one sampling interval are missed, and so is the CPU a
 process spends after its last sample: the sum is a lower bound of the machine's busy time,
 which is printed beside it (/proc/stat). The sampler's own CPU is counted under `sampler`.
+
+    python benchmarks/suite_cpu.py --per-test tests.jsonl -- .venv/bin/python -m pytest -q
+
+`--per-test FILE`, for a pytest command in one process (no `-n`): also the machine's busy CPU
+seconds during each test, its setup and teardown in (this file loaded as a pytest plugin,
+`-p suite_cpu`), a JSON line per test in FILE, and the largest tests and modules printed. A
+test's wall time under xdist also holds what the other worker took from it
+(test_ppo_reference.py: 271 s under two workers, 121 s alone, 2026-11-30); its busy CPU seconds
+in one process are what it costs the suite.
 """
 
 from __future__ import annotations
@@ -40,6 +49,11 @@ workers go by their name."""
 
 XDIST = "import sys;exec(eval(sys.stdin.readline()))"
 """The code a pytest-xdist worker's Python runs (`python -c ...`)."""
+
+PER_TEST = "SUITE_CPU_PER_TEST"
+"""The environment variable naming the file the pytest plugin below appends its lines to."""
+
+_started: dict[str, tuple[float, float]] = {}
 
 
 def kind(comm: str, cmdline: str) -> str:
@@ -122,17 +136,67 @@ def sample(proc: subprocess.Popen, every: float, before: dict) -> dict[tuple[str
     return seen
 
 
+# --- the pytest plugin (`-p suite_cpu`, which --per-test adds) ---------------------------------
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple) -> None:
+    _started[nodeid] = time.monotonic(), _busy_s()
+
+
+def pytest_runtest_logfinish(nodeid: str, location: tuple) -> None:
+    """One JSON line per test: its wall seconds and the machine's busy CPU seconds from its
+    setup's start to its teardown's end (Ray's daemons and reparented workers included)."""
+    started, busy = _started.pop(nodeid)
+    row = {"test": nodeid, "wall_s": time.monotonic() - started, "busy_cpu_s": _busy_s() - busy}
+    with open(os.environ[PER_TEST], "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def with_plugin(command: list[str]) -> list[str]:
+    """`command` (a pytest run) loading this file as a plugin: `-p suite_cpu` after
+    `-m pytest` or the `pytest` program."""
+    for i, arg in enumerate(command):
+        if (arg == "pytest" and i and command[i - 1] == "-m") or Path(arg).name == "pytest":
+            return [*command[: i + 1], "-p", "suite_cpu", *command[i + 1 :]]
+    raise ValueError(f"--per-test needs a pytest command, not {' '.join(command)}")
+
+
+def print_per_test(path: Path, most: int = 15) -> None:
+    """The largest tests and modules by busy CPU seconds, from --per-test's lines."""
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    modules: collections.Counter[str] = collections.Counter()
+    for r in rows:
+        modules[r["test"].split("::")[0]] += r["busy_cpu_s"]
+    total = sum(r["busy_cpu_s"] for r in rows)
+    print(f"\n{len(rows)} tests, {total:.0f} busy CPU-s in them; the largest:")
+    print(f"{'CPU-s':>8} {'wall s':>7}  test")
+    for r in sorted(rows, key=lambda r: -r["busy_cpu_s"])[:most]:
+        print(f"{r['busy_cpu_s']:8.1f} {r['wall_s']:7.1f}  {r['test']}")
+    print(f"{'CPU-s':>8}  module")
+    for name, seconds in modules.most_common(most):
+        print(f"{seconds:8.1f}  {name}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--every", type=float, default=0.5, help="seconds between samples")
     p.add_argument("--json", type=Path, help="also write the totals here")
+    p.add_argument("--per-test", type=Path, help="a pytest command's CPU per test, here")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- the command to run")
     args = p.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         p.error("no command: give it after --")
+    env = None
+    if args.per_test:
+        command = with_plugin(command)
+        args.per_test.write_text("")
+        path = os.pathsep.join(
+            filter(None, [str(Path(__file__).parent), os.environ.get("PYTHONPATH")])
+        )
+        env = {**os.environ, PER_TEST: str(args.per_test.resolve()), "PYTHONPATH": path}
     before, busy, started = _processes(), _busy_s(), time.monotonic()
-    proc = subprocess.Popen(command)
+    proc = subprocess.Popen(command, env=env)
     seen = sample(proc, args.every, before)
     wall, busy = time.monotonic() - started, _busy_s() - busy
     cpu: collections.Counter[str] = collections.Counter()
@@ -150,6 +214,8 @@ def main() -> int:
         rows = {name: {"cpu_s": cpu[name], "processes": count[name]} for name in cpu}
         record = {"command": command, "wall_s": wall, "busy_cpu_s": busy, "kinds": rows}
         args.json.write_text(json.dumps(record, indent=1))
+    if args.per_test:
+        print_per_test(args.per_test)
     return proc.returncode
 
 

@@ -283,6 +283,39 @@ def test_suite_cpu_counts_a_child_that_outlives_its_parent(tmp_path):
     assert record["kinds"].get(python, {}).get("cpu_s", 0) >= 0.9, record  # the child's second
 
 
+def test_suite_cpu_per_test_gives_each_test_the_cpu_it_burned(tmp_path):
+    """`--per-test`: a pytest run in one process, `-p suite_cpu` added for it; a line per test
+    with the machine's busy CPU seconds from its setup to its teardown, a fixture's included,
+    and the largest printed. A test that spins 0.5 CPU-s gets at least that; one that sleeps
+    gets its wall time."""
+    (tmp_path / "test_burn.py").write_text(
+        "import time\nimport pytest\n\n"
+        "def spin(seconds):\n    t = time.process_time()\n"
+        "    while time.process_time() - t < seconds:\n        pass\n\n"
+        "@pytest.fixture\ndef warm():\n    spin(0.25)\n\n"
+        "def test_spins(warm):\n    spin(0.25)\n\n"
+        "def test_sleeps():\n    time.sleep(0.5)\n"
+    )
+    lines = tmp_path / "tests.jsonl"
+    argv = [sys.executable, str(Path(suite_cpu.__file__)), "--per-test", str(lines), "--"]
+    argv += [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_burn.py"]
+    run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {r["test"]: r for r in map(json.loads, lines.read_text().splitlines())}
+    assert rows.keys() == {"test_burn.py::test_spins", "test_burn.py::test_sleeps"}
+    assert rows["test_burn.py::test_spins"]["busy_cpu_s"] >= 0.45, rows
+    assert rows["test_burn.py::test_sleeps"]["wall_s"] >= 0.5, rows
+    assert "2 tests, " in run.stdout and "test_burn.py::test_spins" in run.stdout
+    with pytest.raises(ValueError, match="needs a pytest command"):
+        suite_cpu.with_plugin(["make", "test"])
+    assert suite_cpu.with_plugin(["/v/bin/pytest", "-q"]) == [
+        "/v/bin/pytest",
+        "-p",
+        "suite_cpu",
+        "-q",
+    ]
+
+
 # --- benchmarks/eval_lengths.py: an untrained evaluation against plan's bound ---------------
 
 
