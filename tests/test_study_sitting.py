@@ -58,7 +58,8 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     budget = ["--budget", "1e6"]  # the smoke's trials, long: no sitting here ends them
     # One trial at a time (kept in sweep.yaml, so the resume runs one too): what is tested is
     # the sitting's stop, pack and take-up, which one trial goes through as three would; two
-    # at once cost the suite 198 CPU-s here against 122, for no more checks.
+    # at once cost the suite 198 CPU-s here against 122. Several trials stopped by one time
+    # limit: test_recovery.py and test_sagemaker_entry.py (the fake trainable, two at once).
     first = _sitting(
         tmp_path, "out1", "node1", "--minutes", "1.6", "--", "max_concurrent=1", *budget
     )
