@@ -125,6 +125,27 @@ def test_runs_on_a_shared_grid():
     assert x.tolist() == [1.0]
 
 
+def test_runs_evaluated_at_the_same_iterations_keep_their_measured_points():
+    """Seeds of one schedule evaluate at the same iterations, their env steps a few apart (a
+    batch overshoots where an episode ends): their evaluations are the curve's points, as
+    measured (the grid would cut the peak at 1,000k), at the seeds' mean env steps."""
+    a = (np.array([500_100.0, 1_000_200.0, 1_500_300.0]), np.array([1.0, 9.0, 2.0]))
+    b = (np.array([500_000.0, 1_000_000.0, 1_500_000.0]), np.array([3.0, 7.0, 4.0]))
+    grid, values = T.on_grid([a, b], 100)
+    assert grid.tolist() == [500_050.0, 1_000_100.0, 1_500_150.0]
+    assert values.tolist() == [[1.0, 3.0], [9.0, 7.0], [2.0, 4.0]]
+    # An evaluation more in one run (e.g. one that did not set the schedule): the grid.
+    c = (np.array([250_000.0, 500_000.0, 1_000_000.0]), np.array([0.0, 3.0, 7.0]))
+    grid, values = T.on_grid([a, c], 100)
+    assert len(grid) == 100 and (grid[0], grid[-1]) == (500_100.0, 1_000_000.0)
+    assert values[:, 0].max() < 9.0  # the peak is where the grid does not reach
+    # A seed one evaluation behind: the curve ends where every seed got to.
+    behind = (np.array([500_200.0, 1_000_100.0]), np.array([5.0, 8.0]))
+    grid, values = T.on_grid([a, behind], 100)
+    assert grid.tolist() == [500_150.0, 1_000_150.0]
+    assert values.tolist() == [[1.0, 5.0], [9.0, 8.0]]
+
+
 @pytest.mark.parametrize(
     "usd, text", [(1234.5, "$1,234.50"), (0.0001234, "$0.0001234"), (0.0, "$0.00")]
 )

@@ -41,7 +41,8 @@ from rlsweep.results.tables import (  # noqa: E402
 )
 
 CURVE_POINTS = 100
-"""Env-step grid points of learning curves (runs are interpolated onto a shared grid)."""
+"""Env-step grid points of learning curves whose runs evaluated at different points (they are
+interpolated onto a shared grid: `tables.on_grid`)."""
 DPI = 110
 MAX_SERIES = 12
 """Variants a figure draws each in its own colour with a legend entry; beyond, TOP_COLOURED."""
@@ -51,7 +52,7 @@ PAGE_HEIGHT = 10.0
 """Inches: no figure is taller (a page, margins aside)."""
 GREY = "0.65"
 GREY_POINTS = 30
-"""Env-step grid points of a grey curve (a mean line only: fewer points, as many curves)."""
+"""The same for a grey curve (a mean line only: fewer points, as many curves)."""
 BAND_ALPHA = 0.12
 """A CI band's fill: light enough to see the other bands and curves through it."""
 

@@ -29,7 +29,9 @@ from rlsweep.spec.spec import Reference
 REPORT_RESAMPLES = 2000
 """Bootstrap resamples of a report (fewer than `stats.N_RESAMPLES`: a report draws many CIs)."""
 EFFICIENCY_POINTS = 30
-"""Env-step points of the sample-efficiency curve."""
+"""Env-step points of the sample-efficiency curve where runs evaluated at different points."""
+ALIGNED = 0.05
+"""Runs' i-th evaluations at most this share of the spacing apart count as the same point."""
 AGGREGATE_NAMES = {
     "mean": "Mean",
     "median": "Median",
@@ -502,13 +504,23 @@ def points(run: pd.DataFrame, metric: str, fresh_only: bool) -> tuple[np.ndarray
 def on_grid(
     runs: list[tuple[np.ndarray, np.ndarray]], k: int
 ) -> tuple[np.ndarray, np.ndarray] | None:
-    """Runs linearly interpolated onto k env-step points that every run covers: (grid,
-    values (k, runs)). Runs of one point each (one evaluation: a smoke run) give one point, at
-    their mean env steps (asynchronous algorithms end a few steps apart). None if the runs
-    share no stretch of env steps."""
+    """The runs' values at env-step points they share: (points, values (points, runs)).
+
+    Runs that evaluated at the same points (the same iterations of the same schedule: their
+    i-th points lie within ALIGNED of the spacing of each other, a few env steps apart as
+    batches overshoot) give those points as measured, at their mean env steps, as far as every
+    run reached. Others are linearly interpolated onto k points that every run covers; runs of
+    one point each that share no stretch give one point, at their mean env steps. None if the
+    runs share no stretch of env steps."""
     runs = [r for r in runs if len(r[0])]
     if not runs:
         return None
+    n = min(len(x) for x, _ in runs)
+    xs = np.stack([x[:n] for x, _ in runs])
+    at = xs.mean(axis=0)
+    spacing = np.diff(at).min() if n > 1 else at[0]
+    if np.ptp(xs, axis=0).max() <= ALIGNED * spacing:
+        return at, np.stack([y[:n] for _, y in runs], axis=-1)
     lo, hi = max(x[0] for x, _ in runs), min(x[-1] for x, _ in runs)
     if lo > hi and all(len(x) == 1 for x, _ in runs):
         return np.array([np.mean([x[0] for x, _ in runs])]), np.array([[y[0] for _, y in runs]])
