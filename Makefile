@@ -79,22 +79,24 @@ syslibs:
 # `pip freeze`), with the projects in THIN shipped as thinned wheels (default: all of
 # rlsweep.node.wheelhouse.THIN: envpool cut to Procgen, its assets and Qt's runtime to what
 # Procgen reads, Ray without its Java jar; THIN=none ships them whole), pinned by CONSTRAINTS
-# (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`), in one tar.xz (XZ_PRESET, 9 by
-# default: minutes; 0: 14x as fast, 1.6x the size) cut into parts of at most $(PART_MB) MiB with a
-# sha256 manifest, under $(WHEELHOUSE)/.
+# (e.g. `.venv/bin/pip freeze --exclude-editable > pins.txt`), in one tar.xz (XZ_PRESET, by
+# default the module's 9: minutes; 0: 14x as fast, 1.6x the size) cut into parts of at most
+# PART_MB MiB (by default the module's 54: a GPU sitting's call carries 64 MiB, the checkout with
+# it) with a sha256 manifest, under $(WHEELHOUSE)/.
 # On the node: python3 wheelhouse.py install $(WHEELHOUSE)
 PY       ?= 3.12
 PLATFORM ?= manylinux_2_28_x86_64
-PART_MB  ?= 60
+PART_MB  ?=
 EXCLUDE  ?= torch
 HAVE     ?=
 THIN     ?=
-XZ_PRESET ?= 9
+XZ_PRESET ?=
 CONSTRAINTS ?=
 WHEELHOUSE ?= wheelhouse
 wheelhouse: $(STAMP)
 	$(BIN)/python -m rlsweep.node.wheelhouse build --python $(PY) --platform $(PLATFORM) \
-		--part-mb $(PART_MB) --xz-preset $(XZ_PRESET) --exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
+		$(if $(PART_MB),--part-mb $(PART_MB)) $(if $(XZ_PRESET),--xz-preset $(XZ_PRESET)) \
+		--exclude $(EXCLUDE) $(if $(HAVE),--have $(HAVE)) \
 		$(if $(THIN),--thin $(filter-out none,$(THIN))) \
 		$(if $(CONSTRAINTS),--constraints $(CONSTRAINTS)) --out $(WHEELHOUSE)
 

@@ -309,7 +309,11 @@ def calls(wheelhouse: Path, syslibs: Path, carried: Path | None, room: int) -> l
     used: list[int] = []
     for n, group in sized:
         if n > room:
-            raise ValueError(f"{group[-1]}: {n / 2**20:.1f} MiB, more than a call's room")
+            raise ValueError(
+                f"{group[-1]}: {n / 2**20:.1f} MiB, more than a call's room "
+                f"({room / 2**20:.1f} MiB beside the checkout): cut it smaller (a wheelhouse: "
+                "`make wheelhouse PART_MB=...`)"
+            )
         for i, call in enumerate(paths):
             if used[i] + n <= room and len(call) + len(group) <= CALL_PATHS:
                 call += group

@@ -1,9 +1,9 @@
 """Offline install for nodes without a package index (air-gapped GPU clusters).
 
-On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64 PART_MB=60`):
+On a machine with an index (`make wheelhouse PY=3.12 PLATFORM=manylinux_2_28_x86_64`):
 
     python -m rlsweep.node.wheelhouse build --python 3.12 --platform manylinux_2_28_x86_64 \\
-        --part-mb 60 --exclude torch --have node-freeze.txt --out wheelhouse
+        --exclude torch --have node-freeze.txt --out wheelhouse
 
 downloads rlsweep's wheel and every dependency's for that Python and platform (`pip download
 --only-binary=:all:`), leaves out what the node already has (`--exclude` names, torch by
@@ -51,6 +51,10 @@ XZ_PRESET = 9
 9's 64 MiB dictionary compresses across them: an H100 node's 66 wheels, 231 MiB deflated in a
 plain tar, take 107 MiB (docs/cluster.md, Offline install). 0 compresses 14x as fast, to 1.6x
 the size (Ray's wheel: 4.7 s and 36.5 MiB against 65 s and 22.7 MiB)."""
+PART_MB = 54.0
+"""The largest part, MiB: one device call to a GPU node carries 64 MiB, the checkout with it
+(2.6 MiB on 2026-11-30; a study's committed report adds a few MiB as it goes), so a part
+leaves room for it (`benchmarks/gpu_check.py calls`)."""
 DEFAULT_EXCLUDE = ("torch",)
 """Left out unless asked for: the node's torch is built for its CUDA; a CUDA torch is GBs."""
 
@@ -506,7 +510,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     b = sub.add_parser("build", help="download, split, write the manifest (needs an index)")
     b.add_argument("--python", required=True, help="the node's Python, e.g. 3.12")
     b.add_argument("--platform", required=True, help="e.g. manylinux_2_28_x86_64")
-    b.add_argument("--part-mb", type=float, default=60, help="largest part, MiB (default 60)")
+    b.add_argument(
+        "--part-mb", type=float, default=PART_MB, help=f"largest part, MiB (default {PART_MB:g})"
+    )
     b.add_argument(
         "--xz-preset",
         type=int,
