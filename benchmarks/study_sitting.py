@@ -108,19 +108,25 @@ def came_back(out: Path) -> dict:
     return {"files": len(files), "mib": round(size / 2**20, 1), "fits": ok}
 
 
-def take_back(returned: Path, carried: Path, storage: Path) -> Path:
+def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
     """After a sitting, here: the parts it packed (`returned`/carry) replace `carried`, the
     next sitting's, once they unpack whole (checksums and all; the old ones kept beside as
     `<carried>.prev`); their experiment's report, built here, replaces
     `storage`/<experiment>/report, and the sitting.json is kept there as sittings/NNN.json.
-    Returns that study folder."""
+    Returns that study folder; None where `carried` holds these parts already (taken back
+    before: done again, it would count the sitting twice and put `carried` in place of the
+    `.prev` it keeps)."""
     from rlsweep.cli import main as rlsweep  # here, rlsweep is installed (on a node, not yet)
     from rlsweep.node.carry import unpack
 
-    if not (returned / "carry" / "manifest.json").is_file():  # e.g. its install failed
+    manifest = returned / "carry" / "manifest.json"
+    if not manifest.is_file():  # e.g. its install failed
         log = returned / "sitting.log"
         tail = log.read_text().splitlines()[-5:] if log.is_file() else ["(no sitting.log)"]
         raise SystemExit("\n".join([f"{returned}: the sitting packed nothing", *tail]))
+    kept = carried / "manifest.json"
+    if kept.is_file() and kept.read_bytes() == manifest.read_bytes():
+        return None
     new = carried.with_name(carried.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
     shutil.copytree(returned / "carry", new)
@@ -164,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.take_back:
         carried = args.carried or REPO / "carried"
         study = take_back(args.take_back, carried, args.storage)
+        if study is None:
+            print(f"{args.take_back}: taken back already ({carried} holds its parts): nothing done")
+            return 0
         parts = json.loads((carried / "manifest.json").read_text())["parts"]
         print(f"{carried}: {len(parts)} parts for the next sitting ({carried}.prev: the last)")
         print(f"{study}: report/ and sittings/ updated; say where it stands in STATUS.md")

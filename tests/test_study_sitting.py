@@ -23,13 +23,16 @@ sys.path.insert(0, str(SITTING.parent))
 
 import study_sitting  # noqa: E402
 
+STUDY = "study-pooling-bigfish-smoke"
+"""The smoke's experiment dir (and its folder in the take-back's storage)."""
 
-def _take_back(tmp_path: Path, out: str) -> Path:
+
+def _take_back(tmp_path: Path, out: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, str(SITTING), "pooling-bigfish", "--take-back", str(tmp_path / out)]
     argv += ["--carried", str(tmp_path / "carried"), "--storage", str(tmp_path / "repo")]
     run = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-    return tmp_path / "repo" / "study-pooling-bigfish-smoke"
+    return run
 
 
 def _sitting(tmp_path: Path, out: str, storage: str, *more: str) -> dict:
@@ -68,7 +71,7 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert first["trials"] and {t["status"] for t in first["trials"]} == {"INCOMPLETE"}
     assert "--time-limit" in first["log"] and "rlsweep.cli ablate pooling-bigfish" in first["log"]
     assert "rlsweep: interrupted: time limit" in first["log"]
-    table = tmp_path / "node1" / "study-pooling-bigfish-smoke" / "report" / "ablation.md"
+    table = tmp_path / "node1" / STUDY / "report" / "ablation.md"
     text = table.read_text()  # what an unfinished study's report says
     assert text.splitlines()[2].startswith("> **Short trials**: none ran more than ")
     assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in text
@@ -78,7 +81,8 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert "Raw returns (`train/return`, `test/return`)" in report  # its curves
 
     # Here: the parts kept for the next sitting, the report and the sitting's summary to commit.
-    study = _take_back(tmp_path, "out1")
+    _take_back(tmp_path, "out1")
+    study = tmp_path / "repo" / STUDY
     carried = tmp_path / "carried"
     assert sorted(p.name for p in carried.iterdir()) == sorted(
         p.name for p in (tmp_path / "out1" / "carry").iterdir()
@@ -94,7 +98,7 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert second["sweep_rc"] == 3, second
     assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "report", "pack"]
     assert "rlsweep.cli resume" in second["log"]
-    moved = tmp_path / "node2" / "study-pooling-bigfish-smoke"
+    moved = tmp_path / "node2" / STUDY
     points = re.findall(r"\n  (\S+): from iteration (\d+), ([\d,]+) env steps", second["log"])
     went_on = {name: int(k) for name, k, _ in points}
     assert went_on, second["log"]  # at least one trial had checkpointed in the first sitting
@@ -121,6 +125,11 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
         == json.loads((tmp_path / "out2" / "carry" / "manifest.json").read_text())["parts"]
     )
     assert [p.name for p in sorted((study / "sittings").iterdir())] == ["001.json", "002.json"]
+    assert "taken back already" in _take_back(tmp_path, "out2").stdout  # the same, again
+    assert len(list((study / "sittings").iterdir())) == 2
+    assert (tmp_path / "carried.prev" / "manifest.json").read_bytes() == (
+        tmp_path / "out1" / "carry" / "manifest.json"
+    ).read_bytes()
 
 
 def _names(carry: Path) -> list[str]:
@@ -145,3 +154,19 @@ def test_taking_back_a_sitting_that_packed_nothing_says_so_and_keeps_carried(tmp
     with pytest.raises(SystemExit, match=r"packed nothing\nsitting: \[install\] exit code 2"):
         study_sitting.take_back(tmp_path / "out", tmp_path / "carried", tmp_path / "repo")
     assert (tmp_path / "carried" / "manifest.json").read_text() == "{}"
+
+
+def test_taking_back_the_same_sitting_again_changes_nothing(tmp_path):
+    """A take-back done twice (a command run again): `carried/` holds the returned parts
+    already, so nothing is unpacked, counted or rotated: `carried.prev/` keeps the sitting
+    before."""
+    (tmp_path / "out" / "carry").mkdir(parents=True)
+    (tmp_path / "out" / "carry" / "manifest.json").write_text('{"parts": []}')
+    (tmp_path / "out" / "sitting.json").write_text("{}")
+    for folder, manifest in (("carried", '{"parts": []}'), ("carried.prev", '{"before": 1}')):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "manifest.json").write_text(manifest)
+    carried, repo = tmp_path / "carried", tmp_path / "repo"
+    assert study_sitting.take_back(tmp_path / "out", carried, repo) is None
+    assert (tmp_path / "carried.prev" / "manifest.json").read_text() == '{"before": 1}'
+    assert not repo.exists() and not (tmp_path / "carried.new").exists()
