@@ -108,3 +108,10 @@ GPU_LIMIT_GIB = "perf/gpu_limit_gib"
 GPU_METRICS = (GPU_RESERVED_PEAK_GIB, GPU_ALLOCATED_PEAK_GIB, GPU_LIMIT_GIB)
 """Reported by GPU trials only: absent from a CPU trial's results (no NaN columns for the
 common case); results keep them as columns where any trial reported them."""
+HOST_RSS_PEAK_GIB = "perf/host_rss_peak_gib"
+"""Peak resident memory of the trial's process in the host's memory (GiB), since the process
+started (`ru_maxrss`): its learner and network and, where it samples in its own process
+(`num_env_runners: 0`), its envs; env runners in processes of their own are not counted."""
+MEMORY_METRICS = (HOST_RSS_PEAK_GIB, *GPU_METRICS)
+"""A trial's memory figures: results keep each as a column where any trial reported it (trials
+of rlsweeps before 2026-11-30 reported no host figure; CPU trials report no GPU one)."""

@@ -114,6 +114,9 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         assert last["perf/jemalloc"] is True
         assert last["perf/nice"] == 0  # Ray's default for workers is 15 (session.runtime_env)
         assert last["perf/device"].startswith("CPU: ")  # a CPU learner, by its model
+        # Its process's peak memory (its envs in it: sampling runs there), never going down.
+        peaks = [r["perf/host_rss_peak_gib"] for r in results]
+        assert peaks[0] > 0.3 and peaks == sorted(peaks) and peaks[-1] < 8, peaks
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]
         )

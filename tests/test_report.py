@@ -350,19 +350,36 @@ def test_scores_csv_holds_each_score_where_it_was_measured(experiment, tmp_path)
     assert scores.loc[~fresh & (scores["iteration"] > 0), M.WALL_S].notna().all()
 
 
-def test_gpu_memory_section_only_for_sweeps_with_gpu_trials(experiment, tmp_path):
-    assert "## GPU memory" not in build_report([experiment], out=tmp_path / "cpu").read_text()
+def _add_to_rows(trial_dir: Path, figures: dict, first: dict | None = None) -> None:
+    """`figures` in every row of a trial's result.json (`first` over them in its first row)."""
+    path = trial_dir / "result.json"
+    rows = [{**json.loads(line), **figures} for line in path.read_text().splitlines()]
+    rows[0] |= first or {}
+    path.write_text("\n".join(map(json.dumps, rows)) + "\n")
+
+
+def test_the_memory_section_gives_each_sweeps_peaks_and_gpu_columns_for_gpu_trials(
+    experiment, tmp_path
+):
+    """Trials that reported no memory figure (before 2026-11-30): no section. CPU trials'
+    host peaks: the host's columns alone. GPU trials: their GPU's columns beside, each figure
+    the largest over a trial's processes (a retried trial's first peaked higher)."""
+    assert "## Memory" not in build_report([experiment], out=tmp_path / "none").read_text()
+    for path in experiment.glob("*/result.json"):  # 11 trials reported (one never did)
+        first = {M.HOST_RSS_PEAK_GIB: 2.0} if path.parent.name == "coinrun_s1_gap" else None
+        _add_to_rows(path.parent, {M.HOST_RSS_PEAK_GIB: 1.0}, first)
+    md = build_report([experiment], out=tmp_path / "cpu").read_text()
+    memory = md[md.index("## Memory") :]
+    assert "| sweep | trials | host, median | host, max |\n" in memory
+    assert "| syn | 11 | 1.00 | 2.00 |\n" in memory and "GPU" not in memory.split("\n\n")[1]
     for name, reserved in (("coinrun_s0_gap", 7.5), ("coinrun_s1_gap", 8.1)):
-        path = experiment / name / "result.json"
-        rows = [json.loads(line) for line in path.read_text().splitlines()]
         gpu = {M.GPU_RESERVED_PEAK_GIB: reserved, M.GPU_ALLOCATED_PEAK_GIB: 6.0}
-        rows = [{**r, **gpu, M.GPU_LIMIT_GIB: 9.2} for r in rows]
-        if reserved == 8.1:  # a retried trial: its first process's peak was higher
-            rows[0][M.GPU_RESERVED_PEAK_GIB] = 9.0
-        path.write_text("\n".join(map(json.dumps, rows)) + "\n")
+        first = (
+            {M.GPU_RESERVED_PEAK_GIB: 9.0, M.HOST_RSS_PEAK_GIB: 2.0} if reserved == 8.1 else None
+        )
+        _add_to_rows(experiment / name, {**gpu, M.GPU_LIMIT_GIB: 9.2}, first)
     md = build_report([experiment], out=tmp_path / "gpu").read_text()
-    assert "## GPU memory" in md
-    assert "| syn | 2 | 9.2 | 8.25 | 9.00 | 6.00 |" in md  # median of 7.5 and 9.0
+    assert "| syn | 11 | 1.00 | 2.00 | 2 | 9.2 | 8.25 | 9.00 | 6.00 |" in md  # 7.5 and 9.0
 
 
 def test_the_runs_section_says_where_and_how_long_each_run_and_trial_ran(experiment, tmp_path):

@@ -275,6 +275,12 @@ def test_gpu_memory_columns_only_where_a_trial_reported_them(tmp_path):
         *M.GPU_METRICS,
         "status",
     ]
+    # The host's peak, where a trial reported it (from 2026-11-30), before the GPU's.
+    host_rows = [{**r, M.HOST_RSS_PEAK_GIB: 1.5} for r in gpu_rows]
+    write_trial(tmp_path / "mixed", "t2", {**params, "seed": 2}, host_rows)
+    columns = list(R.load_curves(tmp_path / "mixed").columns)
+    at = columns.index(M.RESUMED_AT) + 1
+    assert columns[at : at + 4] == list(M.MEMORY_METRICS)
     final = R.final_scores(curves).set_index("trial_id")
     assert final.loc["t1", M.GPU_RESERVED_PEAK_GIB] == 7.5
     assert math.isnan(final.loc["t0", M.GPU_RESERVED_PEAK_GIB])

@@ -173,7 +173,7 @@ def _write_report(
         *importance,
         *cost_section(dirs, exp, prices),
         *runs_section(dirs, exp),
-        *gpu_memory_section(exp),
+        *memory_section(exp),
         *history_section(dirs, set(exp.final["sweep"])),  # retried, resumed, failed (issue 40)
         "## Trials not counted",
         "",
@@ -804,32 +804,49 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     )
 
 
-def gpu_memory_section(exp: Experiment) -> list[str]:
-    """Per sweep, the GPU memory its GPU trials' processes reserved and allocated at their peak
-    (rlsweep.metrics.GPU_METRICS, the largest over each trial's reports and retries) against
-    what each may reserve; nothing for sweeps without GPU trials."""
-    if M.GPU_RESERVED_PEAK_GIB not in exp.curves:
+def memory_section(exp: Experiment) -> list[str]:
+    """Per sweep, the peak memory of its trials' processes (rlsweep.metrics.MEMORY_METRICS,
+    the largest over each trial's reports and restarts): in the host's memory, and for sweeps
+    with GPU trials on their GPU against what each may reserve; nothing where no trial
+    reported any (trials of rlsweeps before 2026-11-30)."""
+    cols = [c for c in M.MEMORY_METRICS if c in exp.curves]
+    if not cols:
         return []
-    cols = list(M.GPU_METRICS)
     peaks = exp.curves.groupby(["sweep", "trial_id"])[cols].max().dropna(how="all")
-    lines = []
+    gpu = M.GPU_RESERVED_PEAK_GIB in peaks
+
+    def figure(x: float, digits: int = 2) -> str:
+        return f"{x:.{digits}f}" if np.isfinite(x) else "—"
+
+    rows = []
     for sweep, trials in peaks.groupby(level="sweep"):
-        reserved = trials[M.GPU_RESERVED_PEAK_GIB]
-        lines.append(
-            f"| {sweep} | {len(trials)} | {trials[M.GPU_LIMIT_GIB].max():.1f} | "
-            f"{reserved.median():.2f} | {reserved.max():.2f} | "
-            f"{trials[M.GPU_ALLOCATED_PEAK_GIB].max():.2f} |"
+        host = trials.get(M.HOST_RSS_PEAK_GIB, pd.Series(dtype=float)).dropna()
+        row = [str(sweep), str(len(trials)), figure(host.median()), figure(host.max())]
+        if gpu:
+            on_gpu = trials.dropna(subset=[M.GPU_RESERVED_PEAK_GIB])
+            reserved = on_gpu[M.GPU_RESERVED_PEAK_GIB]
+            row += [
+                str(len(on_gpu)),
+                figure(on_gpu[M.GPU_LIMIT_GIB].max(), 1),
+                figure(reserved.median()),
+                figure(reserved.max()),
+                figure(on_gpu[M.GPU_ALLOCATED_PEAK_GIB].max()),
+            ]
+        rows.append(row)
+    header = ["sweep", "trials", "host, median", "host, max"]
+    how = (
+        "Peak memory of each trial's process (GiB; the largest over its processes where it "
+        "was resumed or retried): resident in the host's memory (`perf/host_rss_peak_gib`: "
+        "its learner, its network and, where it samples in its own process, its envs; env "
+        "runners of their own not counted)"
+    )
+    if gpu:
+        header += ["GPU trials", "GPU limit", "reserved, median", "reserved, max"]
+        header += ["allocated, max"]
+        how += (
+            "; and for GPU trials on their GPU: reserved by torch's caching allocator and "
+            "allocated to tensors, against the limit it may reserve (its share of the GPU less "
+            "the CUDA context, `rlsweep.plan.placement.memory_fraction`). The CUDA context "
+            "(~0.75 GiB per process) comes on top"
         )
-    return [
-        "## GPU memory",
-        "",
-        "Peak GPU memory of each GPU trial's process (GiB): reserved by torch's caching "
-        "allocator and allocated to tensors, against the limit it may reserve (its share of "
-        "the GPU less the CUDA context, `rlsweep.plan.placement.memory_fraction`). The CUDA "
-        "context (~0.75 GiB per process) comes on top.",
-        "",
-        "| sweep | GPU trials | limit | reserved, median | reserved, max | allocated, max |",
-        "| :--- | ---: | ---: | ---: | ---: | ---: |",
-        *lines,
-        "",
-    ]
+    return ["## Memory", "", how + ".", "", *T.md_table(header, rows), ""]

@@ -75,7 +75,7 @@ _NOT_PARAMS = {
     *ID_COLUMNS,
     ITERATION,
     *METRIC_COLUMNS,
-    *M.GPU_METRICS,
+    *M.MEMORY_METRICS,
     M.DEVICE,
     *STATUS_COLUMNS,
     *FINAL_EXTRA,
@@ -212,7 +212,7 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
         for col in M.METRICS:
             v = r.get(col)
             rec[col] = float(v) if isinstance(v, int | float) else math.nan
-        rec.update({c: float(r[c]) for c in M.GPU_METRICS if isinstance(r.get(c), int | float)})
+        rec.update({c: float(r[c]) for c in M.MEMORY_METRICS if isinstance(r.get(c), int | float)})
         if isinstance(r.get(M.DEVICE), str):  # trainables of earlier rlsweeps did not say
             rec[M.DEVICE] = r[M.DEVICE]
         fresh = r.get(M.TEST_FRESH)
@@ -272,8 +272,8 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
     df = pd.concat(frames, ignore_index=True)
     params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
-    gpu = [c for c in (*M.GPU_METRICS, M.DEVICE) if c in df]  # where trials reported them
-    order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *gpu, *STATUS_COLUMNS]
+    reported = [c for c in (*M.MEMORY_METRICS, M.DEVICE) if c in df]  # where trials did
+    order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *reported, *STATUS_COLUMNS]
     df = df[order].sort_values(["sweep", "trial_id", ITERATION], kind="stable")
     return df.reset_index(drop=True)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import resource
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from rlsweep.metrics import (
     GPU_ALLOCATED_PEAK_GIB,
     GPU_LIMIT_GIB,
     GPU_RESERVED_PEAK_GIB,
+    HOST_RSS_PEAK_GIB,
     JEMALLOC,
     LOSS_TOTAL,
     LOSS_VALUE,
@@ -93,6 +95,11 @@ def jemalloc_loaded() -> bool:
         return False
 
 
+def host_memory_peak_gib() -> float:
+    """HOST_RSS_PEAK_GIB: this process's peak resident memory (Linux's ru_maxrss is in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
 def gpu_memory_metrics(cfg: TrialConfig, device: torch.device | None) -> dict[str, float]:
     """The trial's GPU memory so far (GPU_METRICS): peaks on the learner's GPU `device` and the
     allocator's limit there; {} for a CPU trial (`device` None)."""
@@ -121,6 +128,7 @@ def out_of_memory_report(
         TUNE_STEPS: 0.0,
         **last,
         TEST_FRESH: False,
+        HOST_RSS_PEAK_GIB: host_memory_peak_gib(),
         **gpu,
         TRIAL_ERROR: out_of_memory_message(cfg, total, gpu.get(GPU_RESERVED_PEAK_GIB)),
         TRIAL_DONE: True,
@@ -232,6 +240,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 TRIAL_ERROR: "",
                 TRIAL_INTERRUPTED: False,
                 SHOULD_CHECKPOINT: False,  # Tune sets it True on a report with a checkpoint
+                HOST_RSS_PEAK_GIB: host_memory_peak_gib(),
                 **gpu_memory_metrics(cfg, device),
             }
             last = metrics
