@@ -130,7 +130,8 @@ def learning_curves_figure(
     levels (dashed) and unseen levels (solid), one color per variant, with light 95% bootstrap
     bands edged in the curve's color and style where a variant has MIN_CI_RUNS runs or more.
     Both are drawn alike, from the iterations that evaluated (`test/fresh`; the rows between
-    repeat the last evaluation), each run interpolated linearly onto env steps all runs cover;
+    repeat the last evaluation) at the points its runs share (`tables.on_grid`: their
+    evaluations where they evaluated at the same iterations, else a grid they all cover);
     runs with a single evaluation are a point. A variant without a finished run on a game is
     drawn from its unfinished runs as far as they have got (a study between sittings), its
     legend entry counting them. A variant a panel cannot draw is named in it.

@@ -530,11 +530,13 @@ def _curves_section(top: int = 0, others: int = 0, raw: bool = False) -> list[st
         "## Learning curves",
         "",
         f"{units} Dashed: training levels; solid: unseen levels. Both are drawn from the "
-        "iterations that evaluated (scores.csv leaves the others' scores empty), each run "
-        "interpolated linearly onto the env steps all runs cover; runs with one evaluation are "
-        "a point. A variant without a finished run on a game is drawn from its unfinished runs "
-        "as far as they have got (its legend entry counts them). Bands: 95% bootstrap CIs, "
-        f"where a variant has {T.MIN_CI_RUNS}+ runs.{grey}",
+        "iterations that evaluated (scores.csv leaves the others' scores empty): where a "
+        "variant's runs evaluated at the same iterations, its curve joins those evaluations at "
+        "their mean env steps; where they did not, each run is interpolated linearly onto the "
+        "env steps all runs cover; runs with one evaluation are a point. A variant without a "
+        "finished run on a game is drawn from its unfinished runs as far as they have got (its "
+        f"legend entry counts them). Bands: 95% bootstrap CIs, where a variant has "
+        f"{T.MIN_CI_RUNS}+ runs.{grey}",
         "",
         "![learning curves](learning_curves.png)",
         "",
