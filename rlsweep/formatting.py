@@ -27,6 +27,12 @@ def steps(n: object) -> str:
     return f"{x:.0f}"
 
 
+def plural(n: float, what: str) -> str:
+    """`n what`, `what` in the plural unless n is 1: `1 trial`, `1,200 iterations`, `0.5 GPUs`."""
+    number = f"{n:,}" if isinstance(n, int) else f"{n:,g}"
+    return f"{number} {what}{'' if n == 1 else 's'}"
+
+
 def count(n: object) -> str:
     """A count in full where the last unit matters (a trial 1 step short of its budget):
     3,001; "?" when unknown (None, NaN)."""

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rlsweep.formatting import count, duration, steps
+from rlsweep.formatting import count, duration, plural, steps
 
 
 @pytest.mark.parametrize(
@@ -38,6 +38,15 @@ def test_duration():
     assert duration(2_000 * 365.25 * 86_400) == "2,000 years"
     # unknown, as steps and count read it: a trial that never reported, a killed run
     assert [duration(s) for s in (None, math.nan, math.inf)] == ["?"] * 3
+
+
+@pytest.mark.parametrize(
+    "n, text",
+    [(1, "1 trial"), (0, "0 trials"), (8, "8 trials"), (1200, "1,200 trials")]
+    + [(1.0, "1 trial"), (0.5, "0.5 trials"), (16.0, "16 trials")],
+)
+def test_plural_says_the_noun_in_the_plural_unless_one(n, text):
+    assert plural(n, "trial") == text
 
 
 def test_count_is_exact():

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlsweep.errors import ConfigError
+from rlsweep.formatting import plural
 from rlsweep.plan.placement import Machine, check_fits
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.spec import SweepSpec, load_baseline
@@ -134,7 +135,7 @@ def choose(
     return Layout(
         params=params,
         why=(
-            f"{k} trial{'s' if k != 1 else ''} per GPU (num_gpus {params['num_gpus']:g}, "
+            f"{plural(k, 'trial')} per GPU (num_gpus {params['num_gpus']:g}, "
             f"num_cpus {params['num_cpus']}, num_env_runners 0: sampling in the trial's process, "
             f"inference on the GPU): {why}; {_UNSET}"
         ),
@@ -153,7 +154,7 @@ def _cpu_layout(n: int, machine: Machine) -> Layout:
     cpus = max(1, min(int(machine.cpus // max(n, 1)), CPU_TRIAL_MAX_CPUS, _node_cpus(machine)))
     spare = f"its {machine.cpus:g} CPUs shared among the sweep's {n:,} trials"
     why = f"{machine.where} has no GPU" + (f", {spare}" if cpus > 1 else "")
-    head = f"CPU trials, {cpus} CPU{'s' if cpus != 1 else ''} each, sampling in the trial's process"
+    head = f"CPU trials, {plural(cpus, 'CPU')} each, sampling in the trial's process"
     params = {"num_gpus": 0, "num_cpus": cpus, "num_env_runners": 0} if cpus > 1 else {}
     return Layout(params=params, why=f"{head}: {why}; {_UNSET}")
 

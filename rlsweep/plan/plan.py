@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlsweep.envs import procgen
-from rlsweep.formatting import duration
+from rlsweep.formatting import duration, plural
 from rlsweep.plan import cost
 from rlsweep.plan.layout import Layout, packed_rate
 from rlsweep.plan.layout import choose as choose_layout
@@ -284,10 +284,6 @@ def makespan(durations: list[float], slots: int) -> float:
     return max(ends)
 
 
-def _count(n: int, what: str) -> str:
-    return f"{n:,} {what}{'s' if n != 1 else ''}"
-
-
 def eval_counted(limit: int | None, unmeasured: bool) -> str:
     """How the plan counted a trial's evaluations, after their time (`Plan.summary`, and a
     report's plan against the real, from `Plan.record`): to the game's time limit (its bound),
@@ -357,7 +353,7 @@ class Plan:
         """The machine planned for, in words: `16 CPUs, 1 GPU`."""
         box = f"{self.cpus:g} CPUs"
         if self.gpus:
-            box += f", {self.gpus:g} GPU{'s' if self.gpus != 1 else ''}"
+            box += f", {plural(self.gpus, 'GPU')}"
         return box
 
     def record(self) -> dict[str, object]:
@@ -393,7 +389,7 @@ class Plan:
         )
 
     def summary(self) -> str:
-        cpus = f"{self.cpus_per_trial} CPU{'s' if self.cpus_per_trial != 1 else ''}"
+        cpus = plural(self.cpus_per_trial, "CPU")
         each = f"{cpus}, {self.gpus_per_trial:g} GPU" if self.gpus_per_trial else cpus
         if self.gpu_memory_gib is not None:
             each += f", ~{self.gpu_memory_gib:.1f} GiB GPU memory"
@@ -408,8 +404,8 @@ class Plan:
             text += (
                 f" (Ray's start {duration(self.ray_start_s)}; the longest trial "
                 f"{duration(t.total_s)}: start {duration(t.start_s)}, training "
-                f"{duration(t.train_s)} over {_count(t.iterations, 'iteration')}, evaluating "
-                f"{duration(t.eval_s)} over {_count(t.evaluations, 'evaluation')}"
+                f"{duration(t.train_s)} over {plural(t.iterations, 'iteration')}, evaluating "
+                f"{duration(t.eval_s)} over {plural(t.evaluations, 'evaluation')}"
                 f"{eval_counted(t.eval_limit if t.evaluations else None, self.eval_unmeasured)})"
             )
         if self.est_cost_usd is not None:

@@ -784,8 +784,8 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
         if pd.notna(row.get(M.EVAL_S)):
             longest += f" (evaluating {formatting.duration(row[M.EVAL_S])})"
     text = (
-        f"**Real:** {formatting.duration(real)} of wall time over {len(starts)} "
-        f"run{'s' if len(starts) != 1 else ''}"
+        f"**Real:** {formatting.duration(real)} of wall time over "
+        f"{formatting.plural(len(starts), 'run')}"
         + (f" ({killed} without a recorded end, not counted)" if killed else "")
         + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
         f"trial {longest}."
@@ -801,8 +801,9 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
             counted = eval_counted(plan.get("eval_limit"), bool(plan.get("eval_unmeasured")))
             planned += f" (evaluating {formatting.duration(plan['longest_eval_s'])}{counted})"
     return (
-        f"**Plan** (`rlsweep plan` at its first run, on {plan['box']}, {plan['concurrent']} "
-        f"trials at a time): {formatting.duration(plan['est_wall_s'])}{planned}. " + text
+        f"**Plan** (`rlsweep plan` at its first run, on {plan['box']}, "
+        f"{formatting.plural(plan['concurrent'], 'trial')} at a time): "
+        f"{formatting.duration(plan['est_wall_s'])}{planned}. " + text
     )
 
 

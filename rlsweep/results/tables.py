@@ -175,8 +175,9 @@ def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: i
         "finished seed.",
         "IQM: interquartile mean of all seeds × games [95% CI, bootstrap stratified by game, "
         f"where every game has {MIN_CI_RUNS}+ runs]; — where a game has no finished seed.",
-        f"Percentile bootstrap, {n_resamples} resamples, seed {seed}. Counted: {n_counted} "
-        f"finished trials; not counted: {', '.join(not_counted) or 'none'}.",
+        f"Percentile bootstrap, {n_resamples} resamples, seed {seed}. Counted: "
+        f"{formatting.plural(n_counted, 'finished trial')}; "
+        f"not counted: {', '.join(not_counted) or 'none'}.",
     ]
     lines += [
         f"Not normalized (NaN, shown as —): {note}; raw returns (`{M.TEST_RETURN}`) are in "

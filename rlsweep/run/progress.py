@@ -74,8 +74,7 @@ def ray_resources(seen: set[str]) -> Resources | None:
 
 
 def _amount(resources: dict[str, float], key: str) -> str:
-    n = resources.get(key, 0)
-    return f"{n:g} {key}{'s' if n != 1 else ''}"
+    return formatting.plural(resources.get(key, 0), key)
 
 
 @dataclass(frozen=True)

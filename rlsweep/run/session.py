@@ -26,6 +26,7 @@ from rlsweep._ray_compat import (
 )
 from rlsweep.environ import set_env
 from rlsweep.experiment.experiment_dir import DRIVER_LOG, append_text
+from rlsweep.formatting import plural
 from rlsweep.plan.placement import cpu_model, starts_local_ray
 from rlsweep.storage import filesystem
 
@@ -174,7 +175,7 @@ def niceness_warning(job_env: Mapping[str, Any], driver_env: Mapping[str, str]) 
 
 def _amounts(resources: dict[str, float]) -> str:
     cpus, gpus = resources.get("CPU", 0), resources.get("GPU", 0)
-    return f"{cpus:g} CPU{'s' if cpus != 1 else ''}, {gpus:g} GPU{'s' if gpus != 1 else ''}"
+    return f"{plural(cpus, 'CPU')}, {plural(gpus, 'GPU')}"
 
 
 def cluster_line(address: str) -> str:
@@ -191,7 +192,7 @@ def cluster_line(address: str) -> str:
         else "no other job holds any"
     )
     return (
-        f"rlsweep: joined the Ray cluster at {address}: {nodes} node{'s' if nodes != 1 else ''}, "
+        f"rlsweep: joined the Ray cluster at {address}: {plural(nodes, 'node')}, "
         f"{_amounts(total)}; {others}"
     )
 
