@@ -299,7 +299,7 @@ def packed_trials(
         trial = trial.sort_values("iteration")
         row: dict[str, Any] = {"trial_id": trial_id, "status": trial["status"].iloc[-1]}
         row["error"] = trial["error"].iloc[-1]
-        for key in (M.GPU_RESERVED_PEAK_GIB, M.GPU_ALLOCATED_PEAK_GIB, M.GPU_LIMIT_GIB):
+        for key in M.MEMORY_METRICS:
             row[key] = float(trial[key].max()) if key in trial else math.nan
         done = trial.dropna(subset=[M.WALL_S])
         busy = done[M.WALL_S] - done[M.EVAL_S].fillna(0)
@@ -541,7 +541,7 @@ def packed_lines(s: Setup, k: int, v: dict[str, Any]) -> list[str]:
         return max((t[key] for t in v["trials"] if math.isfinite(t[key])), default=math.nan)
 
     reserved, allocated = peak(M.GPU_RESERVED_PEAK_GIB), peak(M.GPU_ALLOCATED_PEAK_GIB)
-    limit = peak(M.GPU_LIMIT_GIB)
+    limit, host = peak(M.GPU_LIMIT_GIB), peak(M.HOST_RSS_PEAK_GIB)
     lines = [
         f"{label:<44} {v['aggregate_env_steps_per_s']:>12,.0f}  num_gpus {v['num_gpus']:g}, "
         f"num_cpus {v['num_cpus']} each; per trial "
@@ -551,6 +551,8 @@ def packed_lines(s: Setup, k: int, v: dict[str, Any]) -> list[str]:
         f"(estimate {est['reserved_gib']:.2f}), allocated {_gib(allocated)} GiB (estimate "
         f"{est['allocated_gib']:.2f}), limit {_gib(limit)} GiB; process with its context: "
         f"estimate {est['total_gib']:.2f} GiB",
+        f"{'':<44} {'':>12}  host memory per trial: peak resident {_gib(host)} GiB (the largest "
+        "trial's process, its envs in it)",
     ]
     if v["trial_eval_steps_per_s"]:
         lines.append(

@@ -197,7 +197,10 @@ def test_make_gpu_check_runs_its_cpu_path(tmp_path):
     ]
     assert summary["unpacked"] == [] and summary["quick"]
     assert json.loads((out / "doctor.json").read_text())["passed"]
-    assert json.loads((out / "gpu_quick.json").read_text())  # gpu.py's own record, in $OUT
+    quick = json.loads((out / "gpu_quick.json").read_text())  # gpu.py's own record, in $OUT
+    (trial,) = quick["trials"]["1"]["trials"]  # its (c) trial's peak host memory, reported
+    assert 0.3 < trial["perf/host_rss_peak_gib"] < 8, trial
+    assert "host memory per trial: peak resident " in (out / "gpu.log").read_text()
     arms = json.loads((out / "sampler.json").read_text())["arms"].keys()
     assert arms == {"rllib", "batched", "batched, 2 env groups"}  # the default: 1 group
     floors = json.loads((out / "sampler.json").read_text())["floors"]
