@@ -351,7 +351,7 @@ class Plan:
 
     def box(self) -> str:
         """The machine planned for, in words: `16 CPUs, 1 GPU`."""
-        box = f"{self.cpus:g} CPUs"
+        box = plural(self.cpus, "CPU")
         if self.gpus:
             box += f", {plural(self.gpus, 'GPU')}"
         return box
