@@ -187,6 +187,9 @@ def test_train_and_test_curves_are_drawn_alike_from_evaluations(demo_like):
         # base + 0.6 + 0.005.
         np.testing.assert_allclose(train.get_ydata(), [base + 0.305, base + 0.605])
         np.testing.assert_allclose(test.get_ydata(), [base + 0.12, base + 0.24])
+        # Each evaluation marked: hollow on training levels, filled on unseen ones.
+        assert (train.get_marker(), train.get_fillstyle()) == ("o", "none")
+        assert (test.get_marker(), test.get_fillstyle()) == ("o", "full")
     fig.canvas.draw()
     assert _ticks(ax) == ["0", "3k", "6k", "9k", "12k"]
     assert ax.get_xlim()[0] == 0

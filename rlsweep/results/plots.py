@@ -50,6 +50,9 @@ TOP_COLOURED = 10
 """Beyond MAX_SERIES: the best variants in colour (`tables.ranking`), the rest grey."""
 PAGE_HEIGHT = 10.0
 """Inches: no figure is taller (a page, margins aside)."""
+MARKED_POINTS = 20
+"""A coloured curve of at most this many points (its evaluations, where its runs evaluated at
+the same iterations) marks each: a grid's curve (CURVE_POINTS) is never marked."""
 GREY = "0.65"
 GREY_POINTS = 30
 """The same for a grey curve (a mean line only: fewer points, as many curves)."""
@@ -132,7 +135,8 @@ def learning_curves_figure(
     Both are drawn alike, from the iterations that evaluated (`test/fresh`; the rows between
     repeat the last evaluation) at the points its runs share (`tables.on_grid`: their
     evaluations where they evaluated at the same iterations, else a grid they all cover);
-    runs with a single evaluation are a point. A variant without a finished run on a game is
+    runs with a single evaluation are a point, and a curve of measured evaluations marks each
+    (up to MARKED_POINTS). A variant without a finished run on a game is
     drawn from its unfinished runs as far as they have got (a study between sittings), its
     legend entry counting them. A variant a panel cannot draw is named in it.
 
@@ -162,7 +166,7 @@ def learning_curves_figure(
     for ax in axes.flat[len(exp.games) :]:
         ax.axis("off")
     palette = colors(highlight)
-    single = False  # some curve is a single point: the legend then shows the markers too
+    marks = False  # some curve marks its points: the legend then shows the markers too
     for ax, game in zip(axes.flat, exp.games, strict=False):
         for v in others:  # underneath, in grey: where the rest of the search lies
             runs = runs_of[v].get(game, [])
@@ -195,7 +199,9 @@ def learning_curves_figure(
                 else:  # too few runs for a CI: the mean alone
                     m = values.mean(axis=-1)
                     lo = hi = np.full_like(m, np.nan)
-                ax.plot(x, m, style, color=color, zorder=3, **_marker(style, len(x) == 1))
+                marked = len(x) <= MARKED_POINTS  # the evaluations themselves: each a marker
+                marker = _marker(style, marked, small=len(x) > 1)
+                ax.plot(x, m, style, color=color, zorder=3, **marker)
                 if len(x) > 1 and np.isfinite(lo).all():
                     ax.fill_between(
                         x,
@@ -212,7 +218,7 @@ def learning_curves_figure(
                         x, m, [m - lo, hi - m], fmt="none", color=color, capsize=3, alpha=0.6
                     )
                 drawn = True
-                single |= len(x) == 1
+                marks |= marked
             if drawn and unfinished:
                 drawn_so_far[v] += len(runs)
             if not drawn:
@@ -245,8 +251,8 @@ def learning_curves_figure(
             plt.Line2D([], [], color=GREY, lw=0.6, label=f"{len(others)} others (unseen levels)")
         )
     handles += [
-        plt.Line2D([], [], color="gray", ls="--", label="training levels", **_marker("--", single)),
-        plt.Line2D([], [], color="gray", ls="-", label="unseen levels", **_marker("-", single)),
+        plt.Line2D([], [], color="gray", ls="--", label="training levels", **_marker("--", marks)),
+        plt.Line2D([], [], color="gray", ls="-", label="unseen levels", **_marker("-", marks)),
     ]
     _fit_legend(fig, handles)
     band = f"95% bootstrap CI from {MIN_CI_RUNS}+ runs"
@@ -256,7 +262,7 @@ def learning_curves_figure(
 
 
 def _marker(style: str, point: bool, small: bool = False) -> dict:
-    """A single point's marker: hollow for training levels ('--'), filled for unseen ones."""
+    """A measured point's marker: hollow for training levels ('--'), filled for unseen ones."""
     if not point:
         return {}
     return {"marker": "o", "fillstyle": "none" if style == "--" else "full"} | (
