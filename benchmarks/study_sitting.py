@@ -16,8 +16,9 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
 2. unpack the experiment dir from `--carried` (the parts the last sitting packed, carried in)
    into results/ (beside the study's committed STATUS.md and report/), unless it is there
    already (a warm node) or this is the first sitting;
-3. `rlsweep resume` the experiment dir, or on the first sitting `rlsweep ablate NAME` (with
-   the ABLATE ARGS: `max_concurrent=6`, `--smoke`'s overrides...), with
+3. `rlsweep resume` the experiment dir, or on the first sitting `rlsweep ablate NAME`, with
+   the ABLATE ARGS (`max_concurrent=6`, `--num-cpus 16` ...: a resume takes the options of
+   where and how it runs, its sweep.yaml holds the rest), and
    `--time-limit` set to what is left of `--minutes` less RESERVE_S, and killed (its whole
    process group: what is on disk survives a SIGKILL, and the next resume starts each trial
    from its newest complete checkpoint) should it still run PACK_S before the sitting's end;
@@ -151,6 +152,19 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
     return study
 
 
+def resume_options(r: gpu_check.Run, ablate_args: list[str]) -> list[str]:
+    """The ABLATE ARGS a resume takes too (--num-cpus, --verbose ...: `rlsweep.cli.
+    resume_options`), asked of the rlsweep the sweep runs with (this process has only the
+    stdlib); the spec's own (max_concurrent=6, --smoke ...) are in the dir's sweep.yaml."""
+    if not ablate_args:
+        return []
+    ask = "import sys; from rlsweep.cli import resume_options as o; print(*o(sys.argv[1:]))"
+    argv = [sys.executable, "-c", ask, *ablate_args]
+    kept = subprocess.run(argv, env=r.env, capture_output=True, text=True, check=True).stdout
+    r.log(f"ABLATE ARGS {' '.join(ablate_args)}: the resume takes {kept.strip() or 'none'}")
+    return kept.split()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("name", help="the study (or ablation): pooling-bigfish, or a YAML path")
@@ -201,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         r.log(f"{limit} s left for the sweep: too little to start one")
         return 2
     if (exp / "sweep.yaml").is_file():
-        argv = [*rlsweep, "resume", str(exp)]
+        argv = [*rlsweep, "resume", str(exp), *resume_options(r, args.ablate_args)]
     else:
         argv = [*rlsweep, "ablate", args.name, "--storage", str(args.storage.resolve())]
         argv += [*(["--smoke"] if args.smoke else []), *args.ablate_args]

@@ -734,6 +734,35 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _subcommand(name: str) -> argparse.ArgumentParser:
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def resume_options(argv: list[str]) -> list[str]:
+    """The options of an `ablate` (or `run`) command line that `resume` takes too: where and how
+    the sweep runs (--num-cpus, --verbose, --wandb ...), in their order. The rest (the spec,
+    its KEY=VALUE overrides, --budget, --smoke ...) is left out: a resumed sweep runs as its
+    sweep.yaml records it. For a caller that repeats one command line at each stop and resume
+    (benchmarks/study_sitting.py)."""
+    takes = _subcommand("ablate")._option_string_actions
+    resume = _subcommand("resume")._option_string_actions
+    kept, i = [], 0
+    while i < len(argv):
+        name, inline, _ = argv[i].partition("=")
+        action = takes.get(name) if argv[i].startswith("--") else None
+        n = 0
+        if action is not None and not inline:
+            if action.nargs is None:
+                n = 1
+            elif action.nargs == "?":  # its value only where one of its choices follows
+                n = int(i + 1 < len(argv) and argv[i + 1] in (action.choices or ()))
+        if action is not None and name in resume:
+            kept += argv[i : i + 1 + n]
+        i += 1 + n
+    return kept
+
+
 def _parse(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """`p.parse_args(argv)`, where KEY=VALUE overrides may also come after the flags
     (`rlsweep run spec.yaml --seeds 0,1 search.num_samples=8`: argparse takes a positional

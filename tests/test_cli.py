@@ -257,3 +257,23 @@ def test_validate_plan_and_report_do_not_load_torch_or_ray():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_a_resume_takes_the_options_of_where_a_sweep_runs_not_the_specs():
+    from rlsweep.cli import parser, resume_options
+
+    argv = ["max_concurrent=6", "--num-cpus", "16", "--budget", "1e6", "--smoke", "--wandb"]
+    argv += ["offline", "--verbose", "--seeds", "0,1", "--wandb", "x=1", "--address=auto"]
+    kept = resume_options(argv)
+    assert kept == [
+        "--num-cpus",
+        "16",
+        "--wandb",
+        "offline",
+        "--verbose",
+        "--wandb",
+        "--address=auto",
+    ]
+    args = parser().parse_args(["resume", "results/demo", *kept])
+    assert (args.num_cpus, args.wandb, args.address, args.overrides) == (16, "auto", "auto", [])
+    assert resume_options(["--smoke", "--storage", "s3://b/x", "lr=1e-4"]) == []

@@ -94,10 +94,18 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert "/checkpoint_" in "".join(_names(carried))
 
     # The next node: the parts carried in, the experiment dir restored at another path.
-    second = _sitting(tmp_path, "out2", "node2", "--minutes", "1.4", "--carried", str(carried))
+    # Its command line as the first's (`make study-sitting ABLATE_ARGS=...` each time): the
+    # resume takes the options of where it runs, the spec's own are in sweep.yaml.
+    again = ["--", "max_concurrent=1", *budget, "--num-cpus", "2"]
+    second = _sitting(
+        tmp_path, "out2", "node2", "--minutes", "1.4", "--carried", str(carried), *again
+    )
     assert second["sweep_rc"] == 3, second
     assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "report", "pack"]
-    assert "rlsweep.cli resume" in second["log"]
+    assert (
+        f"rlsweep.cli resume {tmp_path / 'node2' / STUDY} --num-cpus 2 --time-limit"
+        in second["log"]
+    )
     moved = tmp_path / "node2" / STUDY
     points = re.findall(r"\n  (\S+): from iteration (\d+), ([\d,]+) env steps", second["log"])
     went_on = {name: int(k) for name, k, _ in points}
