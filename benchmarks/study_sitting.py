@@ -189,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         parts = json.loads((carried / "manifest.json").read_text())["parts"]
         print(f"{carried}: {len(parts)} parts for the next sitting ({carried}.prev: the last)")
-        print(f"{study}: report/ and sittings/ updated; say where it stands in STATUS.md")
+        print(f"{study}: report/ and sittings/ updated; say where it stands in STATUS.md:")
+        report = (study / "report" / "report.md").read_text().splitlines()
+        print(*(line for line in report if line.startswith("- `")), sep="\n")
         return 0
     if args.minutes is None:
         p.error("--minutes: required for a sitting")

@@ -124,7 +124,7 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
     from rlsweep.results.report import FILES, build_report
 
     report = build_report([tmp_path / "real"], n_resamples=200)
-    assert "`real`: 2 trials (2 TERMINATED)" in report.read_text()
+    assert "- `real`: 2 trials (2 TERMINATED)\n" in report.read_text()  # finished: no progress
     assert all((report.parent / f).stat().st_size > 0 for f in FILES)
     table = (report.parent / "table.md").read_text()
     assert table.startswith("| game | framestack=gap | framestack=none |\n")

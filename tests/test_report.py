@@ -209,7 +209,9 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
     assert "not counted: 4 ERROR." in table
     md = report.read_text()
     assert "Not aggregated (a game without finished runs): framestack=gap, framestack=stack" in md
-    assert "- `syn`: 8 of 12 trials (4 TERMINATED, 4 ERROR); 4 not started" in md
+    # How far it got: each trial's env steps (4,000 or 4,001) of the sweep's 12 x 16,384.
+    assert "- `syn`: 8 of 12 trials (4 TERMINATED, 4 ERROR); 4 not started; 32k of 197k env " in md
+    assert "steps (16%)\n" in md
     # A spec that does not describe the trials found (another grid) adds no column.
     other = SweepSpec(name="syn", budget=16384, space={"framestack": ["gap", "stack"]})
     (exp / SWEEP_FILE).write_text(other.to_yaml())

@@ -81,7 +81,9 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert "Raw returns (`train/return`, `test/return`)" in report  # its curves
 
     # Here: the parts kept for the next sitting, the report and the sitting's summary to commit.
-    _take_back(tmp_path, "out1")
+    said = _take_back(tmp_path, "out1").stdout  # and where the study stands, for STATUS.md
+    reached = formatting.steps(sum(float(t["env_steps"]) for t in first["trials"]))
+    assert f"- `{STUDY}`: 1 of 3 trials (1 INCOMPLETE); 2 not started; {reached} of 3M env" in said
     study = tmp_path / "repo" / STUDY
     carried = tmp_path / "carried"
     assert sorted(p.name for p in carried.iterdir()) == sorted(

@@ -393,10 +393,19 @@ def _header(exp: Experiment) -> list[str]:
     md = [f"# Report: {', '.join(sweeps.index)}", ""]
     for sweep, counts in sweeps.iterrows():
         parts = ", ".join(f"{counts[s]} {s}" for s in R.STATUSES if s in counts and counts[s])
-        n, planned = int(counts.sum()), exp.planned.get(sweep)
+        spec = exp.specs.get(sweep)
+        n, planned = int(counts.sum()), spec.num_trials if spec else None
         unstarted = f"; {planned - n} not started" if planned and planned > n else ""
         of = f" of {planned}" if planned and planned > n else ""
-        md.append(f"- `{sweep}`: {n}{of} trial{'s' * ((planned or n) != 1)} ({parts}){unstarted}")
+        line = f"- `{sweep}`: {n}{of} trial{'s' * ((planned or n) != 1)} ({parts}){unstarted}"
+        if spec and counts.get(R.TERMINATED, 0) < planned:  # how far an unfinished sweep got
+            steps = exp.final.loc[exp.final["sweep"] == sweep, M.ENV_STEPS].fillna(0)
+            reached, total = sum(map(spec.counted_steps, steps)), spec.sweep_env_steps
+            line += (
+                f"; {formatting.steps(reached)} of {formatting.steps(total)} env steps "
+                f"({100 * reached / total:.0f}%)"
+            )
+        md.append(line)
     if exp.pooled and len(sweeps) > 1:
         md += [
             "",
@@ -775,6 +784,7 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
     runs, and its longest trial's."""
     trials = exp.final[exp.final["sweep"] == sweep]
     done = int((trials["status"] == R.TERMINATED).sum())
+    n_planned = exp.specs[sweep].num_trials if sweep in exp.specs else len(trials)
     real = sum(r["wall_s"] for r in starts if "wall_s" in r)
     killed = sum("wall_s" not in r for r in starts)
     longest = "?"
@@ -787,8 +797,7 @@ def _plan_against_real(starts: list[dict], exp: Experiment, sweep: str) -> str:
         f"**Real:** {formatting.duration(real)} of wall time over "
         f"{formatting.plural(len(starts), 'run')}"
         + (f" ({killed} without a recorded end, not counted)" if killed else "")
-        + f", {done} of {exp.planned.get(sweep, len(trials))} trials finished; the longest "
-        f"trial {longest}."
+        + f", {done} of {n_planned} trials finished; the longest trial {longest}."
     )
     plan = starts[0].get("plan")
     if not plan:

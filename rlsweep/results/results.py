@@ -520,9 +520,10 @@ class Experiment:
     by: list[str]
     variants: list[str]
     games: list[str]
-    planned: dict[str, int] = dataclasses.field(default_factory=dict)
-    """Trials each sweep's spec runs, by sweep name (sweeps whose spec.yaml was found): more
-    than `final` has rows for when trials have not started (an interrupted sweep)."""
+    specs: dict[str, SweepSpec] = dataclasses.field(default_factory=dict)
+    """Each sweep's spec, by sweep name (sweeps whose spec.yaml was found and describes their
+    trials): what it runs, more than `final` has rows for when trials have not started (an
+    interrupted sweep)."""
     pooled: bool = False
     """Trials of different sweeps share a variant when their configs agree (`--pool`)."""
     split: list[str] = dataclasses.field(default_factory=list)
@@ -772,7 +773,7 @@ def experiment(
     by_ = [*asked, *split]
     declared: list[tuple] = []
     variant_order: list[str] = []
-    planned: dict[str, int] = {}
+    specs: dict[str, SweepSpec] = {}
     for d in [d for d in dirs if d.name in set(final["sweep"])]:
         spec = sweep_spec(d)
         found = declared_variants(spec, by_) if spec is not None and by_ else None
@@ -781,7 +782,7 @@ def experiment(
         # Only when it names every variant found (else the spec does not describe these trials).
         describes = found is None or seen <= set(found)
         if spec is not None and describes:
-            planned[d.name] = spec.num_trials
+            specs[d.name] = spec
             declared += found or []
             variant_order += spec.variants
     final["variant"], variants = label_variants(final, by_, declared, variant_order)
@@ -792,7 +793,7 @@ def experiment(
     )
     games = sorted(final["game"].dropna().astype(str).unique())
     finished(final, pooled=pool)  # warns, once, of trials that repeat another's cell
-    return Experiment(curves, final, by_, variants, games, planned, pool, split)
+    return Experiment(curves, final, by_, variants, games, specs, pool, split)
 
 
 def pooled_groups(curves: pd.DataFrame) -> dict[str, pd.DataFrame]:
