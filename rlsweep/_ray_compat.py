@@ -8,7 +8,8 @@ envs in one batched operation (`EnvRunnerHooks`, used by
 (`keyless_wandb_callback_class`, `stop_propagating_env_vars`), to find the jemalloc Ray ships
 (`bundled_jemalloc`), to start a local Ray without the background work nobody reads
 (`quiet_local_ray`), to start no worker ahead of a sweep's trials (`SYSTEM_CONFIG`),
-to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to find a trial's result files in
+to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to write each of Ray's log lines
+once into a trial's stderr file (`one_copy_of_ray_logs`), to find a trial's result files in
 storage (`trial_result_dirs`), to share the sweep's stop flag through the GCS (`kv_put`,
 `kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the console
 (`DRIVER_LOGS`: matched by their wording, which is no API either).
@@ -696,6 +697,38 @@ def kv_delete(key: str) -> None:
     from ray.experimental.internal_kv import _internal_kv_del
 
     _internal_kv_del(key, namespace=KV_NAMESPACE)
+
+
+# --- a trial's log files ------------------------------------------------------------------------
+HOOKS = (
+    *HOOKS,
+    Hook(
+        "ray.tune.trainable.trainable.Trainable",
+        "_open_logfiles",
+        "one_copy_of_ray_logs: the handler it adds to Ray's logger writes to the stderr file "
+        "what the process's stderr, teed into that file, writes there already",
+    ),
+    Hook("ray.tune.utils.util.Tee", "stream2", "one_copy_of_ray_logs: the file", kind="instance"),
+)
+
+
+def one_copy_of_ray_logs() -> None:
+    """In a trial's process (a function trainable's, once Tune has opened its log files): each
+    of Ray's log records once in the trial's stderr file. Tune tees the process's stderr into
+    that file, where Ray's own handler writes each record, and adds a handler on Ray's logger
+    that writes the record to the same file again; that second handler goes. The file then
+    reads as the worker's log and `--verbose`'s console do."""
+    import logging
+    import sys
+
+    from ray.tune.utils.util import Tee
+
+    if not isinstance(sys.stderr, Tee):  # not under Tune's log files
+        return
+    ray_logger = logging.getLogger("ray")
+    for handler in list(ray_logger.handlers):
+        if getattr(handler, "stream", None) is sys.stderr.stream2:
+            ray_logger.removeHandler(handler)
 
 
 # --- Tune's loop ---------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ see that `quiet_local_ray` reaches it."""
 import inspect
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ def _instances() -> dict[str, object]:
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.train._internal.checkpoint_manager import _CheckpointManager
     from ray.train._internal.storage import StorageContext
+    from ray.tune.utils.util import Tee
 
     runner = SingleAgentEnvRunner(config=PPOConfig().environment("CartPole-v1"))
     runner.stop()
@@ -46,6 +48,7 @@ def _instances() -> dict[str, object]:
             project="p", mode="offline"
         ),
         "ray._private.parameter.RayParams": RayParams(),
+        "ray.tune.utils.util.Tee": Tee(sys.stdout, sys.stderr),
         "ray.train._internal.checkpoint_manager._CheckpointManager": _CheckpointManager(None),
         "ray.train._internal.storage.StorageContext": StorageContext(
             storage_path="/tmp", experiment_dir_name="e"

@@ -146,7 +146,10 @@ def _common(c: AlgorithmConfig, cfg: TrialConfig) -> AlgorithmConfig:
         .learners(num_learners=0, num_gpus_per_learner=p.gpus)
         .callbacks(on_episode_end=_log_raw_episode)
         .reporting(metrics_num_episodes_for_smoothing=SMOOTHING_EPISODES)
-        .debugging(seed=cfg.seed)
+        # log_sys_usage off: RLlib's default starts a thread polling psutil (and GPUtil, which
+        # runs nvidia-smi, where installed) every 0.7 s into results nothing reads (rlsweep
+        # reports its own perf/ figures), and without GPUtil warns "Install gputil" per trial.
+        .debugging(seed=cfg.seed, log_sys_usage=False)
     )
 
 
