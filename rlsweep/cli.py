@@ -734,9 +734,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _subcommand(name: str) -> argparse.ArgumentParser:
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
     (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return sub.choices[name]
+    return sub.choices
 
 
 def resume_options(argv: list[str]) -> list[str]:
@@ -745,8 +745,8 @@ def resume_options(argv: list[str]) -> list[str]:
     its KEY=VALUE overrides, --budget, --smoke ...) is left out: a resumed sweep runs as its
     sweep.yaml records it. For a caller that repeats one command line at each stop and resume
     (benchmarks/study_sitting.py)."""
-    takes = _subcommand("ablate")._option_string_actions
-    resume = _subcommand("resume")._option_string_actions
+    commands = _subcommands()
+    takes, resume = (commands[c]._option_string_actions for c in ("ablate", "resume"))
     kept, i = [], 0
     while i < len(argv):
         name, inline, _ = argv[i].partition("=")
