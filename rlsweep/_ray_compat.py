@@ -9,7 +9,8 @@ envs in one batched operation (`EnvRunnerHooks`, used by
 (`bundled_jemalloc`), to start a local Ray without the background work nobody reads
 (`quiet_local_ray`), to start no worker ahead of a sweep's trials (`SYSTEM_CONFIG`),
 to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to write each of Ray's log lines
-once into a trial's stderr file (`one_copy_of_ray_logs`), to find a trial's result files in
+once into a trial's stderr file and leave out RLlib's that its user cannot act on
+(`quiet_trial_logs`, `TRIAL_LOGS`), to find a trial's result files in
 storage (`trial_result_dirs`), to share the sweep's stop flag through the GCS (`kv_put`,
 `kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the console
 (`DRIVER_LOGS`: matched by their wording, which is no API either).
@@ -29,6 +30,7 @@ import contextlib
 import functools
 import importlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -700,29 +702,70 @@ def kv_delete(key: str) -> None:
 
 
 # --- a trial's log files ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrialLog(Hook):
+    """A log record of Ray's or RLlib's in a trial's process, matched by text its owner module
+    holds, that the trial's user cannot act on: left out of the trial's logs."""
+
+    kind: str = "log"
+    logger: str = ""
+    """The logger that emits it, where not the owner's."""
+
+
+TRIAL_LOGS: tuple[TrialLog, ...] = (
+    # RLModule.__init__ builds an RLModuleConfig for every module, and that class warns that it
+    # is deprecated (through RLlib's deprecation helper's logger): no code of rlsweep's uses it.
+    TrialLog(
+        "ray.rllib.core.rl_module.rl_module",
+        "RLModule(config=[RLModuleConfig object])",
+        "RLModule.__init__'s own RLModuleConfig",
+        logger="ray._common.deprecation",
+    ),
+)
 HOOKS = (
     *HOOKS,
+    *TRIAL_LOGS,
     Hook(
         "ray.tune.trainable.trainable.Trainable",
         "_open_logfiles",
-        "one_copy_of_ray_logs: the handler it adds to Ray's logger writes to the stderr file "
+        "quiet_trial_logs: the handler it adds to Ray's logger writes to the stderr file "
         "what the process's stderr, teed into that file, writes there already",
     ),
-    Hook("ray.tune.utils.util.Tee", "stream2", "one_copy_of_ray_logs: the file", kind="instance"),
+    Hook("ray.tune.utils.util.Tee", "stream2", "quiet_trial_logs: the file", kind="instance"),
 )
 
 
-def one_copy_of_ray_logs() -> None:
-    """In a trial's process (a function trainable's, once Tune has opened its log files): each
-    of Ray's log records once in the trial's stderr file. Tune tees the process's stderr into
-    that file, where Ray's own handler writes each record, and adds a handler on Ray's logger
-    that writes the record to the same file again; that second handler goes. The file then
-    reads as the worker's log and `--verbose`'s console do."""
-    import logging
+class _Without(logging.Filter):
+    """On a logger: its records containing one of `texts` are dropped."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        super().__init__()
+        self.texts = tuple(texts)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(text in message for text in self.texts)
+
+
+_TRIAL_FILTERS = {
+    name: _Without([t.attribute for t in TRIAL_LOGS if (t.logger or t.owner) == name])
+    for name in {t.logger or t.owner for t in TRIAL_LOGS}
+}
+
+
+def quiet_trial_logs() -> None:
+    """In a trial's process: the records of TRIAL_LOGS are dropped, and, once Tune has opened
+    the trial's log files (a function trainable's process), each of Ray's log records goes
+    once into its stderr file. Tune tees the process's stderr into that file, where Ray's own
+    handler writes each record, and adds a handler on Ray's logger that writes the record to
+    the same file again; that second handler goes. The file then reads as the worker's log and
+    `--verbose`'s console do."""
     import sys
 
     from ray.tune.utils.util import Tee
 
+    for name, without in _TRIAL_FILTERS.items():
+        logging.getLogger(name).addFilter(without)  # once: the same filter object
     if not isinstance(sys.stderr, Tee):  # not under Tune's log files
         return
     ray_logger = logging.getLogger("ray")

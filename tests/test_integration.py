@@ -112,12 +112,12 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
         # Its process's peak memory (its envs in it: sampling runs there), never going down.
         peaks = [r["perf/host_rss_peak_gib"] for r in results]
         assert peaks[0] > 0.3 and peaks == sorted(peaks) and peaks[-1] < 8, peaks
-        # Its stderr file holds each of Ray's log lines once (its last checkpoint's, here), and
-        # no "Install gputil" (RLlib's system-usage thread is off).
+        # Its stderr file holds each of Ray's log lines once (its last checkpoint's, here), no
+        # "Install gputil" (RLlib's system-usage thread is off) and none of TRIAL_LOGS.
         stderr = (Path(trial_dir) / "stderr").read_text()
         saved = [ln for ln in stderr.splitlines() if "Checkpoint successfully created" in ln]
         assert len(saved) == 1, stderr
-        assert "gputil" not in stderr, stderr
+        assert "gputil" not in stderr and "RLModuleConfig" not in stderr, stderr
         assert last["gap/return_norm"] == pytest.approx(
             last["train/return_norm"] - last["test/return_norm"]
         )

@@ -73,10 +73,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 
+    from rlsweep._ray_compat import quiet_trial_logs
     from rlsweep.spec.config import TrialConfig
     from rlsweep.testing import NARROW_PPO
     from rlsweep.trial import algos
 
+    quiet_trial_logs()  # RLlib's own DeprecationWarning, as in a trial
     gpus = 1 if torch.cuda.is_available() else 0
     cfg = (
         TrialConfig(num_gpus=gpus)

@@ -255,11 +255,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.quick:
         args.envs, args.steps, args.rounds = 8, 8, 2
 
+    from rlsweep._ray_compat import quiet_trial_logs
     from rlsweep.plan.placement import placement
     from rlsweep.spec.config import TrialConfig
     from rlsweep.trial import connectors, env_runner
     from rlsweep.trial.algos import algorithm_config
 
+    quiet_trial_logs()  # RLlib's own DeprecationWarning, as in a trial
     rollout_columns, _extend = connectors.rollout_columns, env_runner._extend
 
     cuda = torch.cuda.is_available()

@@ -32,7 +32,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.columns import Columns
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from rlsweep._ray_compat import one_copy_of_ray_logs
+from rlsweep._ray_compat import quiet_trial_logs
 from rlsweep.experiment import interrupt
 from rlsweep.metrics import (
     CPU_S,
@@ -161,7 +161,7 @@ def policy_logits(
 
 def train_trial(config: dict[str, Any]) -> None:
     """Tune function trainable. `config` is a `TrialConfig` as a dict."""
-    one_copy_of_ray_logs()
+    quiet_trial_logs()
     cfg = TrialConfig.from_dict(config)
     if interrupt.requested():  # started while the sweep stops: nothing to save, do not begin
         interrupt.wait_to_be_stopped()
