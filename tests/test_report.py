@@ -523,10 +523,13 @@ def test_a_search_of_300_trials_is_ranked(tmp_path):
     for row in top:  # lr=2.24e-4, gamma=0.998: 3 significant digits; a CI from 3 seeds
         config, ci, seeds = row.split(" | ")[1], row.split(" | ")[3], row.split(" | ")[4]
         assert re.fullmatch(r"gamma=0\.\d{1,3}, lr=\d(\.\d{1,2})?e-4", config), config
-        assert re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", ci) and seeds == "0, 1, 2"
+        assert re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", ci) and seeds == "seeds 0, 1, 2"
     assert (out / "table.md").read_text().startswith("| rank | configuration | score |")
     assert len(pd.read_csv(out / "ranking.csv")) == 100
     assert len(_section(md, "Probability of improvement")) == PAIRWISE_TOP
+    for title in ("Aggregates", "Generalization gap"):  # the top ones, and it says so
+        assert md.split(f"## {title}\n\n", 1)[1].startswith(f"The top {TOP} configurations.")
+        assert len(_section(md, title)) == TOP
     assert f"among the top {PAIRWISE_TOP} configurations only (of 100)" in md
     assert len(_section(md, "Aggregates")) == TOP
     assert _section(md, "Hyperparameter importance")  # as an ablation's: fANOVA

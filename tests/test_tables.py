@@ -165,9 +165,11 @@ def test_a_search_is_ranked_in_one_pass_with_a_ci_where_seeds_repeat():
     assert rows[0] == "| rank | configuration | score | 95% CI | seeds | games | trials |"
     assert (
         rows[2]
-        == "| 1 | lr=3e-4 | 0.900 | — (1 run: too few for a CI) | 0 | 1 | lr=3e-4_coinrun_0 |"
+        == "| 1 | lr=3e-4 | 0.900 | — (1 run: too few for a CI) | seed 0 | 1 | lr=3e-4_coinrun_0 |"
     )
-    assert rows[3].startswith("| 2 | lr=1e-4 | 0.210 | [0.20") and "| 0, 1, 2 | 1 |" in rows[3]
+    assert (
+        rows[3].startswith("| 2 | lr=1e-4 | 0.210 | [0.20") and "| seeds 0, 1, 2 | 1 |" in rows[3]
+    )
     assert len(rows) == 4  # the top 2 only
 
 

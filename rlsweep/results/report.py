@@ -306,7 +306,7 @@ def _search_body(
             f"among the top {len(pairwise)} configurations only (of {n_ranked}): a pairwise "
             "table grows as the square of what it compares",
         ),
-        *_gap_section(exp, complete, kw),
+        *_gap_section(exp, complete, kw, top=len(top)),
         *_curves_section(len(top), others=n_ranked - len(top), raw=raw),
     ]
     return md, list(SEARCH_FILES) + ["ranking.csv"]
@@ -502,13 +502,17 @@ def _improvement_section(exp: Experiment, compared: list[str], kw: dict, among: 
     ]
 
 
-def _gap_section(exp: Experiment, complete: list[str], kw: dict) -> list[str]:
+def _gap_section(
+    exp: Experiment, complete: list[str], kw: dict, top: int | None = None
+) -> list[str]:
+    """`top`: a search's, the gaps of its top configurations only (as its aggregates)."""
     table = T.gap_table(exp, complete, **kw)
     if not table:
         return []
     return [
         "## Generalization gap",
         "",
+        *([f"The top {top} configurations.", ""] if top is not None else []),
         "Normalized return on training levels minus unseen levels at the end of training: mean "
         "over seeds × games [95% CI, bootstrap stratified by game]. The bootstrap resamples "
         f"runs within each game, so a variant with fewer than {T.MIN_CI_RUNS} runs on some game "

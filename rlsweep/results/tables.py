@@ -299,7 +299,8 @@ def top_table(
         fewest = min(len(g) for g in ran)
         ci = f"[{fmt(iv.low)}, {fmt(iv.high)}]" if iv.has_ci else f"— ({too_few(fewest)})"
         trials = ", ".join(r.trials[:2]) + (f" (+{len(r.trials) - 2})" if len(r.trials) > 2 else "")
-        seeds = ", ".join(map(str, r.seeds))
+        # "seed 0", not a bare "0" beside the games' count: which seeds, not how many
+        seeds = ("seed " if len(r.seeds) == 1 else "seeds ") + ", ".join(map(str, r.seeds))
         rows.append([str(i), r.variant, fmt(iv.value), ci, seeds, str(r.games), trials])
     header = ["rank", "configuration", "score", "95% CI", "seeds", "games", "trials"]
     return md_table(header, rows)
