@@ -466,13 +466,16 @@ def short_trials_note(exp: Experiment) -> list[str]:
     ]
 
 
+def _top_only(top: int | None) -> list[str]:
+    """A search's section of its `top` configurations only says so first."""
+    return [] if top is None else [f"The top {top} configurations.", ""]
+
+
 def _aggregates_section(
     exp: Experiment, aggs: dict[str, dict[str, S.Interval]], top: int | None = None
 ) -> list[str]:
     """`top`: a search's, the aggregates of its top configurations only."""
-    md = ["## Aggregates", ""]
-    if top is not None:
-        md += [f"The top {top} configurations.", ""]
+    md = ["## Aggregates", "", *_top_only(top)]
     if aggs:
         md += [*T.aggregates_table(aggs), "", "![aggregate metrics](aggregates.png)", ""]
         md += [
@@ -512,7 +515,7 @@ def _gap_section(
     return [
         "## Generalization gap",
         "",
-        *([f"The top {top} configurations.", ""] if top is not None else []),
+        *_top_only(top),
         "Normalized return on training levels minus unseen levels at the end of training: mean "
         "over seeds × games [95% CI, bootstrap stratified by game]. The bootstrap resamples "
         f"runs within each game, so a variant with fewer than {T.MIN_CI_RUNS} runs on some game "
