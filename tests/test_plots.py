@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.colors import to_hex
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.lines import Line2D
 from PIL import Image
 
@@ -42,10 +42,11 @@ def test_aggregates_grow_with_the_variants(tmp_path):
 
 def test_aggregates_draw_each_ci_as_a_bar_and_each_estimate_as_a_tick():
     """Per panel (statistic) and variant: the CI [low, high] as a bar, the estimate as a black
-    tick; a variant without a CI has no bar, and says so."""
+    tick; a variant without a CI has no bar, says so, and its tick has its colour."""
     a = {k: S.Interval(0.5 + i, 0.4 + i, 0.7 + i) for i, k in enumerate(S.STATISTICS)}
     b = {k: S.Interval(0.2, np.nan, np.nan) for k in S.STATISTICS}
-    fig = plots.aggregates_figure({"a": a, "b": b}, colors=plots.colors(["a", "b"]))
+    colors = plots.colors(["a", "b"])
+    fig = plots.aggregates_figure({"a": a, "b": b}, colors=colors)
     for ax, key in zip(fig.axes, plots.AGGREGATE_NAMES, strict=True):
         (bar,) = ax.patches  # b's row has none
         assert (bar.get_x(), bar.get_x() + bar.get_width()) == pytest.approx(
@@ -54,6 +55,7 @@ def test_aggregates_draw_each_ci_as_a_bar_and_each_estimate_as_a_tick():
         assert bar.get_y() + bar.get_height() / 2 == pytest.approx(0)  # a's row
         ticks = [line.get_xdata() for line in ax.lines]
         assert [list(t) for t in ticks] == [[a[key].value] * 2, [0.2, 0.2]]
+        assert [to_rgb(line.get_color()) for line in ax.lines] == [(0, 0, 0), to_rgb(colors["b"])]
         assert [t.get_text() for t in ax.texts] == ["no CI"]
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["a", "b"]
     plt.close(fig)

@@ -303,9 +303,9 @@ def aggregates_figure(
     n_resamples: int = REPORT_RESAMPLES,
 ) -> Figure:
     """rliable-style interval plot: one panel per aggregate metric, one row per variant (a
-    report passes a bounded set: a search's top ones), its CI a bar and its estimate a black
-    tick. A variant without a CI (a game with fewer than MIN_CI_RUNS runs) is its point
-    estimate, marked "no CI". At most PAGE_HEIGHT tall."""
+    report passes a bounded set: a search's top ones), its CI a bar in its colour and its
+    estimate a black tick. A variant without a CI (a game with fewer than MIN_CI_RUNS runs) is
+    its point estimate, a tick in its colour, marked "no CI". At most PAGE_HEIGHT tall."""
     variants = list(aggs)
     fig, axes = plt.subplots(
         1,
@@ -329,7 +329,9 @@ def aggregates_figure(
                     fontsize=7,
                     color="0.3",
                 )
-            ax.plot([iv.value, iv.value], [i - 0.3, i + 0.3], color="black", lw=2)
+            # Without a bar, the tick carries the variant's colour (its curves' colour).
+            tick = "black" if iv.has_ci else colors[v]
+            ax.plot([iv.value, iv.value], [i - 0.3, i + 0.3], color=tick, lw=2)
         ax.set_yticks(range(len(variants)), variants if ax is axes[0] else [""] * len(variants))
         ax.set_ylim(-0.6, len(variants) - 0.4)
         ax.invert_yaxis()
