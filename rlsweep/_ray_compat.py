@@ -735,20 +735,25 @@ HOOKS = (
 )
 
 
-class _Without(logging.Filter):
-    """On a logger: its records containing one of `texts` are dropped."""
+class TextFilter(logging.Filter):
+    """On a logger: its records containing one of `texts` never reach its handlers; they go to
+    `to` where given (the driver's log), else nowhere (a trial's)."""
 
-    def __init__(self, texts: Sequence[str]) -> None:
+    def __init__(self, texts: Sequence[str], to: logging.Handler | None = None) -> None:
         super().__init__()
-        self.texts = tuple(texts)
+        self.texts, self.to = tuple(texts), to
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not any(text in message for text in self.texts)
+        if not any(text in message for text in self.texts):
+            return True
+        if self.to is not None:
+            self.to.handle(record)
+        return False
 
 
 _TRIAL_FILTERS = {
-    name: _Without([t.attribute for t in TRIAL_LOGS if (t.logger or t.owner) == name])
+    name: TextFilter([t.attribute for t in TRIAL_LOGS if (t.logger or t.owner) == name])
     for name in {t.logger or t.owner for t in TRIAL_LOGS}
 }
 

@@ -5,6 +5,7 @@ and `rlsweep plan` stay cheap to load."""
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 _STEP_UNITS = (("B", 1e9), ("M", 1e6), ("k", 1e3))
@@ -28,8 +29,9 @@ def steps(n: object) -> str:
 
 
 def plural(n: float, what: str) -> str:
-    """`n what`, `what` in the plural unless n is 1: `1 trial`, `1,200 iterations`, `0.5 GPUs`."""
-    number = f"{n:,}" if isinstance(n, int) else f"{n:,g}"
+    """`n what`, `what` in the plural unless n is 1: `1 trial`, `1,200 iterations`, `0.5 GPUs`
+    (numpy's integers, as pandas counts them, are whole numbers too)."""
+    number = f"{int(n):,}" if isinstance(n, numbers.Integral) else f"{n:,g}"
     return f"{number} {what}{'' if n == 1 else 's'}"
 
 

@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from rlsweep.formatting import count, duration, plural, steps
@@ -43,7 +44,9 @@ def test_duration():
 @pytest.mark.parametrize(
     "n, text",
     [(1, "1 trial"), (0, "0 trials"), (8, "8 trials"), (1200, "1,200 trials")]
-    + [(1.0, "1 trial"), (0.5, "0.5 trials"), (16.0, "16 trials")],
+    + [(1.0, "1 trial"), (0.5, "0.5 trials"), (16.0, "16 trials")]
+    # pandas' counts are numpy integers: whole numbers, with their thousands, not 1.2346e+06
+    + [(np.int64(1), "1 trial"), (np.int64(1_234_567), "1,234,567 trials")],
 )
 def test_plural_says_the_noun_in_the_plural_unless_one(n, text):
     assert plural(n, "trial") == text

@@ -3,6 +3,8 @@ them. Fast: builds a Learner and a W&B callback object; one test starts a local 
 see that `quiet_local_ray` reaches it."""
 
 import inspect
+import logging
+import logging.handlers
 import os
 import re
 import sys
@@ -19,6 +21,7 @@ from rlsweep._ray_compat import (
     SYSTEM_CONFIG,
     EnvRunnerHooks,
     LearnerHooks,
+    TextFilter,
     quiet_local_ray,
     ray_session_dir,
     resolve,
@@ -130,6 +133,21 @@ def test_no_other_module_names_a_private_ray_name():
             if re.search(pattern, text):
                 offenders.append(f"{path}: {pattern}")
     assert offenders == []
+
+
+def test_a_text_filter_holds_back_the_records_it_names_and_hands_them_on():
+    """A trial's filter drops them; the driver's hands them to its driver log instead."""
+    logger = logging.getLogger("rlsweep.tests.text_filter")
+    logger.propagate = False
+    shown, diverted = logging.handlers.BufferingHandler(10), logging.handlers.BufferingHandler(10)
+    logger.addHandler(shown)
+    for f in (TextFilter(["noise"]), TextFilter(["timing"], to=diverted)):
+        logger.addFilter(f)
+    logger.warning("a real problem")
+    logger.warning("some %s the user cannot act on", "noise")
+    logger.warning("Tune's %s of its own loop", "timing")
+    assert [r.getMessage() for r in shown.buffer] == ["a real problem"]
+    assert [r.getMessage() for r in diverted.buffer] == ["Tune's timing of its own loop"]
 
 
 def test_quiet_local_ray_is_undone_on_exit(monkeypatch):

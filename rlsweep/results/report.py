@@ -125,7 +125,7 @@ def report_kind(exp: Experiment, specs: Sequence[SweepSpec]) -> tuple[str, str]:
     variants than MAX_COMPARED; else an ablation (named variants, or a grid over a few
     values)."""
     n = len(exp.variants)
-    configs = f"{n} configuration{'s' * (n != 1)}"
+    configs = formatting.plural(n, "configuration")
     sampled = {k: s.space[k].kind for s in specs for k in s.sampled_keys}
     if sampled:
         algos = sorted({s.search.algorithm for s in specs if s.sampled_keys})
@@ -133,7 +133,7 @@ def report_kind(exp: Experiment, specs: Sequence[SweepSpec]) -> tuple[str, str]:
         return SEARCH, f"the spec samples {params} with {' and '.join(algos)} search: {configs}"
     if n > MAX_COMPARED:
         return SEARCH, f"{configs}, more than the {MAX_COMPARED} a comparison can hold"
-    variants = f"{n} variant{'s' * (n != 1)}, compared with each other"
+    variants = f"{formatting.plural(n, 'variant')}, compared with each other"
     if any(s.variants for s in specs):
         return ABLATION, f"named variants (the spec's `variants`): {variants}"
     grid = sorted({k for s in specs for k in s.grid_keys} & set(exp.by))
@@ -335,8 +335,8 @@ def _repeated_across(loaded: dict[str, pd.DataFrame]) -> list[str]:
         {"sweep": final.loc[first.index, "sweep"], "of": first.str.split("/").str[0]}
     )
     return [
-        f"- `{sweep}` repeats {n} trial{'s' * (n != 1)} of `{of}` (same config and seed): each "
-        "sweep's report counts them; `--pool` counts them once."
+        f"- `{sweep}` repeats {formatting.plural(n, 'trial')} of `{of}` (same config and "
+        "seed): each sweep's report counts them; `--pool` counts them once."
         for (sweep, of), n in pairs.value_counts(sort=False).items()
     ]
 
@@ -395,9 +395,12 @@ def _header(exp: Experiment) -> list[str]:
         parts = ", ".join(f"{counts[s]} {s}" for s in R.STATUSES if s in counts and counts[s])
         spec = exp.specs.get(sweep)
         n, planned = int(counts.sum()), spec.num_trials if spec else None
-        unstarted = f"; {planned - n} not started" if planned and planned > n else ""
-        of = f" of {planned}" if planned and planned > n else ""
-        line = f"- `{sweep}`: {n}{of} trial{'s' * ((planned or n) != 1)} ({parts}){unstarted}"
+        if planned and planned > n:
+            trials = f"{n} of {formatting.plural(planned, 'trial')}"
+            unstarted = f"; {planned - n} not started"
+        else:
+            trials, unstarted = formatting.plural(n, "trial"), ""
+        line = f"- `{sweep}`: {trials} ({parts}){unstarted}"
         if spec and counts.get(R.TERMINATED, 0) < planned:  # how far an unfinished sweep got
             steps = exp.final.loc[exp.final["sweep"] == sweep, M.ENV_STEPS].fillna(0)
             reached, total = sum(map(spec.counted_steps, steps)), spec.sweep_env_steps

@@ -51,7 +51,7 @@ def fmt(x: float) -> str:
 
 def too_few(n: int) -> str:
     """Why a cell of `n` runs shows no CI."""
-    return f"{n} run{'s' * (n != 1)}: too few for a CI"
+    return f"{formatting.plural(n, 'run')}: too few for a CI"
 
 
 def enough_runs(scores: S.Scores) -> bool:

@@ -20,6 +20,7 @@ from typing import Any
 from rlsweep._ray_compat import (
     DRIVER_LOGS,
     RAYLET_MESSAGES,
+    TextFilter,
     bundled_jemalloc,
     quiet_local_ray,
     raylet_messages_to,
@@ -242,7 +243,7 @@ def quiet_console(experiment: str, verbose: bool) -> Iterator[None]:
     for line in DRIVER_LOGS:
         if not (verbose and line.verbose):
             texts.setdefault(line.owner, []).append(line.attribute)
-    filters = [(logging.getLogger(name), _ToDriverLog(t, log)) for name, t in texts.items()]
+    filters = [(logging.getLogger(name), TextFilter(t, to=log)) for name, t in texts.items()]
     for logger, f in filters:
         logger.addFilter(f)
     raylet = (
@@ -263,21 +264,6 @@ def quiet_console(experiment: str, verbose: bool) -> Iterator[None]:
 
 def _raylet_record(line: str) -> logging.LogRecord:
     return logging.LogRecord("raylet", logging.WARNING, "", 0, line, None, None)
-
-
-class _ToDriverLog(logging.Filter):
-    """On a Ray logger: its records containing one of `texts` go to `log`, not the console."""
-
-    def __init__(self, texts: list[str], log: logging.Handler) -> None:
-        super().__init__()
-        self.texts, self.log = texts, log
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not any(text in message for text in self.texts):
-            return True
-        self.log.handle(record)
-        return False
 
 
 class _LazyFileHandler(logging.FileHandler):
