@@ -10,7 +10,8 @@ envs in one batched operation (`EnvRunnerHooks`, used by
 (`quiet_local_ray`), to start no worker ahead of a sweep's trials (`SYSTEM_CONFIG`),
 to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to write each of Ray's log lines
 once into a trial's stderr file and leave out RLlib's that its user cannot act on
-(`quiet_trial_logs`, `TRIAL_LOGS`), to find a trial's result files in
+(`quiet_trial_logs`, `TRIAL_LOGS`), to let a trial's process pass to the next trial once the
+first has cleaned up (`wait_for_trial_ends`), to find a trial's result files in
 storage (`trial_result_dirs`), to share the sweep's stop flag through the GCS (`kv_put`,
 `kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the console
 (`DRIVER_LOGS`: matched by their wording, which is no API either).
@@ -53,7 +54,8 @@ class Hook:
     kind: str = "class"
     """class: defined on the owner class or module | instance: set on every instance by the
     owner's __init__ | parameter: a keyword the owner function takes | file: shipped in the ray
-    wheel | log: text of a log record the owner module (whose name is its logger's) emits."""
+    wheel | log: text of a log record the owner module (whose name is its logger's) emits |
+    env: an environment variable the owner reads."""
     checked: str = CHECKED
 
 
@@ -777,6 +779,29 @@ def quiet_trial_logs() -> None:
     for handler in list(ray_logger.handlers):
         if getattr(handler, "stream", None) is sys.stderr.stream2:
             ray_logger.removeHandler(handler)
+
+
+# --- a trial's process, handed on to the next trial ----------------------------------------------
+TRIAL_END_WAIT_S = 120
+"""How long Tune waits, when it hands a finished trial's process to the next trial
+(`reuse_actors`), for the finished trial's function to return: its envs closed and RLlib's
+algorithm stopped. Tune's default, 2 s, is shorter than that takes on a busy CPU, and a hand-over
+that times out fails the next trial (Ray 2.60: TuneController._on_trial_reset)."""
+HOOKS = (
+    *HOOKS,
+    Hook(
+        "ray.tune.trainable.function_trainable.FunctionTrainable",
+        "TUNE_FUNCTION_THREAD_TIMEOUT_S",
+        "wait_for_trial_ends: read by reset_config, in the trial's process, at each hand-over",
+        kind="env",
+    ),
+)
+
+
+def wait_for_trial_ends() -> None:
+    """In a trial's process: when Tune hands it to the next trial, it waits up to
+    TRIAL_END_WAIT_S for this one's function to return (a user's own setting stands)."""
+    os.environ.setdefault("TUNE_FUNCTION_THREAD_TIMEOUT_S", str(TRIAL_END_WAIT_S))
 
 
 # --- Tune's loop ---------------------------------------------------------------------------------

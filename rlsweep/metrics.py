@@ -54,7 +54,12 @@ DEVICE = "perf/device"
 HBM3`), or `CPU: <model>`. A trial resumed on another machine says so from its restore on."""
 CPU_S = "perf/cpu_s"
 """CPU seconds the trial's process has used, all threads, plus those of the processes it was
-restored from (summed as time/wall_s; benchmarks/throughput.py reads it)."""
+restored from (summed as time/wall_s; benchmarks/throughput.py reads it). A process handed on
+from an earlier trial (`perf/trials_before`) counts from this trial's start in it."""
+TRIALS_BEFORE = "perf/trials_before"
+"""Trials the trial's process ran before this one: 0 in a fresh process. Tune hands a finished
+CPU trial's process to the next trial that needs the same resources, which so skips the
+process's start (rlsweep.run.tune_bridge.reuses_processes)."""
 TEST_FRESH = "test/fresh"
 """True on iterations that evaluated; others carry the last evaluation forward."""
 
@@ -110,8 +115,9 @@ GPU_METRICS = (GPU_RESERVED_PEAK_GIB, GPU_ALLOCATED_PEAK_GIB, GPU_LIMIT_GIB)
 common case); results keep them as columns where any trial reported them."""
 HOST_RSS_PEAK_GIB = "perf/host_rss_peak_gib"
 """Peak resident memory of the trial's process in the host's memory (GiB), since the process
-started (`ru_maxrss`): its learner and network and, where it samples in its own process
-(`num_env_runners: 0`), its envs; env runners in processes of their own are not counted."""
+started (`ru_maxrss`), or, in a process handed on from an earlier trial, since this trial began
+there: its learner and network and, where it samples in its own process (`num_env_runners:
+0`), its envs; env runners in processes of their own are not counted."""
 MEMORY_METRICS = (HOST_RSS_PEAK_GIB, *GPU_METRICS)
 """A trial's memory figures: results keep each as a column where any trial reported it (trials
 of rlsweeps before 2026-11-30 reported no host figure; CPU trials report no GPU one)."""

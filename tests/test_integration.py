@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlsweep import metrics as M
 from rlsweep.metrics import METRICS
 from rlsweep.plan.plan import Throughput, make_plan
 from rlsweep.spec.config import TrialConfig
@@ -133,10 +134,11 @@ def test_run_sweep_real_trials(ray_local, tmp_path):
 
 
 def test_same_spec_same_seeds_same_numbers(ray_local, tmp_path):
-    """Two trials of one config and seed side by side (2 CPUs), differing only in a setting
-    that changes no number (`checkpoint_every_s`: neither lives to its first timed checkpoint):
-    every number they report that is not a time or a host detail is identical, iteration by
-    iteration."""
+    """Three trials of one config and seed, differing only in a setting that changes no number
+    (`checkpoint_every_s`: none lives to its first timed checkpoint), two side by side (2 CPUs)
+    and the third in the process of whichever ended first (Tune hands a finished CPU trial's
+    process on: `tune_bridge.reuses_processes`): every number they report that is not a time
+    or a host detail is identical, iteration by iteration, the third's too."""
     from rlsweep.run.sweep import run_sweep
 
     volatile = ("time", "timestamp", "date", "pid", "hostname", "node_ip", "trial_id")
@@ -147,22 +149,26 @@ def test_same_spec_same_seeds_same_numbers(ray_local, tmp_path):
         seeds=[0],
         budget=768,
         params={k: v for k, v in TINY.items() if k != "game"},
-        space={"checkpoint_every_s": [600, 3600]},
+        space={"checkpoint_every_s": [600, 3600, 7200]},
+        max_concurrent=2,
         storage_path=str(tmp_path),
     )
-    rows = {}
+    rows, before = {}, {}
     for trial_dir in run_sweep(spec).to_dataframe()["trial_dir"]:
         lines = (Path(trial_dir) / "result.json").read_text().splitlines()
         results = [json.loads(line) for line in lines]
-        rows[results[0]["config"]["checkpoint_every_s"]] = [
+        every = results[0]["config"]["checkpoint_every_s"]
+        before[every] = {r[M.TRIALS_BEFORE] for r in results}
+        rows[every] = [
             {k: v for k, v in r.items() if not k.startswith(volatile)}
             | {"config": {k: v for k, v in r["config"].items() if k != "checkpoint_every_s"}}
             for r in results
         ]
-    assert sorted(rows) == [600, 3600] and all(len(r) == 3 for r in rows.values())
-    first, second = rows[600], rows[3600]
+    assert sorted(rows) == [600, 3600, 7200] and all(len(r) == 3 for r in rows.values())
+    assert before == {600: {0}, 3600: {0}, 7200: {1}}  # the third ran in a handed-on process
+    first, second, third = rows[600], rows[3600], rows[7200]
     assert "loss/total" in first[-1] and "test/return" in first[-1]
-    assert first == second
+    assert first == second == third
 
 
 def test_ppo2_value_clipping_trains(ray_local):

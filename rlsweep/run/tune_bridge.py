@@ -204,6 +204,17 @@ def trial_overrides(spec: SweepSpec) -> dict[str, Any]:
     return {}
 
 
+def reuses_processes(spec: SweepSpec) -> bool:
+    """Whether Tune hands a finished trial's process to the next trial that needs the same
+    resources (`reuse_actors`), which so skips the process's start: Ray's worker, torch and
+    RLlib imported, and torch's compiler module, which torch's optimizers import on their first
+    step (8.3 CPU-s of a tiny trial's start on a 2-core Xeon, `benchmarks/trial_start.py`). For
+    CPU trials: a GPU trial starts in a fresh process until a GPU run has checked that a trial
+    leaves nothing of its CUDA state (graphs, the allocator's pools, peak counters) to the
+    next. The trial counts its figures from its own start (`rlsweep.metrics.TRIALS_BEFORE`)."""
+    return not any(trial.num_gpus for trial in spec.trials())
+
+
 def trial_done(trial_id: str, result: dict[str, Any]) -> bool:
     """Tune stopper: a trial's last report ends it (see metrics.TRIAL_DONE)."""
     return bool(result.get(TRIAL_DONE))
@@ -252,6 +263,7 @@ def build_tuner(
             if spec.search.algorithm != "optuna"
             else None,
             trial_dirname_creator=_trial_dirname,
+            reuse_actors=reuses_processes(spec),
         ),
         run_config=tune.RunConfig(
             name=spec.name,

@@ -32,7 +32,7 @@ from ray.rllib.algorithms.algorithm import Algorithm
 from ray.rllib.core.columns import Columns
 from ray.tune.result import SHOULD_CHECKPOINT
 
-from rlsweep._ray_compat import quiet_trial_logs
+from rlsweep._ray_compat import quiet_trial_logs, wait_for_trial_ends
 from rlsweep.experiment import interrupt
 from rlsweep.metrics import (
     CPU_S,
@@ -60,6 +60,7 @@ from rlsweep.metrics import (
     TRIAL_DONE,
     TRIAL_ERROR,
     TRIAL_INTERRUPTED,
+    TRIALS_BEFORE,
     TUNE_STEPS,
     WALL_S,
 )
@@ -99,6 +100,30 @@ def jemalloc_loaded() -> bool:
 def host_memory_peak_gib() -> float:
     """HOST_RSS_PEAK_GIB: this process's peak resident memory (Linux's ru_maxrss is in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+class _Process:
+    """This process's earlier trials. Tune hands a finished CPU trial's process to the next
+    (`rlsweep.run.tune_bridge.reuses_processes`), whose figures must not count theirs."""
+
+    trials = 0
+    """Trials that ended in this process (TRIALS_BEFORE of the next)."""
+    cpu_s = 0.0
+    """The process's CPU time when the current trial began in it: 0 in a fresh process, whose
+    first trial counts the process's start as its own."""
+
+    @classmethod
+    def begin(cls) -> int:
+        """A trial begins here: its CPU time counts from now, and its peak resident memory
+        (Linux's peak, reset through /proc/self/clear_refs) where an earlier trial ran here."""
+        if cls.trials:
+            cls.cpu_s = time.process_time()
+            try:
+                with open("/proc/self/clear_refs", "w") as f:
+                    f.write("5")
+            except OSError:  # not Linux, or not allowed: the process's peak, as before
+                pass
+        return cls.trials
 
 
 def gpu_memory_metrics(cfg: TrialConfig, device: torch.device | None) -> dict[str, float]:
@@ -162,6 +187,8 @@ def policy_logits(
 def train_trial(config: dict[str, Any]) -> None:
     """Tune function trainable. `config` is a `TrialConfig` as a dict."""
     quiet_trial_logs()
+    wait_for_trial_ends()
+    trials_before = _Process.begin()
     cfg = TrialConfig.from_dict(config)
     if interrupt.requested():  # started while the sweep stops: nothing to save, do not begin
         interrupt.wait_to_be_stopped()
@@ -200,6 +227,7 @@ def train_trial(config: dict[str, Any]) -> None:
     process = {
         JEMALLOC: jemalloc_loaded(),
         NICE: os.nice(0),
+        TRIALS_BEFORE: trials_before,
         TORCH_THREADS: torch.get_num_threads(),
         PRECISION: cfg.model_config().precision,
         DEVICE: device_name(device),
@@ -238,7 +266,7 @@ def train_trial(config: dict[str, Any]) -> None:
                 EVAL_S: eval_s,
                 ENV_STEPS_PER_S: (m[ENV_STEPS] - steps_at_start) / elapsed,
                 **process,
-                CPU_S: cpu_before + time.process_time(),
+                CPU_S: cpu_before + time.process_time() - _Process.cpu_s,
                 TRIAL_ERROR: "",
                 TRIAL_INTERRUPTED: False,
                 SHOULD_CHECKPOINT: False,  # Tune sets it True on a report with a checkpoint
@@ -298,3 +326,4 @@ def train_trial(config: dict[str, Any]) -> None:
         for env in eval_envs.values():
             env.close()
         algo.stop()
+        _Process.trials += 1
