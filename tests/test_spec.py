@@ -64,6 +64,15 @@ def test_every_baseline_builds_a_valid_trial(name):
     assert text.startswith("#")  # every baseline cites its source
 
 
+def test_a_spec_takes_gpus_where_any_of_its_trials_does():
+    """What this machine's check looks GPUs up for, and what keeps GPU trials in fresh
+    processes (rlsweep.run.tune_bridge.reuses_processes)."""
+    spec = SweepSpec(name="x", games=["coinrun"], seeds=[0], budget=20_000)
+    assert not spec.takes_gpus
+    one = dataclasses.replace(spec, variants={"cpu": {}, "gpu": {"num_gpus": 0.5}})
+    assert one.takes_gpus
+
+
 def test_expansion_is_games_x_seeds_x_grid():
     spec = SweepSpec(
         name="x",

@@ -85,7 +85,7 @@ def _this_machine(num_cpus: float | None, look_up_gpus: bool) -> Machine:
 
 
 def _check_this_machine(spec: SweepSpec, num_cpus: float | None) -> None:
-    here = _this_machine(num_cpus, look_up_gpus=any(t.num_gpus > 0 for t in spec.trials()))
+    here = _this_machine(num_cpus, look_up_gpus=spec.takes_gpus)
     try:
         _check(spec, here)
     except SpecError as e:

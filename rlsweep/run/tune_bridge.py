@@ -212,7 +212,7 @@ def reuses_processes(spec: SweepSpec) -> bool:
     CPU trials: a GPU trial starts in a fresh process until a GPU run has checked that a trial
     leaves nothing of its CUDA state (graphs, the allocator's pools, peak counters) to the
     next. The trial counts its figures from its own start (`rlsweep.metrics.TRIALS_BEFORE`)."""
-    return not any(trial.num_gpus for trial in spec.trials())
+    return not spec.takes_gpus
 
 
 def trial_done(trial_id: str, result: dict[str, Any]) -> bool:

@@ -526,6 +526,11 @@ class SweepSpec(SpecChecks):
         """Env steps of the whole sweep: every trial's budget."""
         return self.num_trials * self.budget
 
+    @property
+    def takes_gpus(self) -> bool:
+        """Whether any of its trials takes a GPU (`num_gpus` > 0)."""
+        return any(trial.num_gpus > 0 for trial in self.trials())
+
     def counted_steps(self, env_steps: float) -> float:
         """What a trial's env steps count towards `sweep_env_steps`: at most its budget (its
         last batch may overshoot it)."""
