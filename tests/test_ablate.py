@@ -174,17 +174,27 @@ reference:
 
 
 def _raw_trial(
-    exp: Path, variant: str, seed: int, train: float, test: float, iters: int, rising: bool = False
+    exp: Path,
+    variant: str,
+    seed: int,
+    train: float,
+    test: float,
+    iters: int,
+    rising: bool = False,
+    **searched: float,
 ) -> None:
     """A trial dir of `iters` iterations of 4,096 env steps (4 finish its budget) that scores
-    `train`, `test` at every one, or, `rising`, those times iteration / 4."""
+    `train`, `test` at every one, or, `rising`, those times iteration / 4; `searched`: the
+    values of a `space:` beside the variants that it ran."""
     import json
 
     from rlsweep import metrics as M
 
-    d = exp / f"bigfish_s{seed}_{variant.replace(' ', '_')}"
+    name = [f"bigfish_s{seed}_{variant.replace(' ', '_')}", *map(str, searched.values())]
+    d = exp / "_".join(name)
     d.mkdir(parents=True)
     params = {"game": "bigfish", "seed": seed, "variant": variant, "total_env_steps": 16384}
+    params.update(searched)
     (d / "params.json").write_text(json.dumps({**params, "distribution_mode": "easy"}))
     rows = [
         {
@@ -315,3 +325,40 @@ def test_an_unfinished_ablation_gives_its_differences_so_far_at_an_evaluation_al
     shutil.rmtree(exp / "bigfish_s2_No_Pool")
     _raw_trial(exp, "No Pool", 2, 7.0, 6.0, iters=4, rising=True)
     assert "## So far" not in write_ablation_table(spec, exp, n_resamples=200).read_text()
+
+
+def test_an_ablation_searched_beside_its_variants_gets_a_column_per_config(tmp_path):
+    """Variants and a `space:` beside them: each column holds one config (`No Pool, lr=0.0005`),
+    every finished trial is counted in one, and a published number of a variant that the
+    columns split keeps a row of its own."""
+    from rlsweep.spec.spec import SweepSpec
+
+    spec = SweepSpec.from_yaml_text(
+        STUDY.replace("  Avg Pool fp32: {global_pool: true, precision: fp32}\n", "")
+        + "space:\n  lr: [1.0e-4, 5.0e-4]\n",
+        source="study.yaml",
+    )
+    exp = tmp_path / "study"
+    for (variant, seed), (train, test) in RAW.items():
+        if variant != "Avg Pool fp32":
+            for lr, more in ((1e-4, 0.0), (5e-4, 1.0)):
+                _raw_trial(exp, variant, seed, train + more, test, iters=4, lr=lr)
+    text = write_ablation_table(spec, exp, n_resamples=200).read_text()
+    columns = [f"{v}, lr={lr}" for v in ("Avg Pool", "No Pool") for lr in ("0.0001", "0.0005")]
+    assert "| game | " + " | ".join(columns) + " |" in text
+    assert "Counted: 12 finished trials; not counted: none." in text
+    raw = text[text.index("## Raw returns") : text.index("## Differences")]
+    rows = [line.split(" | ")[1:6] for line in raw.splitlines() if line.startswith("| bigfish")]
+    assert rows[:2] == [
+        ["Avg Pool, lr=0.0001", "training", "18.000 [16.000, 20.000]", "3", "16.4k"],
+        ["Avg Pool, lr=0.0001", "unseen", "12.000 [10.000, 14.000]", "3", "16.4k"],
+    ]
+    assert ["No Pool, lr=0.0005", "training", "7.000 [6.000, 8.000]", "3", "16.4k"] in rows
+    assert rows[-3:] == [  # LOGS.md's numbers, each on its variant's own row; CleanRL's
+        ["Avg Pool", "training", "", "", ""],
+        ["No Pool", "training", "", "", ""],
+        ["(context)", "training", "", "", ""],
+    ]
+    assert "| Avg Pool | training |  |  |  | 17.7 | 4M | single run | LOGS.md |" in raw
+    diffs = text[text.index("## Differences: Avg Pool, lr=0.0001 against each other variant") :]
+    assert "| bigfish | training | Avg Pool, lr=0.0001 − No Pool, lr=0.0001 | 12.000 [" in diffs

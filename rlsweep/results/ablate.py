@@ -111,8 +111,9 @@ def write_ablation_table(
     n = {"n_resamples": n_resamples} if n_resamples is not None else {}
     out = Path(experiment_dir) / "report"
     report.build_report([experiment_dir], by=["variant"], out=out, prices=prices, **n)
-    exp = results.load_experiment([experiment_dir], by=["variant"])
-    exp.variants = list(spec.variants)  # all of them, in the file's order: "—" where none finished
+    # Every variant of the spec, in its file's order ("—" where none finished), split further
+    # where the trials of one variant differ (a `space:` beside the variants).
+    exp = results.load_experiment([experiment_dir], by=["variant"], spec=spec)
     table = tables.score_table(exp, **n)
     head = f"# {spec.name}\n\n" + "".join(f"{line}\n" for line in report.notes(exp))
     (out / "ablation.md").write_text(head + table + _raw_sections(spec, exp, n_resamples))

@@ -747,11 +747,15 @@ def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:
 
 
 def load_experiment(
-    paths: Sequence[str | Path], by: Sequence[str] | None = None, *, pool: bool = False
+    paths: Sequence[str | Path],
+    by: Sequence[str] | None = None,
+    *,
+    pool: bool = False,
+    spec: SweepSpec | None = None,
 ) -> Experiment:
     """Every trial under `paths`, labelled by variant (`experiment`)."""
     dirs = [d for p in paths for d in experiment_dirs(p)]
-    return experiment(load_curves(dirs), dirs, by, pool=pool)
+    return experiment(load_curves(dirs), dirs, by, pool=pool, spec=spec)
 
 
 def experiment(
@@ -760,12 +764,13 @@ def experiment(
     by: Sequence[str] | None = None,
     *,
     pool: bool = False,
+    spec: SweepSpec | None = None,
 ) -> Experiment:
     """`curves` (`load_curves` of `dirs`, or some of its trials) labelled by variant: the `by`
     parameters (default: the swept ones) and whatever else tells configs apart
     (`split_params`); a variant holds one sweep's trials unless `pool`. A variant the sweep's
-    spec runs shows up even when none of its trials has a score or a trial dir yet (it gets "—"
-    cells)."""
+    spec (`spec`, else each dir's sweep.yaml) runs shows up even when none of its trials has a
+    score or a trial dir yet (it gets "—" cells)."""
     curves = curves.copy()
     final = final_scores(curves)
     asked = choose_by(final, by)
@@ -775,16 +780,16 @@ def experiment(
     variant_order: list[str] = []
     specs: dict[str, SweepSpec] = {}
     for d in [d for d in dirs if d.name in set(final["sweep"])]:
-        spec = sweep_spec(d)
-        found = declared_variants(spec, by_) if spec is not None and by_ else None
+        ran = spec if spec is not None else sweep_spec(d)
+        found = declared_variants(ran, by_) if ran is not None and by_ else None
         seen = final.loc[final["sweep"] == d.name, by_].drop_duplicates()
         seen = {tuple(None if _missing(v) else v for v in t) for t in seen.itertuples(index=False)}
         # Only when it names every variant found (else the spec does not describe these trials).
         describes = found is None or seen <= set(found)
-        if spec is not None and describes:
-            specs[d.name] = spec
+        if ran is not None and describes:
+            specs[d.name] = ran
             declared += found or []
-            variant_order += spec.variants
+            variant_order += ran.variants
     final["variant"], variants = label_variants(final, by_, declared, variant_order)
     curves["variant"] = (
         curves[["sweep", "trial_id"]]

@@ -403,8 +403,9 @@ def reference_table(
     seeds [95% CI], its runs and their mean env steps; and each published number of
     `references` (a spec's `reference:`) in columns of its own, on the row of its game, variant
     and levels, never in the statistics. A reference without a variant (context) gets a row of
-    its own; a game the sweep did not run shows no rlsweep numbers. The published columns only
-    where there are references."""
+    its own, as does one whose variant the table splits further (`A, lr=0.0001`, `A, lr=0.0005`:
+    a `space:` beside the variants); a game the sweep did not run shows no rlsweep numbers. The
+    published columns only where there are references."""
     games = list(dict.fromkeys([*exp.games, *(r.game for r in references)]))
     kw = {"n_resamples": n_resamples, "seed": seed}
     ours: dict[tuple[str, str | None, str], list[str]] = {}
@@ -420,12 +421,13 @@ def reference_table(
                 iv = interval([runs], "mean", **kw)
                 text = interval_text(iv) if iv.has_ci else f"{fmt(iv.value)} ({too_few(len(runs))})"
                 ours[game, v, split] = [text, str(len(runs)), formatting.steps(steps[v, game])]
+    split = [r.variant for r in references if r.variant and r.variant not in exp.variants]
     rows = []
     for game in games:
-        for v in [*exp.variants, None]:
+        for v in [*exp.variants, *dict.fromkeys(split), None]:
             for split in SPLIT_METRICS:
                 refs = [r for r in references if (r.game, r.variant, r.split) == (game, v, split)]
-                if v is None and not refs:
+                if v not in exp.variants and not refs:  # a published number's row alone
                     continue
                 label = [game, "(context)" if v is None else _md(v), SPLIT_NAMES[split]]
                 for i, r in enumerate(refs or [None]):
