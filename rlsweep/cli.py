@@ -231,7 +231,7 @@ def _not_a_spec(path: str) -> None:
     """`rlsweep resume spec.yaml`: say which results dir that spec's sweep lives in."""
     from pathlib import Path
 
-    from rlsweep.experiment.experiment_dir import can_resume, experiment_path
+    from rlsweep.experiment.experiment_dir import can_resume, experiment_path, holds_sweep
     from rlsweep.experiment.interrupt import resume_command
 
     if not (path.endswith((".yaml", ".yml")) and Path(path).is_file()):
@@ -240,7 +240,11 @@ def _not_a_spec(path: str) -> None:
     experiment = experiment_path(spec)
     hint = resume_command(experiment)
     if not can_resume(experiment):
-        hint += f" (it holds no sweep yet: rlsweep run {path})"
+        hint += (
+            f" (it stopped before Tune started it: rlsweep run {path} --overwrite)"
+            if holds_sweep(experiment)
+            else f" (it holds no sweep yet: rlsweep run {path})"
+        )
     raise SpecError(path, "", f"a spec, not a results dir; its sweep resumes with: {hint}")
 
 

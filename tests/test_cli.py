@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep.cli import main
+from rlsweep.experiment.experiment_dir import record_run
 from rlsweep.spec.spec import SweepSpec
 
 DEMO = str(Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml")
@@ -214,6 +215,12 @@ def test_resume_of_a_spec_points_at_its_results_dir(tmp_path, monkeypatch, capsy
     assert f"(it holds no sweep yet: rlsweep run {spec})" in err
     assert main(["resume", str(tmp_path / "results" / "lost")]) == 2
     assert "resume takes a sweep's results dir, <storage_path>/<name>" in capsys.readouterr().err
+    # A run that stopped before Tune took it up: `run` again, over it.
+    record_run(SweepSpec.from_yaml(spec), "results/lost", address=None, instance=None, wandb=None)
+    assert main(["resume", spec]) == 2
+    assert f"(it stopped before Tune started it: rlsweep run {spec} --overwrite)" in (
+        capsys.readouterr().err
+    )
 
 
 def test_failed_trials_exit_1_for_run_and_ablate(tmp_path):

@@ -51,6 +51,16 @@ def test_a_dir_holding_a_sweep_is_refused_or_cleared(tmp_path, monkeypatch):
     trial.mkdir(parents=True)
     (trial / "params.json").write_text("{}")  # Tune's trial dirs alone make it a sweep
     assert holds_sweep(experiment)
+    # Without Tune's state (a run that stopped before Tune took it up) there is nothing to
+    # resume, and the error does not send the user to `resume`, which would refuse it.
+    with pytest.raises(SweepExistsError) as e:
+        refuse_existing(spec, experiment, overwrite=False)
+    assert str(e.value) == (
+        f"{experiment}: holds a sweep that stopped before Tune started it (nothing to resume); "
+        "replace it by running again with --overwrite (run_sweep(overwrite=True)), or give the "
+        "spec another name"
+    )
+    (Path(experiment) / "tuner.pkl").write_bytes(b"")  # Tune's state: what a resume restores
     with pytest.raises(SweepExistsError) as e:
         refuse_existing(spec, experiment, overwrite=False)
     assert str(e.value) == (

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from rlsweep.experiment.experiment_dir import Instance, SweepExistsError, can_resume, runs
+from rlsweep.experiment.experiment_dir import (
+    Instance,
+    SweepExistsError,
+    can_resume,
+    record_run,
+    runs,
+)
 from rlsweep.metrics import METRICS
 from rlsweep.results import results as R
 from rlsweep.run.sweep import resume_sweep, run_or_resume, run_sweep
@@ -156,6 +162,22 @@ def test_run_or_resume_resumes_a_finished_sweep_without_rerunning(tmp_path):
     assert (second.trials["status"] == "TERMINATED").all()
     for d, text in lines.items():
         assert (Path(d) / "result.json").read_text() == text
+
+
+def test_run_or_resume_runs_anew_a_sweep_that_stopped_before_tune_started_it(tmp_path, capsys):
+    """A start that wrote sweep.yaml and then failed before Tune's Tuner existed (a searcher's
+    storage unreachable, a kill) leaves nothing to resume: the restarted job runs the sweep
+    anew instead of being refused at every restart."""
+    spec = SweepSpec(
+        name="early", games=["coinrun"], seeds=[0], budget=16384, storage_path=str(tmp_path)
+    )
+    record_run(spec, str(tmp_path / "early"), address=None, instance=None, wandb=None)
+    assert not can_resume(tmp_path / "early")
+    with pytest.raises(SweepExistsError, match="stopped before Tune started it"):
+        run_sweep(spec, trainable=fake_trial, num_cpus=2)
+    result = run_or_resume(spec, trainable=fake_trial, num_cpus=2)
+    assert "holds a sweep that stopped before Tune started it: run anew" in capsys.readouterr().out
+    assert (result.trials["status"] == "TERMINATED").all() and can_resume(result.path)
 
 
 def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsys):

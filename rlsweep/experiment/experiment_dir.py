@@ -84,19 +84,21 @@ def can_resume(experiment: str | Path) -> bool:
 
 
 def refuse_existing(spec: SweepSpec, experiment: str, overwrite: bool) -> None:
-    """Raise `SweepExistsError` if `experiment` holds a sweep; with `overwrite`, `clear` it."""
+    """Raise `SweepExistsError` if `experiment` holds a sweep; with `overwrite`, `clear` it.
+    The error offers `resume` only where there is Tune state to resume from: a run that
+    stopped after writing sweep.yaml but before Tune took it up (a searcher's storage that
+    failed, a kill) has none."""
     if not holds_sweep(experiment):
         return
     if overwrite:
         clear(spec, experiment)
         return
-    raise SweepExistsError(
-        experiment,
-        "",
-        f"already holds a sweep; continue it with `{resume_command(experiment)}`, replace it "
-        f"by running again with --overwrite (run_sweep(overwrite=True)), or give the spec "
-        f"another name",
-    )
+    replace = "replace it by running again with --overwrite (run_sweep(overwrite=True))"
+    if can_resume(experiment):
+        why = f"already holds a sweep; continue it with `{resume_command(experiment)}`, {replace}"
+    else:
+        why = f"holds a sweep that stopped before Tune started it (nothing to resume); {replace}"
+    raise SweepExistsError(experiment, "", f"{why}, or give the spec another name")
 
 
 def clear(spec: SweepSpec, experiment: str) -> None:

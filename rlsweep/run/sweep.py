@@ -23,6 +23,7 @@ from rlsweep.experiment.experiment_dir import (
     Instance,
     can_resume,
     experiment_path,
+    holds_sweep,
     record_end,
     record_run,
     record_start,
@@ -211,14 +212,19 @@ def resume_sweep(
 
 def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:
     """`resume_sweep` where `spec`'s experiment dir already holds a sweep (a restarted spot job
-    finds its checkpoints there), else `run_sweep`. kwargs: run_sweep's; a resume takes those
-    of them that resume_sweep has (the others the sweep recorded when it started)."""
+    finds its checkpoints there), else `run_sweep`: over what an earlier start left where it
+    stopped before Tune took the sweep up (nothing to resume, and refusing would fail every
+    restart alike). kwargs: run_sweep's; a resume takes those of them that resume_sweep has
+    (the others the sweep recorded when it started)."""
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
     experiment = experiment_path(spec, kwargs.get("storage_path"))
     if can_resume(experiment):
         options = inspect.signature(resume_sweep).parameters
         return resume_sweep(experiment, **{k: v for k, v in kwargs.items() if k in options})
+    if holds_sweep(experiment):
+        print(f"rlsweep: {experiment} holds a sweep that stopped before Tune started it: run anew")
+        kwargs["overwrite"] = True
     return run_sweep(spec, **kwargs)
 
 
