@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rlsweep.run.sweep import run_sweep
-from rlsweep.run.tune_bridge import trial_resources
+from rlsweep.run.tune_bridge import param_space, trial_resources
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.spec import TRIAL_FILE, SweepSpec
 from rlsweep.testing import ITER_S_ENV, fake_trial
@@ -92,19 +92,22 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
 
 
 def test_the_spec_a_pbt_sweep_runs_keeps_what_its_file_wrote(tmp_path):
-    """PBT's trial overrides (a checkpoint and an evaluation at each perturbation) change the
-    spec's params the one way a spec changes, so it still knows which keys its file wrote."""
-    from rlsweep.run.tune_bridge import _run_spec
-
+    """PBT's trial settings (a checkpoint and an evaluation at each perturbation) are the
+    spec's defaults, so that what validate, plan and the progress view count is what Tune runs;
+    the spec's params stay what its file wrote."""
     f = tmp_path / "pbt.yaml"
     f.write_text(
         "name: p\nspace: {lr: {loguniform: [1.0e-5, 1.0e-3]}}\n"
         "search: {algorithm: random, scheduler: pbt, mutations: [lr]}\n"
     )
     spec = SweepSpec.from_yaml(f)
-    run = _run_spec(spec)
-    assert run.params == {"checkpoint_interval": 5, "eval_interval": 5}
-    assert run.default_warnings() == spec.default_warnings() != []
+    assert spec.params == {} and spec.default_warnings() != []
+    assert spec.search_params() == {"checkpoint_interval": 5, "eval_interval": 5}
+    (trial,) = spec.trials()
+    assert (trial.eval_interval, trial.checkpoint_interval) == (5, 5)
+    assert param_space(spec)["eval_interval"] == param_space(spec)["checkpoint_interval"] == 5
+    plain = spec.with_overrides(search={"algorithm": "random"})
+    assert plain.trials()[0].eval_interval == TrialConfig().eval_interval != 5
 
 
 def test_param_space_runs_what_validate_shows(tmp_path):

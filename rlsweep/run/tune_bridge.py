@@ -195,15 +195,6 @@ def num_samples(spec: SweepSpec) -> int:
     return spec.search.num_samples
 
 
-def trial_overrides(spec: SweepSpec) -> dict[str, Any]:
-    """TrialConfig changes a search implies: PBT needs a checkpoint and a fresh metric (an
-    evaluation, for test/ metrics) at each perturbation."""
-    if spec.search.scheduler == "pbt":
-        every = spec.search.perturbation_interval
-        return {"checkpoint_interval": every, "eval_interval": every}
-    return {}
-
-
 def reuses_processes(spec: SweepSpec) -> bool:
     """Whether Tune hands a finished trial's process to the next trial that needs the same
     resources (`reuse_actors`), which so skips the process's start: Ray's worker, torch and
@@ -225,12 +216,6 @@ def _trial_dirname(trial) -> str:
     return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 'x')}_{trial.trial_id}"
 
 
-def _run_spec(spec: SweepSpec) -> SweepSpec:
-    if overrides := trial_overrides(spec):
-        return spec.with_overrides(params={**spec.params, **overrides})
-    return spec
-
-
 def build_tuner(
     spec: SweepSpec,
     trainable: Trainable,
@@ -246,7 +231,6 @@ def build_tuner(
     A crashed trial is retried up to `max_failures` times, each from its last checkpoint.
     `verbose`: Tune's own progress reporter; otherwise Tune is silent and rlsweep's driver
     listeners (`DriverCallback`: the progress view, graceful interrupts) report."""
-    spec = _run_spec(spec)
     storage_path = storage_path or spec.storage_path
     storage, storage_fs = tune_storage(storage_path)
     experiment = f"{storage}/{spec.name}" if storage_fs is None else None
@@ -308,7 +292,6 @@ def restore_tuner(
     its param_space: Tune refuses a re-specified one whose keys differ, and today's would have
     every TrialConfig field added since the sweep began (a trial's config without one takes its
     default, or the value the sweep ran where the default changed: `recorded_config`)."""
-    spec = _run_spec(spec)
     storage, storage_fs = tune_storage(experiment)
     tuner = tune.Tuner.restore(
         storage,
@@ -330,7 +313,7 @@ def check_restorable(spec: SweepSpec, experiment: str) -> None:
     from rlsweep.experiment.experiment_dir import run_info
     from rlsweep.results.results import unfinished_configs
 
-    resolve = resolver(_run_spec(spec))
+    resolve = resolver(spec)
     run = run_info(experiment)
     saved_by = ", commit ".join(
         str(v) for v in (run.get("rlsweep_version"), run.get("git_commit")) if v

@@ -119,7 +119,8 @@ class SearchConfig(Validated):
     reduction_factor: int = checked(3, rule=integer(2))
     """asha: keep the best 1/reduction_factor at each rung."""
     perturbation_interval: int = checked(5, rule=integer(1))
-    """pbt: iterations between exploit/explore steps (trials checkpoint at this interval)."""
+    """pbt: iterations between exploit/explore steps (trials checkpoint and evaluate at this
+    interval: `SweepSpec.search_params`)."""
     mutations: tuple[str, ...] = checked(("lr", "entropy_coeff", "clip_param"), rule=_NAMES)
     """pbt: space parameters PBT perturbs."""
     synch: bool = checked(False, rule=flag)
@@ -462,11 +463,22 @@ class SweepSpec(SpecChecks):
 
     @functools.cached_property
     def _defaults(self) -> dict[str, Any]:
-        return TrialConfig(total_env_steps=self.budget, **self.base_params()).to_dict()
+        params = {**self.base_params(), **self.search_params()}
+        return TrialConfig(total_env_steps=self.budget, **params).to_dict()
 
     def base_params(self) -> dict[str, Any]:
         """The baseline's params overlaid with this spec's params."""
         return {**self._baseline, **self.params}
+
+    def search_params(self) -> dict[str, Any]:
+        """TrialConfig fields the search sets over the params: PBT needs a checkpoint and a
+        fresh metric (an evaluation, for test/ metrics) at each perturbation. Part of
+        `defaults`, so that what validate, plan, the progress view and Tune count is what the
+        trials run; `params` stay what the file wrote."""
+        if self.search.scheduler == "pbt":
+            every = self.search.perturbation_interval
+            return {"checkpoint_interval": every, "eval_interval": every}
+        return {}
 
     @property
     def grid_keys(self) -> list[str]:
