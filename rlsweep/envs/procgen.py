@@ -77,6 +77,11 @@ EXPLORATION_LEVEL_SEEDS: dict[str, int] = {
 DEFAULT_NUM_LEVELS = {"easy": 200, "hard": 500, "extreme": 500, "memory": 500, "exploration": 1}
 
 
+SPLITS = ("train", "test")
+"""The level splits a trial is scored on: its training levels, and levels it never trains on
+(unseen). Evaluation plays both; a published number names the one it was measured on."""
+
+
 def has_unseen_levels(mode: str, num_levels: int | None) -> bool:
     """Whether a trial training on `num_levels` (None: the mode's default) in `mode` has levels
     it never trains on: not on every level (0), whose unseen levels are its training

@@ -52,9 +52,6 @@ COSTS_BENCHMARK = Path("results/benchmarks/plan_costs.json")
 """benchmarks/plan_costs.py's last result: the `Costs` fields below, by name."""
 GPU_BENCHMARK = Path("results/benchmarks/gpu.json")
 """benchmarks/gpu.py's last result: `packed`, {K: aggregate env steps/s of K trials on one GPU}."""
-EVAL_SPLITS = 2
-"""An evaluation plays the training levels and unseen levels alike
-(`rlsweep.trial.evaluation.SPLITS`, which imports torch: plan does not)."""
 DEFAULT_SOURCE = "defaults (no benchmark here: make bench-plan)"
 
 
@@ -173,7 +170,9 @@ def iterations(cfg: TrialConfig, env_steps: float | None = None) -> int:
 def eval_steps(cfg: TrialConfig) -> int:
     """Env steps one evaluation is counted as: every env of both splits to the time limit."""
     return (
-        EVAL_SPLITS * cfg.eval_episodes * procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
+        len(procgen.SPLITS)
+        * cfg.eval_episodes
+        * procgen.max_episode_steps(cfg.game, cfg.distribution_mode)
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from rlsweep.envs.procgen import GAMES
+from rlsweep.envs.procgen import GAMES, SPLITS
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.spec.config import TrialConfig, recorded_config
@@ -135,8 +135,6 @@ class SearchConfig(Validated):
     go: that is the spec's `storage_path`.)"""
 
 
-REFERENCE_SPLITS = ("train", "test")
-"""Which levels a published number was measured on: the training levels, or unseen ones."""
 ERROR_KINDS = ("std", "sem", "ci95")
 """What a published ± is: a standard deviation over seeds, a standard error of the mean, the
 half-width of a 95% confidence interval."""
@@ -163,7 +161,7 @@ class Reference(Validated):
     """Its ± as published (2.71 for "16.46 ± 2.71"); `error_kind` or `note` says what it is."""
     error_kind: str | None = checked(None, rule=optional(one_of(ERROR_KINDS), "(not said)"))
     """What `error` is: std (over seeds) | sem (standard error) | ci95 (a 95% CI's half-width)."""
-    split: str = checked(rule=one_of(REFERENCE_SPLITS))
+    split: str = checked(rule=one_of(SPLITS))
     """The levels it was measured on, and so the score it is set beside: train (the training
     levels: `train/return`; also a run on the full level distribution's) | test (unseen levels:
     `test/return`)."""

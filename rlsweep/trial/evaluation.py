@@ -23,7 +23,7 @@ Policy = Callable[[np.ndarray, np.ndarray], np.ndarray]
 """(obs (N, C, H, W) uint8, active (N,) bool) -> (N,) actions. Only the `active` rows' actions
 are scored (their envs are still in their first episode); the others' may cost nothing."""
 
-SPLITS = {"train": 2, "test": 1}
+SPLITS = dict(zip(procgen.SPLITS, (2, 1), strict=True))
 """Evaluated level splits and their env_seed stream ids (never the training envs' streams)."""
 
 
