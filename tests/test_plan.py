@@ -20,6 +20,8 @@ from rlsweep.plan.plan import (
     REFERENCE,
     Costs,
     Throughput,
+    evaluations,
+    iterations,
     make_plan,
     makespan,
     measured_throughput,
@@ -116,6 +118,18 @@ def test_a_trial_is_its_start_iterations_and_evaluations():
     assert runners.train_s == pytest.approx(12 * (0.5 + 32 * (0.004 + 16 * 0.001) + 6.444))
     # Trials start as slots free, in order: 3 of 10 s and one of 25 s on 2 slots end at 35 s.
     assert makespan([10, 10, 10, 25], 2) == 35 and makespan([10, 10], 4) == 10
+
+
+@pytest.mark.parametrize("interval", [1, 3, 5, 12, 13])
+def test_the_plans_count_of_evaluations_is_the_trials_rule(interval):
+    """`evaluations` in closed form counts the iterations `TrialConfig.evaluates` (the rule the
+    trial runs by) makes evaluate, each iteration a whole batch."""
+    cfg = TrialConfig(**{**DEMO_TRIAL.to_dict(), "eval_interval": interval})
+    batch = cfg.effective_train_batch_size
+    for n in range(1, 30):
+        budget = dataclasses.replace(cfg, total_env_steps=n * batch)
+        counted = sum(budget.evaluates(i, i * batch) for i in range(1, n + 1))
+        assert evaluations(budget, iterations(budget)) == counted, n
 
 
 def test_the_demo_plan_counts_ray_trials_and_evaluations():

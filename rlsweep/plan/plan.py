@@ -157,7 +157,7 @@ class TrialTime:
 
 def evaluations(cfg: TrialConfig, iterations: int) -> int:
     """Evaluations a trial of `iterations` makes: every `eval_interval` iterations and at the
-    end (`rlsweep.trial.trainable`)."""
+    end (`TrialConfig.evaluates`, each iteration a whole batch)."""
     return iterations // cfg.eval_interval + (iterations % cfg.eval_interval != 0)
 
 

@@ -248,6 +248,11 @@ class BudgetConfig(Validated):
     checkpoint_interval: int = checked(0, rule=integer(0))
     """Also checkpoint every this many iterations; 0 = off."""
 
+    def evaluates(self, iteration: int, env_steps: float) -> bool:
+        """Whether the trial's iteration `iteration` (from 1), ending at `env_steps`, evaluates:
+        every eval_interval-th, and the last (the first to reach the budget)."""
+        return env_steps >= self.total_env_steps or iteration % self.eval_interval == 0
+
 
 def _is_lr_schedule(points: Any) -> bool:
     if not isinstance(points, list | tuple) or not points:

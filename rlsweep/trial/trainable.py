@@ -245,7 +245,7 @@ def train_trial(config: dict[str, Any]) -> None:
             if steps_at_start is None:
                 steps_at_start = m[ENV_STEPS] - cfg.effective_train_batch_size
             finished = m[ENV_STEPS] >= cfg.total_env_steps
-            fresh = finished or iteration % cfg.eval_interval == 0
+            fresh = cfg.evaluates(iteration, m[ENV_STEPS])
             if fresh:
                 t0 = time.monotonic()
                 played = evaluate(policy, eval_envs)
@@ -280,8 +280,9 @@ def train_trial(config: dict[str, Any]) -> None:
                 reason = f"training diverged: {bad[0]} is {m[bad[0]]} at iteration {iteration}"
                 tune.report({**metrics, TRIAL_ERROR: reason, TRIAL_DONE: True})
                 break
-            last_next = m[ENV_STEPS] + cfg.effective_train_batch_size >= cfg.total_env_steps
-            evaluates_next = last_next or (iteration + 1) % cfg.eval_interval == 0
+            evaluates_next = cfg.evaluates(
+                iteration + 1, m[ENV_STEPS] + cfg.effective_train_batch_size
+            )
             stop = not finished and interrupt.requested(clock.next_s(evaluates_next))
             metrics[TRIAL_INTERRUPTED] = stop
             # An evaluation that may outlast the time limit goes ahead from a checkpoint.
