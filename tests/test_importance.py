@@ -92,6 +92,36 @@ def test_importances_from_the_persisted_study(tmp_path):
     assert scores.sum() == pytest.approx(1.0)
 
 
+def test_a_sweep_that_optimized_another_metric_is_explained_by_the_reports_score(tmp_path):
+    """A search that minimized its generalization gap: its report ranks by the final
+    unseen-level score, so its history's "best so far" and its importances follow that score,
+    higher better, not the gap nor the lowest score; its persisted study (of the gap) is not
+    read."""
+    from rlsweep.results.importance import report_study
+
+    spec = SweepSpec(
+        name="gap",
+        space=SPACE,
+        search={"algorithm": "optuna"},
+        metric=M.GAP_NORM,
+        mode="min",
+    )
+    final = _final(8)
+    for study in (study_from_trials(spec, final), report_study(final, ["lr"], [spec])):
+        assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+        assert study.best_value == pytest.approx(final[M.TEST_RETURN_NORM].max())
+    experiment = tmp_path / "gap"
+    persisted = optuna.create_study(
+        study_name="gap", storage=spec.optuna_storage_url(experiment, create=True)
+    )
+    persisted.add_trial(
+        optuna.trial.create_trial(
+            params={"lr": 1e-4}, distributions={"lr": distribution(spec.space["lr"])}, value=0.0
+        )
+    )
+    assert importances(spec, final, experiment)[1] == "finished trials (8 trials)"
+
+
 def test_report_study_takes_the_spaces_distributions_else_infers_them():
     """A search report's figures come from this study: log axes where the space is log
     (declared by the spec, or inferred from values spanning two decades), in the order given."""

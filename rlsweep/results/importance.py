@@ -1,10 +1,13 @@
 """Hyperparameter importance of a sweep's sampled parameters, with Optuna's importance module.
 
-An Optuna sweep persists its study (`search.optuna_storage`, SQLite by default); that study is
-what gets evaluated. Random-search sweeps have no study, so one is built from their finished trials:
-each trial's sampled values with their declared distributions, and its final score. Either way
-the evaluator is Optuna's default, fANOVA (a random-forest functional ANOVA): the importances
-are the share of the score's variance each parameter explains, summing to 1.
+The score is the report's: the final unseen-level score (`test/return_norm`), higher better,
+whatever a sweep's own `metric` and `mode` (a report ranks several sweeps by one score). An
+Optuna sweep persists its study (`search.optuna_storage`, SQLite by default); that study is what
+gets evaluated where it optimized the same score. Otherwise, and for random-search sweeps, which
+have no study, one is built from their finished trials: each trial's sampled values with their
+declared distributions, and its final score. Either way the evaluator is Optuna's default,
+fANOVA (a random-forest functional ANOVA): the importances are the share of the score's variance
+each parameter explains, summing to 1.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ def distribution(p: Param):
     return D.FloatDistribution(p.low, p.high, step=p.q)
 
 
-def study_from_trials(spec: SweepSpec, final: pd.DataFrame, metric: str = M.TEST_RETURN_NORM):
+def study_from_trials(spec: SweepSpec, final: pd.DataFrame):
     """An in-memory Optuna study with one completed trial per finished sweep trial."""
     dists = {k: distribution(spec.space[k]) for k in spec.sampled_keys}
-    return _study(dists, final, spec.mode, metric)
+    return _study(dists, final)
 
 
 def inferred_distribution(values: pd.Series):
@@ -62,33 +65,28 @@ def inferred_distribution(values: pd.Series):
     return D.FloatDistribution(float(low), float(high), log=bool(log))
 
 
-def report_study(
-    final: pd.DataFrame,
-    params: Sequence[str],
-    specs: Sequence[SweepSpec] = (),
-    metric: str = M.TEST_RETURN_NORM,
-):
+def report_study(final: pd.DataFrame, params: Sequence[str], specs: Sequence[SweepSpec] = ()):
     """An in-memory study of a search's finished trials (`final`, in the order they ran), for
     its figures: each of `params` with the distribution the first spec that searches it
-    declares (log where the space is), else one inferred from its values; the direction of the
-    first spec's `mode` (max without one)."""
+    declares (log where the space is), else one inferred from its values."""
     dists = {}
     for k in params:
         declared = next((s.space[k] for s in specs if k in s.space), None)
         dists[k] = distribution(declared) if declared else inferred_distribution(final[k])
-    return _study(dists, final, specs[0].mode if specs else "max", metric)
+    return _study(dists, final)
 
 
-def _study(dists: dict[str, Any], final: pd.DataFrame, mode: str, metric: str):
-    """A study with one completed trial per row of `final` with a finite `metric` and a value
-    of every parameter of `dists` inside its distribution (a conditional parameter can keep a
-    default outside its sampled range: such a row is left out)."""
+def _study(dists: dict[str, Any], final: pd.DataFrame):
+    """A study maximizing the final unseen-level score, with one completed trial per row of
+    `final` with a finite score and a value of every parameter of `dists` inside its
+    distribution (a conditional parameter can keep a default outside its sampled range: such a
+    row is left out)."""
     import optuna
 
-    study = optuna.create_study(direction="maximize" if mode == "max" else "minimize")
+    study = optuna.create_study(direction="maximize")
     trials = []
     for row in final.to_dict("records"):
-        value = row[metric]
+        value = row[M.TEST_RETURN_NORM]
         if not np.isfinite(value):
             continue
         params = {}
@@ -114,8 +112,9 @@ def _study(dists: dict[str, Any], final: pd.DataFrame, mode: str, metric: str):
 
 
 def persisted_study(spec: SweepSpec, experiment: str | Path):
-    """The Optuna study a sweep persisted, or None (not an Optuna sweep, or not found)."""
-    if spec.search.algorithm != "optuna":
+    """The Optuna study a sweep persisted, or None (not an Optuna sweep, one that optimized
+    another score than the report's, or not found)."""
+    if spec.search.algorithm != "optuna" or (spec.metric, spec.mode) != (M.TEST_RETURN_NORM, "max"):
         return None
     import optuna
 
