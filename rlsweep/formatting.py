@@ -100,6 +100,17 @@ def significant(x: float, digits: int = 3) -> str:
     return f"{mantissa}e{int(exp)}"
 
 
+def searched(v: object, digits: int = 3) -> str:
+    """A config value as a variant's label and the progress view show it: as written, unless it
+    is a float with more than `digits` significant digits (a sampled one), which is rounded
+    (`significant`): `lr=0.0005` from a grid, `lr=2.24e-4` sampled."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or isinstance(v, numbers.Integral):
+        return f"{v}"
+    if not math.isfinite(v) or float(f"{v:.{digits}g}") == v:
+        return f"{v}"  # a grid's value (0.0005, 0.01) reads as it was written
+    return significant(float(v), digits)
+
+
 def published(value: float, error: float | None = None, kind: str | None = None) -> str:
     """A published number as its source printed it: `17.7`, `16.46 ± 2.71`, `16.46 ± 2.71 (std)`
     (`kind`: what the ± is, where said)."""

@@ -82,3 +82,17 @@ def test_significant_is_3_digits_and_a_short_exponent(x, text):
     from rlsweep.formatting import significant
 
     assert significant(x) == text
+
+
+def test_a_searched_value_reads_as_written_unless_sampled():
+    from rlsweep.formatting import searched
+
+    assert [searched(5e-4), searched(0.01), searched(3), searched(True)] == [
+        "0.0005",  # a grid's value, as written
+        "0.01",
+        "3",
+        "True",
+    ]
+    assert searched(0.00022434347458680692) == "2.24e-4"  # sampled: rounded
+    assert searched(np.float32(0.9980112)) == "0.998" and searched(np.int64(4)) == "4"
+    assert searched(0.99801125, digits=5) == "0.99801" and searched("gap") == "gap"

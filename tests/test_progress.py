@@ -149,6 +149,19 @@ def test_best_so_far_never_goes_down():
     assert "best test/return_norm 0.00203 (coinrun s0)" in later.line("test/return_norm")
 
 
+def test_a_trial_is_named_by_its_searched_values_as_the_report_labels_them():
+    """A sampled lr reads as in the report's labels (`formatting.searched`): 2.24e-4, not
+    0.000224; a grid's value as written."""
+    spec = SPEC.with_overrides(
+        space={"lr": {"loguniform": [1e-5, 1e-3]}, "gamma": [0.99, 0.999]},
+        search={"algorithm": "random"},
+    )
+    view = ProgressView(spec, stream=io.StringIO(), throughput=PRIOR)
+    trial = _trial(0, "RUNNING", 2, 50, 30, 0.5)
+    trial.config |= {"lr": 0.00022434347458680692, "gamma": 0.999}
+    assert view.measure([trial], now=1).best == (0.5, "coinrun s0 lr=2.24e-4 gamma=0.999")
+
+
 def test_plain_lines_without_ansi_when_not_a_terminal():
     out = io.StringIO()  # not a TTY: no live bar, plain lines
     view = ProgressView(SPEC, stream=out, interval_s=3600, throughput=PRIOR)

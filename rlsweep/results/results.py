@@ -659,22 +659,12 @@ LABEL_DIGITS = 3
 more only where two variants would otherwise read alike."""
 
 
-def _value_text(v: object, digits: int | None) -> str:
-    """A value as its label shows it: as written, unless it is a float with more than `digits`
-    significant digits (a sampled one), which is rounded (`formatting.significant`)."""
-    if digits is None or isinstance(v, bool) or not isinstance(v, float | np.floating):
-        return f"{v}"
-    if not math.isfinite(v) or float(f"{v:.{digits}g}") == v:
-        return f"{v}"  # a grid's value (0.0005, 0.01) reads as it was written
-    return formatting.significant(float(v), digits)
-
-
 def _label(by: Sequence[str], values: Iterable[object], digits: int | None = None) -> str:
     # An ablation's variant is named by its own label ("Avg Pool", as ablation.md's columns),
     # other parameters as p=v; a trial without a variant (a plain sweep's, beside an
     # ablation's) shows none.
     parts = [
-        str(v) if p == VARIANT else f"{p}={_value_text(v, digits)}"
+        str(v) if p == VARIANT else f"{p}={v if digits is None else formatting.searched(v, digits)}"
         for p, v in zip(by, values, strict=True)
         if not (p == VARIANT and _missing(v))
     ]

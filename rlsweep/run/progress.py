@@ -113,10 +113,6 @@ class _Model:
         return evaluations * self.evaluation_s
 
 
-def _short(value: Any) -> str:
-    return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
 @dataclass
 class Snapshot:
     """What the view shows, computed from Tune's trials."""
@@ -264,7 +260,7 @@ class ProgressView:
             parts = [f"{cfg.get('game', trial.trial_id)}", f"s{cfg.get('seed', '?')}"]
             if "variant" in cfg:
                 parts.append(str(cfg["variant"]))
-            parts += [f"{k}={_short(cfg[k])}" for k in self.spec.space if k in cfg]
+            parts += [f"{k}={formatting.searched(cfg[k])}" for k in self.spec.space if k in cfg]
             self._labels[trial.trial_id] = " ".join(parts)
         return self._labels[trial.trial_id]
 
