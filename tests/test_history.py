@@ -111,6 +111,22 @@ def test_a_trials_retries_resumes_and_failure_from_its_files(tmp_path):
     assert history.history_section([exp], sweeps={"other"})[2].startswith("None: every trial")
 
 
+def test_a_trial_that_failed_before_its_params_were_written_is_in_the_history(tmp_path):
+    """Tune writes error.txt in the dir of a trial that failed before params.json existed: the
+    report's table lists it as ERROR (`results`), and its history says so too, where it said
+    every trial had run through. It also makes the dir a sweep's."""
+    from rlsweep.experiment.experiment_dir import holds_sweep
+
+    exp = tmp_path / "sweep"
+    trial = exp / "coinrun_s0_a"
+    trial.mkdir(parents=True)
+    (trial / "error.txt").write_text(_error_txt(("2026-11-27_10-00-05", RAISED)))
+    assert history.is_trial_dir(trial) and R.experiment_dirs(exp) == [exp]
+    assert holds_sweep(str(exp))
+    md = "\n".join(history.history_section([exp]))
+    assert "| `coinrun_s0_a` | failed (failure 1) | 0 | RuntimeError: a fake trial's crash" in md
+
+
 def test_the_progress_view_says_a_retry_and_a_failure_in_a_line(tmp_path):
     error = tmp_path / "error.txt"
     error.write_text(_error_txt(("2026-11-27_10-00-05", DIED)))

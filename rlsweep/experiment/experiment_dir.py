@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from rlsweep._version import __version__
+from rlsweep.experiment.history import is_trial_dir
 from rlsweep.experiment.interrupt import resume_command
 from rlsweep.spec.spec import SpecError, SweepSpec
 from rlsweep.storage import filesystem, is_uri
@@ -67,7 +68,7 @@ def holds_sweep(experiment: str) -> bool:
         if not path.is_dir():
             return False
         names = {p.name for p in path.iterdir()}
-        trial_dirs = any((p / "params.json").exists() for p in path.iterdir() if p.is_dir())
+        trial_dirs = any(map(is_trial_dir, path.iterdir()))
         return bool(names & {SWEEP_FILE, "tuner.pkl"}) or trial_dirs
     import pyarrow.fs as pafs
 

@@ -34,6 +34,8 @@ MAX_FAILURES = 2
 ERROR_FILE = "error.txt"
 """Tune's record of a trial's failures, in its dir: `Failure # N (occurred at DATE)` and the
 error's full text, for each failure."""
+ERROR_PICKLE = "error.pkl"
+"""Tune's pickled exception of a trial's last failure, in its dir."""
 _FAILURE = re.compile(r"^Failure # (\d+) \(occurred at ([\d_-]+)\)\s*$")
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning))(:|$)")
 TUNE_DATE = "%Y-%m-%d_%H-%M-%S"
@@ -138,6 +140,12 @@ class Event:
     reason: str
 
 
+def is_trial_dir(d: Path) -> bool:
+    """A trial's dir in an experiment dir: Tune's params.json in it, or the error files of a
+    trial that failed before it had one."""
+    return d.is_dir() and any((d / f).exists() for f in ("params.json", ERROR_FILE, ERROR_PICKLE))
+
+
 def trial_events(trial_dir: Path) -> list[Event]:
     """What happened to the trial in `trial_dir`, in order, from its error.txt and result.json:
     each failure (retried from a checkpoint, or the last), and each `rlsweep resume` that
@@ -218,7 +226,7 @@ def history_section(dirs: Sequence[Path], sweeps: set[str] | None = None) -> lis
     for d in dirs:
         if sweeps is not None and d.name not in sweeps:
             continue
-        for trial in sorted(p for p in d.iterdir() if (p / "params.json").exists()):
+        for trial in sorted(filter(is_trial_dir, d.iterdir())):
             for e in trial_events(trial):
                 cell = e.reason.replace("|", "\\|") or "—"
                 rows.append(f"| `{e.trial}` | {e.what} | {e.iteration} | {cell} |")

@@ -70,7 +70,6 @@ FINAL_EXTRA = ("test_iteration", "test_env_steps")
 """Final view only: the iteration and env steps of the evaluation its test score comes from."""
 _TEST_AT_EVAL = (M.TRAIN_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN, M.TEST_RETURN_NORM, M.GAP_NORM)
 """Final view: taken from the last row that evaluated (train and test levels), not the last row."""
-_ERROR_FILES = ("error.txt", "error.pkl")
 _NOT_PARAMS = {
     *ID_COLUMNS,
     ITERATION,
@@ -95,10 +94,6 @@ def trial_normalization_note(params: Any) -> str | None:
 # --- finding trials -----------------------------------------------------------------------
 
 
-def _is_trial_dir(d: Path) -> bool:
-    return d.is_dir() and any((d / f).exists() for f in ("params.json", *_ERROR_FILES))
-
-
 def experiment_dirs(path: str | Path) -> list[Path]:
     """`path` itself if it is an experiment dir (its subdirs are trials), else the experiment
     dirs directly inside it (a storage dir holding several sweeps). A URI (`s3://...`) is read
@@ -108,9 +103,11 @@ def experiment_dirs(path: str | Path) -> list[Path]:
     path = Path(path)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such directory")
-    if any(_is_trial_dir(d) for d in path.iterdir()):
+    if any(map(history.is_trial_dir, path.iterdir())):
         return [path]
-    found = sorted(d for d in path.iterdir() if d.is_dir() and any(map(_is_trial_dir, d.iterdir())))
+    found = sorted(
+        d for d in path.iterdir() if d.is_dir() and any(map(history.is_trial_dir, d.iterdir()))
+    )
     if not found:
         raise FileNotFoundError(f"{path}: no Tune trial directories (with params.json) found")
     return found
@@ -146,11 +143,11 @@ def _read_results(path: Path) -> tuple[list[dict[str, Any]], str]:
 def _error_file_text(trial_dir: Path) -> str:
     """The first line of the reason of the trial's last failure (`history.reason`); its full
     text, every failure's, is the trial dir's error.txt."""
-    txt = trial_dir / "error.txt"
+    txt = trial_dir / history.ERROR_FILE
     if txt.exists():
-        return history.reason(txt.read_text(errors="replace")) or "error.txt (empty)"
-    if (trial_dir / "error.pkl").exists():
-        return "error.pkl (a pickled exception; see the trial dir)"
+        return history.reason(txt.read_text(errors="replace")) or f"{txt.name} (empty)"
+    if (trial_dir / history.ERROR_PICKLE).exists():
+        return f"{history.ERROR_PICKLE} (a pickled exception; see the trial dir)"
     return ""
 
 
@@ -266,7 +263,7 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     for path in paths:
         for exp in experiment_dirs(path):
             for d in sorted(exp.iterdir()):
-                if _is_trial_dir(d):
+                if history.is_trial_dir(d):
                     frames.append(load_trial(d, exp.name))
     if not frames:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
