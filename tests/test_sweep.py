@@ -180,7 +180,7 @@ def test_run_or_resume_runs_anew_a_sweep_that_stopped_before_tune_started_it(tmp
     assert (result.trials["status"] == "TERMINATED").all() and can_resume(result.path)
 
 
-def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsys):
+def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsys, monkeypatch):
     """The table `run` prints is `results.final_scores` (`rlsweep report`'s loader): an Optuna
     sweep with variants whose trials ended at half their budget lists each trial's variant and
     INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). A resume finds
@@ -215,7 +215,8 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsy
         to_run=0,
     )
     recorded = runs(tmp_path / "early")
-    again = resume_sweep(tmp_path / "early", trainable=fake_trial, num_cpus=2)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the Python API expands ~ as the shell does
+    again = resume_sweep("~/early", trainable=fake_trial, num_cpus=2)
     assert list(again.trials["status"]) == ["INCOMPLETE", "INCOMPLETE"]
     assert "every trial of early has ended: nothing to resume" in capsys.readouterr().out
     assert runs(tmp_path / "early") == recorded  # no driver started: no run recorded
@@ -235,10 +236,16 @@ def test_run_refuses_a_results_dir_holding_a_sweep_before_ray_starts(tmp_path, r
     (tmp_path / "results" / "demo" / "sweep.yaml").write_text("name: demo\n")
     run = rlsweep_cli("run", "spec.yaml", cwd=tmp_path)
     assert run.returncode == 2, run.stderr
-    assert "results/demo" in run.stderr and "already holds a sweep" in run.stderr
-    assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
+    assert "results/demo" in run.stderr and "holds a sweep" in run.stderr
+    # sweep.yaml without Tune's state: nothing a resume could take up, so it is not offered.
+    assert "stopped before Tune started it" in run.stderr and "--overwrite" in run.stderr
+    assert "rlsweep resume" not in run.stderr
     assert "Token authentication" not in run.stderr  # ray.init's first words
     assert [p.name for p in (tmp_path / "results" / "demo").iterdir()] == ["sweep.yaml"]
+    (tmp_path / "results" / "demo" / "tuner.pkl").write_bytes(b"")
+    run = rlsweep_cli("run", "spec.yaml", cwd=tmp_path)
+    assert run.returncode == 2 and "already holds a sweep" in run.stderr, run.stderr
+    assert "`rlsweep resume results/demo`" in run.stderr and "--overwrite" in run.stderr
 
 
 def test_resume_refuses_trials_this_rlsweep_does_not_run_before_ray_starts(tmp_path, rlsweep_cli):

@@ -41,7 +41,7 @@ from rlsweep.run.preflight import on_target, plan_on
 from rlsweep.run.session import Dashboard, machine_record, quiet_console, ray_session
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
-from rlsweep.storage import is_uri, user_path
+from rlsweep.storage import filesystem, is_uri, user_path
 
 
 @dataclass
@@ -176,7 +176,7 @@ def resume_sweep(
     from rlsweep.run.tune_bridge import check_restorable, restore_tuner
 
     limit = TimeLimit(time_limit) if time_limit is not None else None
-    experiment = str(experiment) if is_uri(str(experiment)) else str(Path(experiment).resolve())
+    experiment = filesystem(experiment)[1] if not is_uri(str(experiment)) else str(experiment)
     if not can_resume(experiment):
         raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
     spec = sweep_spec(experiment)
