@@ -207,7 +207,7 @@ def _ablation_body(
     table = T.score_table(exp, **kw)
     (out / "table.md").write_text(table)
     scores = exp.all_scores()
-    complete = [v for v in exp.variants if all(len(g) for g in scores[v])]
+    complete = [v for v in exp.variants if R.complete(scores[v])]
     aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
     colors = plots.colors(exp.variants)
     plots.plot_learning_curves(exp, out / "learning_curves.png", raw=raw, **kw)
@@ -256,7 +256,7 @@ def _search_body(
     ).to_csv(out / "ranking.csv", index=False)
 
     scores = exp.all_scores(variants=top)
-    complete = [v for v in top if all(len(g) for g in scores[v])]
+    complete = [v for v in top if R.complete(scores[v])]
     aggs = T.aggregates({v: scores[v] for v in complete}, **kw)
     colors = plots.colors(top)
     plots.plot_learning_curves(exp, out / "learning_curves.png", highlight=top, raw=raw, **kw)

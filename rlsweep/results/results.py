@@ -555,10 +555,6 @@ class Experiment:
         none = np.empty(0, dtype=int)
         return {v: [values[groups.get((v, g), none)] for g in self.games] for v in wanted}
 
-    def complete(self, variant: str) -> bool:
-        """Has at least one finished run on every game (aggregates need the same games)."""
-        return all(len(s) for s in self.scores(variant))
-
     def runs(self, variant: str, game: str | None = None) -> list[pd.DataFrame]:
         """The curves of the variant's finished runs (on `game`, or on every game)."""
         per_game = self.all_runs([variant])[variant]
@@ -731,6 +727,12 @@ def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:
         config.update(zip(keys, values, strict=True))
         out.append(tuple(cell(config[p]) for p in by))
     return list(dict.fromkeys(out))
+
+
+def complete(runs_per_game: Sequence[np.ndarray]) -> bool:
+    """A variant's scores (`Experiment.scores`) hold a finished run on every game: aggregates
+    over games need the same games."""
+    return all(len(runs) for runs in runs_per_game)
 
 
 def load_experiment(

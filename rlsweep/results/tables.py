@@ -84,7 +84,7 @@ def aggregates(
     return {
         v: {name: interval(sc, name, **kw) for name in S.STATISTICS}
         for v, sc in scores.items()
-        if all(len(g) for g in sc)
+        if R.complete(sc)
     }
 
 
@@ -139,7 +139,7 @@ def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: i
         lines.append(f"| {g} | " + " | ".join(cell(cells[g, v]) for v in exp.variants) + " |")
     agg = []
     for v in exp.variants:
-        if not all(len(g) for g in scores[v]):
+        if not R.complete(scores[v]):
             agg.append("—")
             continue
         iv = interval(scores[v], "iqm", **kw)
