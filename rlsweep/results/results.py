@@ -548,12 +548,7 @@ class Experiment:
         """`scores` of every variant (or of `variants`), from one pass over the counted trials:
         a report's work stays linear in trials, however many variants it has."""
         wanted = list(self.variants if variants is None else variants)
-        c = self.counted
-        c = c[c["variant"].isin(wanted)].sort_values(["seed", "trial_id"], kind="stable")
-        values = c[metric].to_numpy(dtype=float)
-        groups = c.groupby(["variant", "game"], sort=False).indices if len(c) else {}
-        none = np.empty(0, dtype=int)
-        return {v: [values[groups.get((v, g), none)] for g in self.games] for v in wanted}
+        return scores_by_game(self.counted, metric, wanted, self.games)
 
     def runs(self, variant: str, game: str | None = None) -> list[pd.DataFrame]:
         """The curves of the variant's finished runs (on `game`, or on every game)."""
@@ -727,6 +722,19 @@ def declared_variants(spec: SweepSpec, by: Sequence[str]) -> list[tuple] | None:
         config.update(zip(keys, values, strict=True))
         out.append(tuple(cell(config[p]) for p in by))
     return list(dict.fromkeys(out))
+
+
+def scores_by_game(
+    trials: pd.DataFrame, metric: str, variants: Sequence[str], games: Sequence[str]
+) -> dict[str, list[np.ndarray]]:
+    """Each of `variants`' `metric` per game of `games`, over `trials` (a row each), in one
+    pass; a game's runs in seed order, the order that pairs a variant's scores of two metrics
+    run by run."""
+    c = trials[trials["variant"].isin(variants)].sort_values(["seed", "trial_id"], kind="stable")
+    values = c[metric].to_numpy(dtype=float)
+    groups = c.groupby(["variant", "game"], sort=False).indices if len(c) else {}
+    none = np.empty(0, dtype=int)
+    return {v: [values[groups.get((v, g), none)] for g in games] for v in variants}
 
 
 def complete(runs_per_game: Sequence[np.ndarray]) -> bool:

@@ -367,12 +367,8 @@ def raw_scores(
     """Each variant's final raw `metric` per game, over the trials that finished with a finite
     value of it (`results.finished`: also those of a mode without normalization constants,
     which `Experiment.counted` leaves out)."""
-    c = R.finished(exp.final, metric, pooled=exp.pooled, quiet=True)
-    c = c.sort_values(["seed", "trial_id"], kind="stable")
-    values = c[metric].to_numpy(dtype=float)
-    groups = c.groupby(["variant", "game"], sort=False).indices if len(c) else {}
-    none = np.empty(0, dtype=int)
-    return {v: [values[groups.get((v, g), none)] for g in games] for v in variants}
+    finished = R.finished(exp.final, metric, pooled=exp.pooled, quiet=True)
+    return R.scores_by_game(finished, metric, variants, games)
 
 
 def _md(text: str | None) -> str:
