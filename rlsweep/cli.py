@@ -14,7 +14,6 @@ import warnings
 from rlsweep.errors import SpecError
 from rlsweep.spec.spec import SweepSpec
 
-EXIT_FAILED_TRIALS = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
@@ -282,13 +281,7 @@ def _where(args: argparse.Namespace) -> dict:
 def _summary(result) -> int:
     print(f"\nresults: {result.path}\n")
     print(_table(result.trials))
-    return _exit_code(result)
-
-
-def _exit_code(result) -> int:
-    """1 when any trial did not finish (run and ablate alike)."""
-    failed = (result.trials["status"] != "TERMINATED").sum()
-    return EXIT_FAILED_TRIALS if failed else 0
+    return result.exit_code
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -347,7 +340,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     print(f"table: {table}\nreport: {table.parent / 'report.md'}")
     if args.smoke:
         print(f"rlsweep: {SMOKE_NOTE.format(budget=spec.budget)}", file=sys.stderr)
-    return _exit_code(result)
+    return result.exit_code
 
 
 def cmd_pack(args: argparse.Namespace) -> int:

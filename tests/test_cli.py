@@ -227,13 +227,12 @@ def test_failed_trials_exit_1_for_run_and_ablate(tmp_path):
     """run and ablate share the exit rule: any trial not TERMINATED -> 1."""
     import pandas as pd
 
-    from rlsweep.cli import EXIT_FAILED_TRIALS, _exit_code
-    from rlsweep.run.sweep import SweepResult
+    from rlsweep.run.sweep import EXIT_FAILED_TRIALS, SweepResult
 
     spec = SweepSpec(name="x")
     ok = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "TERMINATED"]}))
-    bad = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "ERROR"]}))
-    assert _exit_code(ok) == 0 and _exit_code(bad) == EXIT_FAILED_TRIALS == 1
+    bad = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "INCOMPLETE"]}))
+    assert ok.exit_code == 0 and bad.exit_code == EXIT_FAILED_TRIALS == 1
 
 
 def test_launcher_bad_input_is_a_spec_error(tmp_path, capsys):

@@ -409,7 +409,7 @@ def sweep(args: argparse.Namespace, spec, address: str, summary: dict[str, Any])
         return e.exit_code
     path = write_summary(args.model_dir, result, summary)
     print(f"rlsweep: summary {path}", flush=True)
-    return 0 if (result.trials["status"] == "TERMINATED").all() else 1
+    return result.exit_code
 
 
 def write_summary(model_dir: str, result, summary: dict[str, Any]) -> Path:

@@ -34,7 +34,7 @@ from rlsweep.experiment.experiment_dir import (
 from rlsweep.experiment.history import MAX_FAILURES
 from rlsweep.experiment.interrupt import Interrupts, SweepInterrupted, TimeLimit
 from rlsweep.plan.placement import starts_local_ray
-from rlsweep.results.results import resume_points, trials_table
+from rlsweep.results.results import TERMINATED, resume_points, trials_table
 from rlsweep.run import tracking
 from rlsweep.run.fits import check_fits
 from rlsweep.run.preflight import on_target, plan_on
@@ -42,6 +42,9 @@ from rlsweep.run.session import Dashboard, machine_record, quiet_console, ray_se
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.storage import filesystem, is_uri, user_path
+
+EXIT_FAILED_TRIALS = 1
+"""The exit code of a sweep that ran to its end with trials that did not finish."""
 
 
 @dataclass
@@ -58,6 +61,12 @@ class SweepResult:
 
     def to_dataframe(self) -> pd.DataFrame:
         return self.trials.copy()
+
+    @property
+    def exit_code(self) -> int:
+        """What the command that ran it exits with (`rlsweep run`, `ablate`, `resume`, a
+        SageMaker job): 0 when every trial finished (TERMINATED), else `EXIT_FAILED_TRIALS`."""
+        return 0 if (self.trials["status"] == TERMINATED).all() else EXIT_FAILED_TRIALS
 
 
 def run_sweep(
