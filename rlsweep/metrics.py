@@ -77,6 +77,9 @@ METRICS = (
 TUNE_STEPS = "timesteps_total"
 """Tune's own name for env steps (= env_steps): TensorBoard and Tune's progress table use it as
 their x axis."""
+TUNE_ITERATION = "training_iteration"
+"""Tune's count of a trial's reports, each an iteration: the key of result.json's rows, of a
+checkpoint's metrics and of the schedulers' time."""
 
 TRIAL_ERROR = "trial/error"
 """The reason, on the last report of a trial that stopped itself as failed, e.g. on a

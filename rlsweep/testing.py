@@ -149,12 +149,12 @@ def forget_iteration(trial_dir: Path, iteration: int) -> dict[str, Any] | None:
     killed after the trial uploaded that iteration's checkpoint, but before it logged the report
     that came with it, leaves them; the result.json row removed (None: it had none)."""
     rows = result_rows((trial_dir / "result.json").read_text())  # a torn last line left out
-    gone = [r for r in rows if r["training_iteration"] == iteration]
-    kept = [json.dumps(r) + "\n" for r in rows if r["training_iteration"] != iteration]
+    gone = [r for r in rows if r[M.TUNE_ITERATION] == iteration]
+    kept = [json.dumps(r) + "\n" for r in rows if r[M.TUNE_ITERATION] != iteration]
     (trial_dir / "result.json").write_text("".join(kept))
     with open(trial_dir / "progress.csv", newline="") as f:
         header, *lines = list(csv.reader(f))
-    column = header.index("training_iteration")
+    column = header.index(M.TUNE_ITERATION)
     with open(trial_dir / "progress.csv", "w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(
             [header, *(r for r in lines if r[column] != str(iteration))]

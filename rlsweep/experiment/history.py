@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from rlsweep.metrics import RESUMED_AT, TRIAL_ERROR
+from rlsweep.metrics import RESUMED_AT, TRIAL_ERROR, TUNE_ITERATION
 
 MAX_FAILURES = 2
 """Retries of a crashed trial, each from its last checkpoint (`run_sweep(max_failures=...)`,
@@ -78,14 +78,14 @@ def _failure_blocks(text: str) -> list[tuple[int, datetime | None, str]]:
 
 
 def _iteration(trial: Any) -> int:
-    return int((trial.last_result or {}).get("training_iteration") or 0)
+    return int((trial.last_result or {}).get(TUNE_ITERATION) or 0)
 
 
 def checkpoint_iteration(trial: Any) -> int | None:
     """The iteration of the checkpoint a running Tune trial would restart from (None: none)."""
     try:
         saved = trial.latest_checkpoint_result
-        return int(saved.metrics["training_iteration"]) if saved else None
+        return int(saved.metrics[TUNE_ITERATION]) if saved else None
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
 
@@ -169,7 +169,7 @@ def trial_events(trial_dir: Path) -> list[Event]:
             (f for f in left if f[1] is None or _between(f[1], before, after)),
             None,
         )
-        failed_at = int(rows[i - 1].get("training_iteration", 0)) if i else 0
+        failed_at = int(rows[i - 1].get(TUNE_ITERATION, 0)) if i else 0
         if match is not None:
             left.remove(match)
             events.append(
@@ -184,7 +184,7 @@ def trial_events(trial_dir: Path) -> list[Event]:
             events.append(
                 Event(name, f"resumed from its checkpoint at iteration {at}", failed_at, "")
             )
-    last = int(rows[-1].get("training_iteration", 0)) if rows else 0
+    last = int(rows[-1].get(TUNE_ITERATION, 0)) if rows else 0
     for n, _, text in left:  # failures no restore followed: the trial ended in them
         events.append(Event(name, f"failed (failure {n})", last, reason(text)))
     if rows and (why := rows[-1].get(TRIAL_ERROR)):

@@ -42,9 +42,6 @@ from rlsweep.experiment.history import TUNE_DATE, checkpoint_iteration, result_r
 from rlsweep.manifest import complete_manifest
 from rlsweep.storage import CHECKPOINT_DIR, filesystem
 
-ITERATION = "training_iteration"
-"""Tune's iteration count in each result row."""
-
 
 @dataclass(frozen=True)
 class Restart:
@@ -85,7 +82,7 @@ def reconcile(experiment: str) -> list[Restart]:
             checkpoint, index, manifest = newest
             row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
             metrics = row or {  # a manifest from before it kept the report
-                ITERATION: manifest["iteration"],
+                M.TUNE_ITERATION: manifest["iteration"],
                 M.ENV_STEPS: manifest["env_steps"],
                 "checkpoint_dir_name": checkpoint,
             }
@@ -95,7 +92,7 @@ def reconcile(experiment: str) -> list[Restart]:
             steps = float(metrics.get(M.ENV_STEPS, manifest["env_steps"]))
         else:
             checkpoint, row = trial.checkpoint, None
-            iteration = int(trial.metrics.get(ITERATION, 0)) if checkpoint else 0
+            iteration = int(trial.metrics.get(M.TUNE_ITERATION, 0)) if checkpoint else 0
             steps = float(trial.metrics.get(M.ENV_STEPS, 0.0)) if checkpoint else 0.0
             if checkpoint and (manifest := complete_manifest(fs, f"{trial_dir}/{checkpoint}")):
                 row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
@@ -184,7 +181,7 @@ def _checkpoint_row(
     iteration = int(manifest["iteration"])
     if not (report := manifest.get("result")):
         return None
-    before = [r for r in rows if int(r.get(ITERATION, 0)) < iteration]
+    before = [r for r in rows if int(r.get(M.TUNE_ITERATION, 0)) < iteration]
     last = before[-1] if before else {}
     config = last.get("config")
     if config is None:
@@ -196,14 +193,15 @@ def _checkpoint_row(
     process = {}
     if M.RESUMED_AT in report:
         process["iterations_since_restore"] = iteration - int(report[M.RESUMED_AT])
-    if last.get(ITERATION) == iteration - 1 and last.get(M.RESUMED_AT) == report.get(M.RESUMED_AT):
+    same_process = last.get(M.RESUMED_AT) == report.get(M.RESUMED_AT)
+    if last.get(M.TUNE_ITERATION) == iteration - 1 and same_process:
         process |= {k: last[k] for k in ("pid", "hostname", "node_ip") if k in last}
         process["time_this_iter_s"] = took
         process["time_since_restore"] = float(last.get("time_since_restore", 0.0)) + took
     return {
         **report,
         **process,
-        ITERATION: iteration,
+        M.TUNE_ITERATION: iteration,
         "checkpoint_dir_name": checkpoint,
         SHOULD_CHECKPOINT: True,  # as Tune sets it on a report with a checkpoint
         "done": False,
@@ -225,16 +223,20 @@ def _trim_results(
     dropped = 0
     if text is not None or row is not None:
         lines = [ln for ln in (text or "").splitlines() if ln.strip()]
-        kept = _up_to(lines, iteration, lambda ln: json.loads(ln).get(ITERATION))
+
+        def at(line: str) -> Any:
+            return json.loads(line).get(M.TUNE_ITERATION)
+
+        kept = _up_to(lines, iteration, at)
         dropped = len(lines) - len(kept)
-        if row is not None and not _has(kept, iteration, lambda ln: json.loads(ln)[ITERATION]):
+        if row is not None and not _has(kept, iteration, at):
             kept.append(json.dumps(row))
         if kept != lines:
             _write(fs, f"{trial_dir}/result.json", "".join(f"{ln}\n" for ln in kept))
     text = _read(fs, f"{trial_dir}/progress.csv")
     if text:  # a file without its header (no row yet) is Tune's to begin, with its next row
         header, *rows = list(csv.reader(io.StringIO(text)))
-        column = header.index(ITERATION) if ITERATION in header else None
+        column = header.index(M.TUNE_ITERATION) if M.TUNE_ITERATION in header else None
         kept_rows = _up_to(rows, iteration, lambda r: r[column] if column is not None else None)
         if (
             row is not None

@@ -136,7 +136,7 @@ def _read_results(path: Path) -> tuple[list[dict[str, Any]], str]:
                 break
             return rows, f"result.json line {i + 1} is not JSON"
     # A restored trial appends again from its checkpoint: keep the latest report per iteration.
-    by_iter = {r.get("training_iteration", i + 1): r for i, r in enumerate(rows)}
+    by_iter = {r.get(M.TUNE_ITERATION, i + 1): r for i, r in enumerate(rows)}
     return [by_iter[k] for k in sorted(by_iter)], ""
 
 
@@ -204,8 +204,8 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
 
     uncalibrated = trial_normalization_note(params) is not None
     records = []
-    for r in rows or [{"training_iteration": 0}]:
-        rec = {ITERATION: int(r.get("training_iteration", 0))}
+    for r in rows or [{M.TUNE_ITERATION: 0}]:
+        rec = {ITERATION: int(r.get(M.TUNE_ITERATION, 0))}
         for col in M.METRICS:
             v = r.get(col)
             rec[col] = float(v) if isinstance(v, int | float) else math.nan

@@ -33,14 +33,12 @@ from typing import Any, TextIO
 
 from rlsweep import formatting
 from rlsweep.experiment import history
-from rlsweep.metrics import ENV_STEPS, EVAL_S, WALL_S
+from rlsweep.metrics import ENV_STEPS, EVAL_S, TUNE_ITERATION, WALL_S
 from rlsweep.plan import plan
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
 
 FINISHED = ("TERMINATED", "ERROR")
-ITERATION = "training_iteration"
-"""Tune's count of a trial's reports (one per iteration)."""
 STARVED_S = 5.0
 """Seconds with no trial running and none starting, while some wait, before the line says that
 no trial can start and for want of what (`Resources`)."""
@@ -292,12 +290,12 @@ class ProgressView:
         how long trials have actually taken for the work they reported (training and
         evaluating apart), run as many at once as have run; None before any report."""
         seen = [(t, self._model(t), t.last_result or {}) for t in trials]
-        reported = [(m, r) for _, m, r in seen if r.get(ITERATION)]
+        reported = [(m, r) for _, m, r in seen if r.get(TUNE_ITERATION)]
         if not reported:
             return None
         train_model = eval_model = train_spent = eval_spent = 0.0
         for m, r in reported:
-            done = int(r[ITERATION])
+            done = int(r[TUNE_ITERATION])
             evals = m.evaluations(done)
             train_spent += max(float(r.get(WALL_S, 0.0)) - float(r.get(EVAL_S, 0.0)), 0.0)
             eval_spent += float(r.get(EVAL_S, 0.0))
@@ -309,7 +307,7 @@ class ProgressView:
         for t, m, r in seen:
             if t.status in FINISHED:
                 continue
-            done = int(r.get(ITERATION) or 0)
+            done = int(r.get(TUNE_ITERATION) or 0)
             left = train_f * m.train_s(m.iterations - done)
             left += eval_f * m.eval_s(m.evaluations(m.iterations) - m.evaluations(done))
             if not done:

@@ -21,7 +21,7 @@ from ray import tune
 from rlsweep import _ray_compat
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.experiment.interrupt import StopFlag
-from rlsweep.metrics import TRIAL_DONE
+from rlsweep.metrics import TRIAL_DONE, TUNE_ITERATION
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.space import Param
@@ -171,7 +171,7 @@ def scheduler(spec: SweepSpec):
         from ray.tune.schedulers import ASHAScheduler
 
         return ASHAScheduler(
-            time_attr="training_iteration",
+            time_attr=TUNE_ITERATION,
             grace_period=s.grace_period,
             reduction_factor=s.reduction_factor,
             max_t=10**9,  # trials end themselves at their env-step budget
@@ -180,7 +180,7 @@ def scheduler(spec: SweepSpec):
         from ray.tune.schedulers import PopulationBasedTraining
 
         return PopulationBasedTraining(
-            time_attr="training_iteration",
+            time_attr=TUNE_ITERATION,
             perturbation_interval=s.perturbation_interval,
             hyperparam_mutations={k: to_tune(spec.space[k]) for k in s.mutations},
             quantile_fraction=0.25,
