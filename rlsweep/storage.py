@@ -209,16 +209,6 @@ def no_credentials_in_ray_runtime_envs() -> None:
     stop_propagating_env_vars(CREDENTIAL_VARS)
 
 
-_SCHEMES = {"s3": "s3", "gcs": "gs", "hdfs": "hdfs"}
-
-
-def to_uri(fs: pafs.FileSystem | None, path: str) -> str:
-    """Back from (filesystem, path) — e.g. a Tune `Result`'s `.filesystem, .path`, which for S3
-    is `bucket/...` without the scheme — to a URI (or the local path)."""
-    scheme = _SCHEMES.get(fs.type_name) if fs is not None else None
-    return f"{scheme}://{path.lstrip('/')}" if scheme else path
-
-
 def cache_dir(uri: str) -> Path:
     """Local copy of `uri`: `$XDG_CACHE_HOME/rlsweep/<scheme>/<bucket>/<prefix>` (~/.cache)."""
     scheme, rest = uri.rstrip("/").split("://", 1)

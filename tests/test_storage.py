@@ -70,12 +70,6 @@ def test_endpoint_precedence(aws_env):
     assert _options(fs)["scheme"] == "https"  # no scheme given: TLS
 
 
-def test_to_uri(aws_env):
-    fs, path = storage.filesystem("s3://b/sweeps/x")
-    assert storage.to_uri(fs, path) == "s3://b/sweeps/x"
-    assert storage.to_uri(None, "/tmp/x") == "/tmp/x"
-
-
 def test_bad_s3_uri():
     with pytest.raises(ValueError, match="no bucket"):
         storage.filesystem("s3:///prefix")
