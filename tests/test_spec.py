@@ -73,6 +73,12 @@ def test_a_spec_takes_gpus_where_any_of_its_trials_does():
     assert one.takes_gpus
 
 
+def test_a_spec_that_sets_nothing_runs_the_default_trial():
+    from rlsweep.spec.config import TrialConfig
+
+    assert SweepSpec(name="x").trials() == [TrialConfig()]
+
+
 def test_expansion_is_games_x_seeds_x_grid():
     spec = SweepSpec(
         name="x",

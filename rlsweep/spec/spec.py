@@ -196,11 +196,12 @@ class SweepSpec(SpecChecks):
     """Sweep name; results go to `<storage_path>/<name>/`."""
     extends: str | None = checked(None, rule=optional(_BASELINE))
     """Baseline whose params this spec starts from: a name in baselines/ or a YAML path."""
-    games: list[str] = checked(rule=_distinct_list("games"), factory=lambda: ["coinrun"])
+    # A spec that sets nothing runs TrialConfig()'s trial: its defaults are the trial's.
+    games: list[str] = checked(rule=_distinct_list("games"), factory=lambda: [TrialConfig.game])
     """Procgen games (always a grid axis)."""
-    seeds: list[int] = checked(rule=_distinct_list("seeds"), factory=lambda: [0])
+    seeds: list[int] = checked(rule=_distinct_list("seeds"), factory=lambda: [TrialConfig.seed])
     """Trial seeds (always a grid axis)."""
-    budget: int = checked(25_000_000, rule=integer(1))
+    budget: int = checked(TrialConfig.total_env_steps, rule=integer(1))
     """Env steps per trial (TrialConfig.total_env_steps)."""
     params: dict[str, Any] = checked(rule=mapping, factory=dict)
     """Fixed TrialConfig values shared by every trial (over the baseline's)."""
