@@ -56,6 +56,11 @@ class InstancePrice:
         """USD per hour, spot or on-demand."""
         return self.spot if spot else self.on_demand
 
+    def share(self, cpus: float, gpus: float) -> float:
+        """The instances a trial of `cpus` CPUs and `gpus` GPUs takes up: its larger share of
+        the vCPUs and the GPUs (above 1: a trial larger than one instance)."""
+        return max(cpus / self.vcpus, gpus / self.gpus if self.gpus else 0.0)
+
 
 Prices = Mapping[str, InstancePrice]
 
@@ -149,8 +154,7 @@ def trial_cost(
     if not (wall_s >= 0 and cpus >= 0 and gpus >= 0):
         raise ValueError(f"wall_s, cpus, gpus must be >= 0; got {wall_s}, {cpus}, {gpus}")
     check_gpus(gpus, p, instance)
-    share = max(cpus / p.vcpus, gpus / p.gpus if p.gpus else 0.0)
-    return wall_s / 3600 * p.hourly(spot) * share
+    return wall_s / 3600 * p.hourly(spot) * p.share(cpus, gpus)
 
 
 def cluster_cost(
@@ -176,7 +180,7 @@ def instances_for(concurrent: int, cpus: float, gpus: float, p: InstancePrice) -
     per = trials_per_instance(cpus, gpus, p)
     if per >= 1:
         return math.ceil(concurrent / per)
-    return concurrent * math.ceil(max(cpus / p.vcpus, gpus / p.gpus if p.gpus else 0.0))
+    return concurrent * math.ceil(p.share(cpus, gpus))
 
 
 def check_gpus(gpus: float, p: InstancePrice, instance: str) -> None:

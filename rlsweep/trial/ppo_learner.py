@@ -332,7 +332,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         self._nonfinite_grads: torch.Tensor | None = None  # on the device: see apply_gradients
         self._finite_checked: list[tuple[torch.Tensor, set]] = []  # this minibatch's clipping
         # Each module's KL of its last epoch's minibatches, on the device: see update_kl_coeff.
-        per_epoch = max(1, self.config.train_batch_size_per_learner // self.config.minibatch_size)
+        per_epoch = self.minibatches_per_epoch(self.config.minibatch_size)
         self._epoch_kls: dict[str, deque[torch.Tensor]] = defaultdict(
             lambda: deque(maxlen=per_epoch)
         )
@@ -596,9 +596,14 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
             self.make_batch(training_data),
             num_epochs=num_epochs,
             minibatch_size=minibatch_size,
-            minibatches_per_epoch=self.config.train_batch_size_per_learner // minibatch_size,
+            minibatches_per_epoch=self.minibatches_per_epoch(minibatch_size),
             generator=self._shuffle_rng,
         )
+
+    def minibatches_per_epoch(self, minibatch_size: int) -> int:
+        """Minibatches of `minibatch_size` in an epoch of the batch (PPO2's and CleanRL's: the
+        batch's whole minibatches, a remainder left out)."""
+        return max(1, self.config.train_batch_size_per_learner // minibatch_size)
 
     def update(self, *args, num_total_minibatches: int = 0, **kwargs):
         # The lr this update trains with (RLlib logs the lr after the update's schedule step).
@@ -610,7 +615,7 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
         if not num_total_minibatches and minibatch:
             # RLlib's iterator (minibatching: rllib) otherwise runs an extra, mostly repeated
             # minibatch per epoch for the artificial bootstrap timesteps.
-            per_epoch = max(1, self.config.train_batch_size_per_learner // minibatch)
+            per_epoch = self.minibatches_per_epoch(minibatch)
             num_total_minibatches = kwargs.get("num_epochs", 1) * per_epoch
         results = super().update(*args, num_total_minibatches=num_total_minibatches, **kwargs)
         self.warn_nonfinite_gradients()
