@@ -631,7 +631,7 @@ def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed()
     bad = [
         {**REFERENCE, "variant": "Avg pool"},
         {**REFERENCE, "split": "val", "budget": 0},
-        {"game": "bigfish", "value": "high", "sed": 1},
+        {"game": "BigFish", "value": "high", "sed": 1},
         3,
         {**REFERENCE, "seeds": None, "error": -1.0},
         {**REFERENCE, "error_kind": "std"},  # a rule across fields: checked once they pass
@@ -647,6 +647,7 @@ def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed()
         "s.yaml: reference[5].error_kind: got 'std'; allowed: null where there is no error",
         "s.yaml: reference[2].split: missing; every reference needs it",
         "s.yaml: reference[2].source: missing; every reference needs it",
+        "s.yaml: reference[2].game: got 'BigFish' (did you mean 'bigfish'?)",
         "s.yaml: reference[2].value: got 'high'; allowed: a number",
         "s.yaml: reference[2].sed: unknown key (did you mean 'seeds'?)",
         "s.yaml: reference[3]: got 3; allowed: a mapping",

@@ -43,12 +43,12 @@ from rlsweep.spec.validators import (
     flag,
     integer,
     is_number,
+    key_errors,
     mapping,
     non_negative,
     one_of,
     optional,
     refused,
-    rule_of,
     text,
     unknown,
 )
@@ -290,13 +290,9 @@ class SweepSpec(SpecChecks):
                 errors += [
                     self._error(f"{at}.{k}", "missing; every reference needs it") for k in missing
                 ]
-                known = [f.name for f in dataclasses.fields(Reference)]
-                for k, v in entry.items():
-                    rule = rule_of(Reference, k)
-                    if k not in known:
-                        errors.append(self._error(f"{at}.{k}", unknown("key", str(k), known)))
-                    elif rule is not None and not rule(v):
-                        errors.append(self._placed(refused(f"{at}.{k}", v, rule.allowed)))
+                errors += [
+                    self._placed(e.under(at)) for e in key_errors(Reference, entry, values=True)
+                ]
                 continue
             try:
                 ref = build(Reference, entry)

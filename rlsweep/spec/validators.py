@@ -196,6 +196,28 @@ def unknown(what: str, key: str, known: Sequence[str]) -> str:
     return f"unknown {what}{did_you_mean(key, known)}; allowed: {', '.join(known)}"
 
 
+def key_errors(
+    cls: type,
+    raw: Mapping[str, Any],
+    renamed: Mapping[str, str] | None = None,
+    values: bool = False,
+) -> list[ConfigError]:
+    """The errors of `raw`'s keys as fields of the dataclass `cls`, each key on its own: those
+    it does not have (a key in `renamed` gets its message: what to write now), and with
+    `values` each known key's value refused by its rule (for a mapping that cannot be built,
+    a required key missing)."""
+    known = [f.name for f in fields(cls) if f.init]
+    renamed = renamed or {}
+    errors = []
+    for k, v in raw.items():
+        rule = rule_of(cls, k)
+        if k not in known:
+            errors.append(ConfigError(str(k), renamed.get(k) or unknown("key", str(k), known)))
+        elif values and rule is not None and not rule(v):
+            errors.append(refused(str(k), v, rule.allowed, rule.hint(v)))
+    return errors
+
+
 def build(cls: type[T], raw: Any, renamed: Mapping[str, str] | None = None) -> T:
     """The dataclass `cls` from a mapping of its fields (a spec section): every unknown key
     and every bad value at once; a key in `renamed` gets its message (what to write now)."""
@@ -204,12 +226,7 @@ def build(cls: type[T], raw: Any, renamed: Mapping[str, str] | None = None) -> T
     if not isinstance(raw, dict):
         raise refused("", raw, "a mapping")
     known = [f.name for f in fields(cls) if f.init]
-    renamed = renamed or {}
-    errors = [
-        ConfigError(str(k), renamed.get(k) or unknown("key", str(k), known))
-        for k in raw
-        if k not in known
-    ]
+    errors = key_errors(cls, raw, renamed)
     try:
         built = cls(**{k: v for k, v in raw.items() if k in known})
     except ConfigError as e:
