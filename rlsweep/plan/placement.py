@@ -76,13 +76,13 @@ def placement(cfg: TrialConfig) -> Placement:
     central inference), ENV_RUNNER_CPUS on a remote EnvRunner (its bundle). envpool's own
     default, min(envs, the machine's cores), ignores Ray's reservation: on a 64-core node every
     trial would start 64 threads."""
-    gpu = {"GPU": cfg.num_gpus} if cfg.num_gpus > 0 else {}
+    gpu = {"GPU": cfg.num_gpus} if cfg.on_gpu else {}
     main = {"CPU": cfg.num_cpus, **gpu, **cfg.learner_resources}
     runner = {"CPU": ENV_RUNNER_CPUS, **cfg.env_runner_resources}
-    central = cfg.num_gpus > 0 and cfg.num_env_runners == 0
+    central = cfg.on_gpu and cfg.num_env_runners == 0
     runner_cpus = ENV_RUNNER_CPUS if cfg.num_env_runners else cfg.num_cpus
     return Placement(
-        device="cuda" if cfg.num_gpus > 0 else "cpu",
+        device="cuda" if cfg.on_gpu else "cpu",
         central_inference=central,
         num_env_runners=cfg.num_env_runners,
         num_envs_per_env_runner=cfg.num_envs_per_env_runner,

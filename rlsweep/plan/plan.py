@@ -203,17 +203,17 @@ class Throughput:
     def trial_steps_per_s(self, cfg: TrialConfig, per_gpu: int) -> tuple[float, str]:
         """`cfg`'s training env steps/s when `per_gpu` trials share each GPU, and the
         source."""
-        if cfg.num_gpus and self.gpu_packed:
+        if cfg.on_gpu and self.gpu_packed:
             rate, how = packed_rate(self.gpu_packed, per_gpu)
             return rate, f"{self.gpu_source}, {how}"
-        note = " (GPU trials unmeasured: the CPU's)" if cfg.num_gpus else ""
+        note = " (GPU trials unmeasured: the CPU's)" if cfg.on_gpu else ""
         rate = cfg.effective_train_batch_size / self.costs.iteration(cfg)
         return rate, f"{self.source}{note}"
 
     def eval_steps_per_s(self, cfg: TrialConfig, per_gpu: int) -> float:
         """`cfg`'s evaluation env steps/s (an evaluation counted as `eval_steps`): a GPU
         trial's where a GPU benchmark measured them, else its num_cpus at the CPU's rate."""
-        if cfg.num_gpus and self.gpu_eval:
+        if cfg.on_gpu and self.gpu_eval:
             return packed_rate(self.gpu_eval, per_gpu)[0]
         return self.costs.eval_steps_per_cpu_s * cfg.num_cpus
 
@@ -513,7 +513,7 @@ def make_plan(
         if head is not None:
             head_usd = cost.cluster_cost(est, head, prices=prices)
             usd += head_usd
-    gpu_trials = [t for t in trials if t.num_gpus > 0]
+    gpu_trials = [t for t in trials if t.on_gpu]
     return Plan(
         num_trials=spec.num_trials,
         sweep_env_steps=spec.sweep_env_steps,

@@ -117,7 +117,7 @@ class TrialConfig(
         name the trial's keys."""
         values = {f.name: getattr(self, f.name) for f in fields(cls)}
         if "precision" in values:
-            values["precision"] = resolved_precision(self.precision, gpu=self.num_gpus > 0)
+            values["precision"] = resolved_precision(self.precision, gpu=self.on_gpu)
         return cls(**values)
 
     def env_config(self) -> EnvConfig:

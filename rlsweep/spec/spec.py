@@ -535,8 +535,8 @@ class SweepSpec(SpecChecks):
 
     @property
     def takes_gpus(self) -> bool:
-        """Whether any of its trials takes a GPU (`num_gpus` > 0)."""
-        return any(trial.num_gpus > 0 for trial in self.trials())
+        """Whether any of its trials takes a GPU (`TrialConfig.on_gpu`)."""
+        return any(trial.on_gpu for trial in self.trials())
 
     def counted_steps(self, env_steps: float) -> float:
         """What a trial's env steps count towards `sweep_env_steps`: at most its budget (its

@@ -444,6 +444,12 @@ class ResourcesConfig(Validated):
     env_runner_resources: dict[str, float] = checked(rule=_RESOURCES, factory=dict)
     """Custom Ray resources each remote EnvRunner asks for (e.g. {group_rollout: 0.01})."""
 
+    @property
+    def on_gpu(self) -> bool:
+        """The trial learns on a GPU (`num_gpus` > 0): its device (`rlsweep.plan.placement`),
+        its precision where `auto`, and whether its sweep takes GPUs all follow from this."""
+        return self.num_gpus > 0
+
 
 @dataclass(frozen=True)
 class VTraceConfig(Validated):
