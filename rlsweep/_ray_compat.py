@@ -214,11 +214,13 @@ HOOKS: tuple[Hook, ...] = (
     ),
     # ray_session_dir (tests read Ray's logs for leaked credentials).
     Hook("ray._private.worker", "_global_node", "the session dir of this process's Ray"),
-    # end_tune_loop, set_restored_verbosity (rlsweep.experiment.interrupt, rlsweep.run.tune_bridge).
+    # end_tune_loop, tune_loop_listens, set_restored_verbosity (rlsweep.experiment.interrupt,
+    # rlsweep.run.tune_bridge).
     Hook(
         "ray.tune.tune",
         "_setup_signal_catching",
-        "installs the SIGUSR1 handler end_tune_loop signals: Tune ends its loop as on SIGINT",
+        "installs the SIGUSR1 handler end_tune_loop signals (tune_loop_listens: whether it is "
+        "there yet): Tune ends its loop as on SIGINT",
     ),
     Hook(
         "ray.tune.impl.tuner_internal.TunerInternal",
@@ -805,6 +807,14 @@ def wait_for_trial_ends() -> None:
 
 
 # --- Tune's loop ---------------------------------------------------------------------------------
+def tune_loop_listens() -> bool:
+    """Whether a Tune loop's SIGUSR1 handler is installed (`_setup_signal_catching`, at the
+    start of `Tuner.fit`): before it, SIGUSR1's default action would kill the process."""
+    import signal
+
+    return signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, signal.SIG_IGN, None)
+
+
 def end_tune_loop() -> None:
     """End a running `Tuner.fit` loop the way Ctrl-C ends it (Tune saves the experiment state,
     unfinished trials unfinished, then stops the trials): Tune's `_setup_signal_catching`

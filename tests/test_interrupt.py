@@ -92,6 +92,28 @@ def test_interrupts_keep_tunes_sigint_handler_off_only_while_active(monkeypatch)
     assert seen == ["0", "0"]
 
 
+def test_a_second_ctrl_c_before_tunes_loop_stops_at_once(monkeypatch):
+    """Before Tuner.fit installs Tune's SIGUSR1 handler (Ray starting, the Tuner being built),
+    a second Ctrl-C raises KeyboardInterrupt: the SIGUSR1 that ends a running loop would kill
+    the driver there. Once the loop listens, it ends the loop."""
+    ended = []
+    monkeypatch.setattr("rlsweep._ray_compat.end_tune_loop", lambda: ended.append(True))
+    previous = signal.signal(signal.SIGUSR1, signal.SIG_DFL)  # no Tune loop in this process
+    try:
+        with Interrupts(say=lambda _: None) as interrupts:
+            interrupts._handle(signal.SIGINT, None)
+            assert interrupts.stopped and not ended
+            with pytest.raises(KeyboardInterrupt):
+                interrupts._handle(signal.SIGINT, None)
+        signal.signal(signal.SIGUSR1, lambda *_: None)  # what Tune's loop installs
+        with Interrupts(say=lambda _: None) as interrupts:
+            interrupts._handle(signal.SIGINT, None)
+            interrupts._handle(signal.SIGINT, None)
+            assert ended == [True]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_the_worst_evaluation_priced_per_env_step_bounds_one_whose_envs_all_play_on():
     """An evaluation's envs stop as their episodes end, so its lockstep steps grow cheaper as it
     goes on, while a GPU's forward costs the same at each (every row). Priced per env step, as

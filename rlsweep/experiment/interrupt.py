@@ -307,13 +307,16 @@ class Interrupts:
         return self.time_limit.text() if self.time_limit else "stop"
 
     def _handle(self, signum: int, frame: object) -> None:
+        from rlsweep._ray_compat import tune_loop_listens
+
         self._count += 1
         self.signum = self.signum or signum
+        if self._count > 2 or (self._count == 2 and not tune_loop_listens()):
+            # Before Tune's loop (Ray starting, the Tuner built) no trial has run: stop at once.
+            raise KeyboardInterrupt
         if self._count == 2:
             self.say("rlsweep: stopping now; trials lose their work since their last checkpoint")
             self._end_tune()
-        elif self._count > 2:
-            raise KeyboardInterrupt
 
     def _end_tune(self) -> None:
         """End Tune's loop as its own SIGINT handler would (it always handles SIGUSR1): the
