@@ -44,6 +44,14 @@ def count(n: object) -> str:
         return "?"
 
 
+def rate(x: object) -> str:
+    """A rate (env steps/s) to the unit: 13,749; "?" when unknown (None, NaN)."""
+    try:
+        return f"{round(float(x)):,}"
+    except (TypeError, ValueError, OverflowError):
+        return "?"
+
+
 DAYS_FROM_S = 3 * 86_400
 """Durations from this long on read in days (`9.7 days`), from a year on in years: `233429h13m`
 is not read at a glance as 26.6 years."""

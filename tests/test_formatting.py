@@ -96,3 +96,10 @@ def test_a_searched_value_reads_as_written_unless_sampled():
     assert searched(0.00022434347458680692) == "2.24e-4"  # sampled: rounded
     assert searched(np.float32(0.9980112)) == "0.998" and searched(np.int64(4)) == "4"
     assert searched(0.99801125, digits=5) == "0.99801" and searched("gap") == "gap"
+
+
+def test_a_rate_reads_to_the_unit_or_as_unknown():
+    from rlsweep.formatting import rate
+
+    assert [rate(13748.6), rate(np.float64(30272.2)), rate(0.4)] == ["13,749", "30,272", "0"]
+    assert [rate(float("nan")), rate(None), rate(float("inf"))] == ["?", "?", "?"]

@@ -749,7 +749,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(r.ran_on),
                     formatting.count(r.env_steps),
                     formatting.duration(w),
-                    f"{v:,.0f}" if np.isfinite(v) else "?",
+                    formatting.rate(v),
                     f"{100 * e:.0f}%" if np.isfinite(e) else "?",
                 ]
                 for r, w, v, e in zip(
@@ -771,7 +771,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
                     str(len(g)),
                     formatting.steps(g[M.ENV_STEPS].sum()),
                     formatting.duration(g[M.WALL_S].median()),
-                    f"{g['steps_per_s'].median():,.0f}",
+                    formatting.rate(g["steps_per_s"].median()),
                 ]
                 for device, g in by
             ],
