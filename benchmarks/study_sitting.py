@@ -230,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         carry = out / "carry"
         shutil.rmtree(carry, ignore_errors=True)
         argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
+        argv.append("--lean")  # what comes back is 64 MiB at most: no byte a resume never reads
         r.stage("pack", argv)
     trials = progress(exp)
     steps = sum(float(t["env_steps"] or 0) for t in trials)

@@ -346,18 +346,21 @@ def cmd_ablate(args: argparse.Namespace) -> int:
 def cmd_pack(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from rlsweep import formatting
     from rlsweep.node.carry import CarryError, pack
 
     try:
-        m = pack(Path(args.dir), Path(args.out), int(args.part_mb * 2**20))
+        m = pack(Path(args.dir), Path(args.out), int(args.part_mb * 2**20), lean=args.lean)
     except CarryError as e:
         raise SpecError(None, "", str(e)) from None
     size = sum(p["bytes"] for p in m["parts"])
-    left = m["checkpoints_left_out"]
+    left = f"{formatting.plural(len(m['checkpoints_left_out']), 'checkpoint')} no resume loads"
+    if args.lean:
+        left += ", TensorBoard's event files and the report"
     print(
         f"{args.out}: {m['experiment']} ({m['bytes'] / 2**20:.1f} MiB) in {len(m['parts'])} "
-        f"part(s), {size / 2**20:.1f} MiB gzipped; checkpoints left out: "
-        f"{len(left)} ended trial(s)\nunpack it: rlsweep unpack {args.out} --dest DIR"
+        f"part(s), {size / 2**20:.1f} MiB gzipped; left out: {left}\n"
+        f"unpack it: rlsweep unpack {args.out} --dest DIR"
     )
     return 0
 
@@ -672,13 +675,20 @@ def parser() -> argparse.ArgumentParser:
         "an experiment dir as gzipped parts of bounded size, to resume on another machine",
         "  rlsweep pack results/study --out parts --part-mb 16\n"
         "  rlsweep unpack parts --dest results && rlsweep resume results/study   # elsewhere\n",
-        "Everything a resume needs: the experiment dir less the checkpoints of trials that "
-        "ended; a manifest holds every part's sha256.",
+        "Everything a resume needs: the experiment dir less the checkpoints no resume loads "
+        "(an ended trial's; of the others, all but the one a resume restores it from); a "
+        "manifest holds every part's sha256.",
     )
     pk.add_argument("dir", metavar="DIR", help="experiment dir (e.g. results/demo)")
     pk.add_argument("--out", required=True, help="folder for the parts and manifest.json")
     pk.add_argument(
         "--part-mb", type=float, default=16.0, help="largest part, MiB (default %(default)s)"
+    )
+    pk.add_argument(
+        "--lean",
+        action="store_true",
+        help="also leave out what neither a resume nor a report reads: TensorBoard's event "
+        "files, and the report (`rlsweep report` writes it again)",
     )
     pk.set_defaults(func=cmd_pack)
     up = _parser(

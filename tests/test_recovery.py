@@ -20,7 +20,7 @@ from rlsweep._ray_compat import TuneState
 from rlsweep.errors import SpecError
 from rlsweep.experiment.experiment_dir import runs
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
-from rlsweep.experiment.recovery import _fs, _newest_complete, _trim_results, reconcile
+from rlsweep.experiment.recovery import _fs, _trim_results, newest_complete, reconcile
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
 from rlsweep.node.carry import pack, unpack
 from rlsweep.results.report import build_report
@@ -118,12 +118,25 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     states = {t.dirname: t.status for t in TuneState(*_fs(str(tmp_path / "ended"))).trials}
     assert states[second.name] == "TERMINATED" and states[first.name] != "TERMINATED"
 
-    # Carried to another machine in parts (`rlsweep pack` / `unpack`), at another path.
-    manifest = pack(tmp_path / "limited", tmp_path / "parts", part_bytes=4096)
-    assert len(manifest["parts"]) > 1 and manifest["checkpoints_left_out"] == []
+    # Carried to another machine in parts (`rlsweep pack` / `unpack`), at another path, lean
+    # (as a GPU sitting's): without what no resume loads. Beside the first trial's checkpoint
+    # lie an older one and a newer one torn by a kill mid-save: neither goes.
+    (newest,) = first.glob("checkpoint_*")
+    older, torn = first / "checkpoint_000000", first / "checkpoint_000099"
+    shutil.copytree(newest, older)
+    shutil.copytree(newest, torn)
+    (torn / MANIFEST).unlink()
+    (tmp_path / "limited" / "report").mkdir()
+    (tmp_path / "limited" / "report" / "report.md").write_text("written again by report\n")
+    assert list(first.glob("events.out.tfevents.*"))  # TensorBoard's, which nothing here reads
+    manifest = pack(tmp_path / "limited", tmp_path / "parts", part_bytes=4096, lean=True)
+    assert len(manifest["parts"]) > 1 and manifest["lean"]
+    assert manifest["checkpoints_left_out"] == [f"{first.name}/{c.name}" for c in (older, torn)]
     shutil.rmtree(tmp_path / "limited")
     moved = unpack(tmp_path / "parts", tmp_path / "elsewhere")
     assert moved == tmp_path / "elsewhere" / "limited"
+    assert [p.name for p in (moved / first.name).glob("checkpoint_*")] == [newest.name]
+    assert not list(moved.glob("*/events.out.tfevents.*")) and not (moved / "report").exists()
     monkeypatch.setenv(ITER_S_ENV, "0")
     resumed = resume_sweep(moved, trainable=fake_trial, num_cpus=2).trials
     assert all(Path(d).parent == moved for d in resumed["trial_dir"])
@@ -168,7 +181,9 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     ] * 2
     # A finished sweep packs without checkpoints: a resume never loads an ended trial's.
     ended = pack(tmp_path / "ref" / "limited", tmp_path / "ref-parts", part_bytes=1 << 20)
-    assert ended["checkpoints_left_out"] == sorted(Path(d).name for d in reference["trial_dir"])
+    assert ended["checkpoints_left_out"] == sorted(
+        f"{Path(d).name}/{c}" for d, k in zip(reference["trial_dir"], kept, strict=True) for c in k
+    )
     assert len(ended["parts"]) == 1  # the whole archive
     with tarfile.open(tmp_path / "ref-parts" / ended["parts"][0]["name"]) as tar:
         names = tar.getnames()
@@ -212,11 +227,11 @@ def test_the_newest_whole_checkpoint_is_the_one_a_resume_takes(tmp_path):
     _checkpoint(trial, 1, 4)
     _checkpoint(trial, 2, 6, torn=True)
     fs = pafs.LocalFileSystem()
-    name, index, manifest = _newest_complete(fs, str(trial))
+    name, index, manifest = newest_complete(fs, str(trial))
     assert (name, index, manifest["iteration"]) == ("checkpoint_000001", 1, 4)
     assert complete_manifest(fs, str(trial / "checkpoint_000002")) is None
     (trial / "checkpoint_000001" / MANIFEST).unlink()  # an rlsweep before manifests wrote it
-    assert _newest_complete(fs, str(trial))[0] == "checkpoint_000000"
+    assert newest_complete(fs, str(trial))[0] == "checkpoint_000000"
 
 
 def test_rows_after_the_checkpoint_are_dropped_and_each_iteration_kept_once(tmp_path):

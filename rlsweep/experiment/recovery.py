@@ -77,9 +77,8 @@ def reconcile(experiment: str) -> list[Restart]:
         if trial.status == "TERMINATED":
             continue
         trial_dir = f"{root}/{trial.dirname}"
-        newest = _newest_complete(fs, trial_dir)
-        if newest is not None and newest[1] > _index(trial.checkpoint):
-            checkpoint, index, manifest = newest
+        if (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)) is not None:
+            checkpoint, index, manifest = newer
             row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
             metrics = row or {  # a manifest from before it kept the report
                 M.TUNE_ITERATION: manifest["iteration"],
@@ -136,7 +135,17 @@ def _index(checkpoint: str | None) -> int:
     return int(match[1]) if match else -1
 
 
-def _newest_complete(fs: pafs.FileSystem, trial_dir: str) -> tuple[str, int, dict] | None:
+def newer_checkpoint(
+    fs: pafs.FileSystem, trial_dir: str, named: str | None
+) -> tuple[str, int, dict] | None:
+    """(name, index, manifest) of the trial's newest complete checkpoint where it is newer than
+    `named`, the one Tune's state names, else None: a resume restores the trial from it, or
+    else from `named` (`reconcile`)."""
+    newest = newest_complete(fs, trial_dir)
+    return newest if newest is not None and newest[1] > _index(named) else None
+
+
+def newest_complete(fs: pafs.FileSystem, trial_dir: str) -> tuple[str, int, dict] | None:
     """(name, index, manifest) of the trial's newest whole checkpoint; None if it has none."""
     infos = fs.get_file_info(pafs.FileSelector(trial_dir, allow_not_found=True))
     dirs = sorted(

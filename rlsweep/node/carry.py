@@ -5,9 +5,13 @@ with `rlsweep resume` on the next.
     rlsweep pack results/study --out parts --part-mb 16    # on the machine that stops
     rlsweep unpack parts --dest results                     # on the next: results/study
 
-`pack` writes what a resume needs: the whole experiment dir except the checkpoints of trials
-that ended (Tune's TERMINATED: a resume never loads them again), as one gzipped tar cut into
-parts with a manifest (sha256 of every part and of the whole, what was left out). `unpack`
+`pack` writes what a resume needs: the whole experiment dir except the checkpoints a resume
+never loads (`carried_checkpoints`: none of a trial that ended, Tune's TERMINATED; of one that
+did not, all but the one its resume restores it from), as one gzipped tar cut
+into parts with a manifest (sha256 of every part and of the whole, what was left out);
+`lean` also leaves out what neither a resume nor a report reads, where every byte carried
+counts (a GPU held for minutes brings 64 MiB back): TensorBoard's event files and the report,
+which `rlsweep report` writes again. `unpack`
 refuses a missing or altered part by name before it writes anything, then restores the dir
 under `dest`, at any path: nothing in it holds the old one in a way a resume reads
 (tests/test_recovery.py moves one through these parts and resumes it).
@@ -39,28 +43,53 @@ class CarryError(RuntimeError):
     """Parts that cannot be packed or unpacked: names the file and what is wrong."""
 
 
-def ended_trials(experiment: Path) -> list[str]:
-    """The trial dirs whose trials ended (Tune's TERMINATED in the newest experiment state):
-    a resume never loads their checkpoints (rlsweep.experiment.recovery skips them too)."""
+LEAN_LEFT_OUT = ("events.out.tfevents.*", "report/")
+"""What a lean pack leaves out: neither a resume nor a report reads it (TensorBoard's event
+files; the report, written again by `rlsweep report`, `resume`, `ablate`)."""
+
+
+def carried_checkpoints(experiment: Path) -> dict[str, set[str]]:
+    """Per trial dir in Tune's newest experiment state, the checkpoint a resume loads: none of a
+    trial that ended (TERMINATED), else the one `rlsweep.experiment.recovery.reconcile`
+    restores it from (its newest complete one, where newer than the one the state names).
+    Trial dirs the state does not name are not in it (all of theirs are carried)."""
     import pyarrow.fs as pafs
 
     from rlsweep._ray_compat import TuneState
+    from rlsweep.experiment.recovery import newer_checkpoint
 
-    state = TuneState(pafs.LocalFileSystem(), str(experiment))
-    return sorted(t.dirname for t in state.trials if t.status == "TERMINATED")
+    fs = pafs.LocalFileSystem()
+    carried: dict[str, set[str]] = {}
+    for trial in TuneState(fs, str(experiment)).trials:
+        loads = trial.checkpoint
+        if (newer := newer_checkpoint(fs, str(experiment / trial.dirname), loads)) is not None:
+            loads = newer[0]
+        carried[trial.dirname] = {loads} if loads and trial.status != "TERMINATED" else set()
+    return carried
 
 
-def pack(experiment: Path, out: Path, part_bytes: int) -> dict:
-    """Write `experiment` (less the ended trials' checkpoints) into `out` as parts of at most
-    `part_bytes` bytes and `manifest.json`. Returns the manifest."""
+def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> dict:
+    """Write `experiment` (less the checkpoints a resume never loads; `lean`: less
+    `LEAN_LEFT_OUT` too) into `out` as parts of at most `part_bytes` bytes and `manifest.json`.
+    Returns the manifest."""
     experiment = experiment.resolve()
     if not (experiment / SWEEP_FILE).is_file():
         raise CarryError(f"{experiment}: not an experiment dir (no {SWEEP_FILE})")
-    ended = set(ended_trials(experiment))
+    carried = carried_checkpoints(experiment)
+    left_out: list[str] = []
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-        parts = Path(info.name).parts  # <experiment>/<trial>/checkpoint_000003/...
-        if len(parts) >= 3 and parts[1] in ended and CHECKPOINT_DIR.match(parts[2]):
+        # <experiment>/<trial>/checkpoint_000003: a dir left out is left out whole.
+        parts = Path(info.name).parts
+        name = "/".join(parts[1:])
+        if len(parts) == 3 and CHECKPOINT_DIR.match(parts[2]) and parts[1] in carried:
+            if parts[2] in carried[parts[1]]:
+                return info
+            left_out.append(name)
+            return None
+        if lean and (name + "/" * info.isdir()) == LEAN_LEFT_OUT[1]:
+            return None
+        if lean and len(parts) == 3 and Path(parts[2]).match(LEAN_LEFT_OUT[0]):
             return None
         return info
 
@@ -74,7 +103,8 @@ def pack(experiment: Path, out: Path, part_bytes: int) -> dict:
         manifest = {
             "experiment": experiment.name,
             "bytes": sum(f.stat().st_size for f in experiment.rglob("*") if f.is_file()),
-            "checkpoints_left_out": sorted(ended),
+            "checkpoints_left_out": sorted(left_out),
+            "lean": lean,
             "archive_sha256": sha256(archive),
             "parts": cut(archive, out, part_bytes),
         }
