@@ -195,6 +195,7 @@ class Run:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                errors="replace",  # a stage's stray byte must not end the stages after it
                 env=self.env,
                 cwd=REPO,
                 start_new_session=timeout is not None,  # the backstop kills its whole group

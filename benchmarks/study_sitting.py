@@ -25,8 +25,10 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
 4. `rlsweep report` where the sweep stopped before its end (ablate and resume report a
    finished one themselves), cut off PACK_S before the sitting's end: it gives sitting.json
    each trial's progress;
-5. `rlsweep pack` the experiment dir into OUT/carry/: the next sitting carries that folder in
-   as `--carried` (its finished trials' checkpoints left out).
+5. `rlsweep pack --lean` the experiment dir into OUT/carry/, whatever went wrong before: the
+   next sitting carries that folder in as `--carried` (one checkpoint per unfinished trial, the
+   one its resume restores; no TensorBoard files nor report). A sitting that finds no carried
+   parts where the study has had sittings (its committed sittings/) refuses to start it over.
 
 Exit code: rlsweep's (0 finished, 3 stopped by the time limit: resume next sitting), or the
 first failed stage's. The study's notes: results/<study>/STATUS.md.
@@ -133,22 +135,27 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
     shutil.copytree(returned / "carry", new)
     with tempfile.TemporaryDirectory() as tmp:
         exp = unpack(new, Path(tmp))  # CarryError names a missing or altered part
+        # Whole: the next sitting's parts, whatever the report does.
+        prev = carried.with_name(carried.name + ".prev")
+        shutil.rmtree(prev, ignore_errors=True)
+        if carried.exists():
+            carried.rename(prev)
+        new.rename(carried)
+        study = storage / exp.name
+        sittings = study / "sittings"
+        sittings.mkdir(parents=True, exist_ok=True)
+        number = 1 + sum(1 for _ in sittings.glob("*.json"))
+        if (returned / "sitting.json").is_file():  # it may not have come back
+            shutil.copy(returned / "sitting.json", sittings / f"{number:03d}.json")
         with contextlib.redirect_stdout(io.StringIO()) as said:  # it names the temporary dir
             code = rlsweep(["report", str(exp)])
         if code:
-            raise SystemExit(f"{said.getvalue()}rlsweep report exited {code}")
-        study = storage / exp.name
+            raise SystemExit(
+                f"{said.getvalue()}rlsweep report exited {code}; {carried} holds the sitting's "
+                f"parts all the same: `rlsweep unpack {carried} --dest DIR` and report it there"
+            )
         shutil.rmtree(study / "report", ignore_errors=True)
         shutil.copytree(exp / "report", study / "report")
-    sittings = study / "sittings"
-    sittings.mkdir(exist_ok=True)
-    number = 1 + sum(1 for _ in sittings.glob("*.json"))
-    shutil.copy(returned / "sitting.json", sittings / f"{number:03d}.json")
-    prev = carried.with_name(carried.name + ".prev")
-    shutil.rmtree(prev, ignore_errors=True)
-    if carried.exists():
-        carried.rename(prev)
-    new.rename(carried)
     return study
 
 
@@ -207,31 +214,42 @@ def main(argv: list[str] | None = None) -> int:
     rlsweep = [sys.executable, "-m", "rlsweep.cli"]
     exp = experiment_dir(r, args.name, args.smoke, args.storage.resolve())
     carried = args.carried and (args.carried / "manifest.json").is_file()
+    before = sorted((exp / "sittings").glob("*.json"))  # taken back here, committed
+    if not carried and before and not (exp / "sweep.yaml").is_file():
+        r.log(
+            f"{exp.name} has had {len(before)} sitting(s) (its sittings/), but no carried parts "
+            f"came in ({args.carried or 'no --carried'} holds no manifest.json): carry in the "
+            "last sitting's parts; a new `ablate` would start the study over"
+        )
+        return 2
     if carried and not (exp / "sweep.yaml").is_file():  # a warm node has it already
         argv = [*rlsweep, "unpack", str(args.carried), "--dest", str(exp.parent)]
         if rc := r.stage("unpack", argv):
             return rc
-    limit = int(deadline - time.monotonic() - RESERVE_S)
-    r.write_summary(experiment=str(exp), time_limit_s=limit)
-    if limit < 60:
-        r.log(f"{limit} s left for the sweep: too little to start one")
-        return 2
     if (exp / "sweep.yaml").is_file():
         argv = [*rlsweep, "resume", str(exp), *resume_options(r, args.ablate_args)]
     else:
         argv = [*rlsweep, "ablate", args.name, "--storage", str(args.storage.resolve())]
         argv += [*(["--smoke"] if args.smoke else []), *args.ablate_args]
-    backstop = deadline - time.monotonic() - PACK_S
-    sweep_rc = r.stage("sweep", [*argv, "--time-limit", f"{limit}s"], timeout=backstop)
-    left = deadline - time.monotonic() - PACK_S
-    if sweep_rc not in (0, 1) and left > 0 and (exp / "sweep.yaml").is_file():
-        r.stage("report", [*rlsweep, "report", str(exp)], timeout=left)
-    if (exp / "sweep.yaml").is_file():
-        carry = out / "carry"
-        shutil.rmtree(carry, ignore_errors=True)
-        argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
-        argv.append("--lean")  # what comes back is 64 MiB at most: no byte a resume never reads
-        r.stage("pack", argv)
+    limit = int(deadline - time.monotonic() - RESERVE_S)  # counted from the sweep's start
+    r.write_summary(experiment=str(exp), time_limit_s=limit)
+    if limit < 60:
+        r.log(f"{limit} s left for the sweep: too little to start one")
+        return 2
+    sweep_rc = 2
+    try:
+        backstop = deadline - time.monotonic() - PACK_S
+        sweep_rc = r.stage("sweep", [*argv, "--time-limit", f"{limit}s"], timeout=backstop)
+        left = deadline - time.monotonic() - PACK_S
+        if sweep_rc not in (0, 1) and left > 0 and (exp / "sweep.yaml").is_file():
+            r.stage("report", [*rlsweep, "report", str(exp)], timeout=left)
+    finally:  # whatever went wrong above, what the trials checkpointed goes back
+        if (exp / "sweep.yaml").is_file():
+            carry = out / "carry"
+            shutil.rmtree(carry, ignore_errors=True)
+            argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
+            argv.append("--lean")  # 64 MiB come back at most: no byte a resume never reads
+            r.stage("pack", argv)
     trials = progress(exp)
     steps = sum(float(t["env_steps"] or 0) for t in trials)
     done = sum(t["status"] == "TERMINATED" for t in trials)

@@ -93,7 +93,9 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert json.loads((study / "sittings" / "001.json").read_text())["sweep_rc"] == 3
     manifest = json.loads((carried / "manifest.json").read_text())
     assert manifest["checkpoints_left_out"] == []  # no trial ended: each one's is needed
-    assert "/checkpoint_" in "".join(_names(carried))
+    assert manifest["lean"]  # what comes back is bounded: nothing a resume never reads
+    names = "".join(_names(carried))
+    assert "/checkpoint_" in names and "tfevents" not in names and "/report/" not in names
 
     # The next node: the parts carried in, the experiment dir restored at another path.
     # Its command line as the first's (`make study-sitting ABLATE_ARGS=...` each time): the
@@ -180,3 +182,42 @@ def test_taking_back_the_same_sitting_again_changes_nothing(tmp_path):
     assert study_sitting.take_back(tmp_path / "out", carried, repo) is None
     assert (tmp_path / "carried.prev" / "manifest.json").read_text() == '{"before": 1}'
     assert not repo.exists() and not (tmp_path / "carried.new").exists()
+
+
+def test_a_sitting_without_the_carried_parts_of_a_study_that_has_had_sittings_refuses(tmp_path):
+    """The study's committed sittings/ says it has run before: a sitting whose carried parts
+    did not come in (a call lost, no --carried) stops, where `ablate` would start it over and
+    the take-back would keep that."""
+    (tmp_path / "repo" / STUDY / "sittings").mkdir(parents=True)
+    (tmp_path / "repo" / STUDY / "sittings" / "001.json").write_text("{}")
+    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--smoke", "--no-install"]
+    argv += ["--minutes", "5", "--storage", str(tmp_path / "repo")]
+    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    log = (tmp_path / "out" / "sitting.log").read_text()
+    assert f"{STUDY} has had 1 sitting(s) (its sittings/), but no carried parts came in" in log
+    assert "ablate" not in log.split("no carried parts")[0]  # nothing ran
+    assert not (tmp_path / "repo" / STUDY / "sweep.yaml").exists()
+
+
+def test_a_take_back_keeps_whole_parts_even_where_the_report_fails(tmp_path):
+    """The returned parts unpack whole: they are the next sitting's at once, before the report
+    is built here, so a report that fails (or a sitting.json that did not come back) never
+    keeps `carried/` at the sitting before."""
+    from rlsweep.node.carry import pack
+
+    exp = tmp_path / "node" / STUDY
+    (exp / "trial_0" / "checkpoint_000001").mkdir(parents=True)
+    (exp / "sweep.yaml").write_text("name: study\n")  # no trial reported: no report
+    pack(exp, tmp_path / "out" / "carry", part_bytes=1 << 20)
+    (tmp_path / "carried").mkdir()
+    (tmp_path / "carried" / "manifest.json").write_text('{"parts": []}')
+    carried, repo = tmp_path / "carried", tmp_path / "repo"
+    with pytest.raises(SystemExit, match="holds the sitting's parts all the same"):
+        study_sitting.take_back(tmp_path / "out", carried, repo)
+    assert (carried / "manifest.json").read_bytes() == (
+        tmp_path / "out" / "carry" / "manifest.json"
+    ).read_bytes()
+    assert (tmp_path / "carried.prev" / "manifest.json").read_text() == '{"parts": []}'
+    assert not list((repo / STUDY / "sittings").iterdir())  # no sitting.json came back
