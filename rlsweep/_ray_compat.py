@@ -234,9 +234,10 @@ HOOKS: tuple[Hook, ...] = (
     # TuneState (rlsweep.experiment.recovery: a resume from each trial's newest complete
     # checkpoint).
     Hook(
-        "ray.tune.execution.experiment_state",
-        "_find_newest_experiment_checkpoint",
-        "TuneState: the experiment state file Tuner.restore reads",
+        "ray.tune.execution.tune_controller.TuneController",
+        "CKPT_FILE_TMPL",
+        "TuneState: the names of the experiment state files; Tuner.restore reads the newest "
+        "(`_find_newest_experiment_checkpoint`: the greatest name)",
     ),
     Hook(
         "ray.tune.utils.serialization",
@@ -850,23 +851,50 @@ class TuneState:
     objects (the trial's StorageContext, the metadata's checkpoint manager)."""
 
     def __init__(self, fs: Any, root: str) -> None:
-        from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
-
-        self.fs, self.path = fs, _find_newest_experiment_checkpoint(root, fs=fs)
-        self._state: dict[str, Any] = {}
-        self._trials: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        if self.path is None:
-            return
+        import fnmatch
         import json
 
+        import pyarrow.fs as pafs
+        from ray.tune.execution.tune_controller import TuneController
         from ray.tune.utils.serialization import _loads_with_cloudpickle
 
-        with fs.open_input_stream(self.path) as f:
-            self._state = json.loads(f.read().decode())
-        self._trials = [
-            (_loads_with_cloudpickle(trial), _loads_with_cloudpickle(meta))
-            for trial, meta in self._state["trial_data"]
-        ]
+        self.fs, self.path = fs, None
+        # Newer state files that do not read (a driver killed while Tune wrote one in place,
+        # `TuneController.save_to_dir`): `set_aside` moves them out of Tuner.restore's way.
+        self.torn: list[str] = []
+        self._state: dict[str, Any] = {}
+        self._trials: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        pattern = TuneController.CKPT_FILE_TMPL.format("*")
+        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        for name in sorted((i.base_name for i in infos), reverse=True):  # the newest first
+            if not fnmatch.fnmatch(name, pattern):
+                continue
+            path = f"{root}/{name}"
+            try:
+                with fs.open_input_stream(path) as f:
+                    state = json.loads(f.read().decode())
+                trials = [
+                    (_loads_with_cloudpickle(trial), _loads_with_cloudpickle(meta))
+                    for trial, meta in state["trial_data"]
+                ]
+            except (ValueError, KeyError, TypeError):
+                self.torn.append(path)
+                continue
+            self.path, self._state, self._trials = path, state, trials
+            return
+
+    def set_aside(self) -> list[str]:
+        """Rename the torn newer state files (`torn`) to `<name>.torn`, where Tuner.restore,
+        which reads the newest, does not look, once an older one reads: it then restores from
+        the state this one read. What was renamed."""
+        if self.path is None:
+            return []  # nothing readable to restore from: the torn file is the evidence
+        moved = []
+        for path in self.torn:
+            self.fs.move(path, f"{path}.torn")
+            moved.append(path)
+        self.torn = []
+        return moved
 
     @property
     def trials(self) -> list[TuneTrial]:

@@ -52,7 +52,7 @@ def _table(df):
 
 
 def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table(
-    tmp_path, monkeypatch, no_ray_running
+    tmp_path, monkeypatch, capsys, no_ray_running
 ):
     """`time_limit`: the running trials checkpoint after their current iteration and stop well
     before the limit, the sweep raises with exit code 3 and the resume command; the experiment
@@ -179,6 +179,23 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
     assert [k[-3:] for k in kept] == [
         ["checkpoint_000005", "checkpoint_000006", "checkpoint_000007"]
     ] * 2
+    # A driver killed while Tune wrote its state in place leaves the newest file torn: the
+    # resume reads the newest that reads, and sets the torn one aside where Tune's restore,
+    # which reads the newest, does not look.
+    torn = moved / "experiment_state-2099-01-01_00-00-00.json"
+    torn.write_text('{"trial_data": [["{\\"trial_id')
+    again = resume_sweep(moved, trainable=fake_trial, num_cpus=2).trials
+    assert (again["status"] == "TERMINATED").all()
+    assert not torn.exists() and torn.with_name(f"{torn.name}.torn").exists()
+    assert f"rlsweep: {torn} does not read (a driver killed while Tune wrote it)" in (
+        capsys.readouterr().out
+    )
+    # With no earlier file that reads, nothing can resume: said, not guessed.
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    torn.with_name(f"{torn.name}.torn").rename(alone / torn.name)
+    with pytest.raises(RuntimeError, match="no earlier state file does: nothing to resume"):
+        reconcile(str(alone))
     # A finished sweep packs without checkpoints: a resume never loads an ended trial's.
     ended = pack(tmp_path / "ref" / "limited", tmp_path / "ref-parts", part_bytes=1 << 20)
     assert ended["checkpoints_left_out"] == sorted(

@@ -33,6 +33,7 @@ import json
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import PurePosixPath
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -71,7 +72,20 @@ def reconcile(experiment: str) -> list[Restart]:
     fs, root = _fs(experiment)
     state = TuneState(fs, root)
     if state.path is None:
+        if state.torn:
+            raise RuntimeError(
+                f"{state.torn[0]}: Tune's experiment state does not read (a driver killed "
+                "while Tune wrote it) and no earlier state file does: nothing to resume from"
+            )
         return []
+    for path in state.set_aside():
+        read = PurePosixPath(state.path).name
+        print(
+            f"rlsweep: {path} does not read (a driver killed while Tune wrote it): set aside "
+            f"as {PurePosixPath(path).name}.torn; the resume reads {read}, and each trial goes "
+            "on from its newest complete checkpoint",
+            flush=True,
+        )
     restarts, changed = [], False
     for trial in state.trials:
         if trial.status == "TERMINATED":
