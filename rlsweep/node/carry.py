@@ -43,12 +43,14 @@ class CarryError(RuntimeError):
     """Parts that cannot be packed or unpacked: names the file and what is wrong."""
 
 
-LEAN_LEFT_OUT = ("events.out.tfevents.*", "report/")
-"""What a lean pack leaves out: neither a resume nor a report reads it (TensorBoard's event
-files; the report, written again by `rlsweep report`, `resume`, `ablate`)."""
+TENSORBOARD_FILES = "events.out.tfevents.*"
+"""A trial dir's TensorBoard event files: a lean pack leaves them out (nothing reads them)."""
+REPORT_DIR = "report"
+"""The experiment dir's report (`rlsweep.results.report.default_out`): a lean pack leaves it
+out (`rlsweep report`, `resume` and `ablate` write it again)."""
 
 
-def carried_checkpoints(experiment: Path) -> dict[str, set[str]]:
+def carried_checkpoints(experiment: Path) -> dict[str, str | None]:
     """Per trial dir in Tune's newest experiment state, the checkpoint a resume loads: none of a
     trial that ended (TERMINATED), else the one `rlsweep.experiment.recovery.reconcile`
     restores it from (its newest complete one, where newer than the one the state names).
@@ -59,19 +61,20 @@ def carried_checkpoints(experiment: Path) -> dict[str, set[str]]:
     from rlsweep.experiment.recovery import newer_checkpoint
 
     fs = pafs.LocalFileSystem()
-    carried: dict[str, set[str]] = {}
+    carried: dict[str, str | None] = {}
     for trial in TuneState(fs, str(experiment)).trials:
-        loads = trial.checkpoint
-        if (newer := newer_checkpoint(fs, str(experiment / trial.dirname), loads)) is not None:
-            loads = newer[0]
-        carried[trial.dirname] = {loads} if loads and trial.status != "TERMINATED" else set()
+        if trial.status == "TERMINATED":  # ended: none is loaded again, and none is read here
+            carried[trial.dirname] = None
+            continue
+        newer = newer_checkpoint(fs, str(experiment / trial.dirname), trial.checkpoint)
+        carried[trial.dirname] = newer[0] if newer is not None else trial.checkpoint
     return carried
 
 
 def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> dict:
     """Write `experiment` (less the checkpoints a resume never loads; `lean`: less
-    `LEAN_LEFT_OUT` too) into `out` as parts of at most `part_bytes` bytes and `manifest.json`.
-    Returns the manifest."""
+    TensorBoard's files and the report too) into `out` as parts of at most `part_bytes` bytes
+    and `manifest.json`. Returns the manifest."""
     experiment = experiment.resolve()
     if not (experiment / SWEEP_FILE).is_file():
         raise CarryError(f"{experiment}: not an experiment dir (no {SWEEP_FILE})")
@@ -83,13 +86,13 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
         parts = Path(info.name).parts
         name = "/".join(parts[1:])
         if len(parts) == 3 and CHECKPOINT_DIR.match(parts[2]) and parts[1] in carried:
-            if parts[2] in carried[parts[1]]:
+            if parts[2] == carried[parts[1]]:
                 return info
             left_out.append(name)
             return None
-        if lean and (name + "/" * info.isdir()) == LEAN_LEFT_OUT[1]:
+        if lean and info.isdir() and name == REPORT_DIR:
             return None
-        if lean and len(parts) == 3 and Path(parts[2]).match(LEAN_LEFT_OUT[0]):
+        if lean and len(parts) == 3 and Path(parts[2]).match(TENSORBOARD_FILES):
             return None
         return info
 
