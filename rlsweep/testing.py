@@ -153,7 +153,9 @@ def forget_iteration(trial_dir: Path, iteration: int) -> dict[str, Any] | None:
     kept = [json.dumps(r) + "\n" for r in rows if r[M.TUNE_ITERATION] != iteration]
     (trial_dir / "result.json").write_text("".join(kept))
     with open(trial_dir / "progress.csv", newline="") as f:
-        header, *lines = list(csv.reader(f))
+        header, *lines = list(csv.reader(f)) or [[]]
+    if not header:  # Tune's CSV logger had not written its first row
+        return gone[-1] if gone else None
     column = header.index(M.TUNE_ITERATION)
     with open(trial_dir / "progress.csv", "w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(

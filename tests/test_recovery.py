@@ -300,6 +300,32 @@ def test_the_checkpoints_row_is_written_where_a_file_lacks_it(tmp_path):
     assert [r["training_iteration"] for r in _rows(tmp_path)] == [1, 2, 3]
 
 
+def test_progress_csv_gets_the_rows_a_kill_between_tunes_two_loggers_left_out(tmp_path):
+    """Tune's JSON logger writes a report before its CSV logger does: a driver killed between
+    them leaves progress.csv a row short, or (at the first report) without its header. The
+    resume writes those rows from result.json, the header in the order Tune writes it (what
+    stopped CI at 00e5f92: progress.csv empty, result.json holding iteration 1)."""
+    rows = [
+        {"training_iteration": k, M.ENV_STEPS: 256.0 * k, "info": {"lr": 0.5}, "config": {}}
+        for k in (1, 2, 3)
+    ]
+    (tmp_path / "result.json").write_text(json.dumps(rows[0]) + "\n")
+    (tmp_path / "progress.csv").write_text("")  # opened by Tune's CSV logger, nothing written
+    assert _trim_results(pafs.LocalFileSystem(), str(tmp_path), 2, rows[1]) == 0
+    assert (tmp_path / "progress.csv").read_text().splitlines() == [
+        f"training_iteration,{M.ENV_STEPS},info/lr",
+        "1,256.0,0.5",
+        "2,512.0,0.5",
+    ]
+    (tmp_path / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _trim_results(pafs.LocalFileSystem(), str(tmp_path), 3)  # progress.csv lacks 3
+    assert (tmp_path / "progress.csv").read_text().splitlines()[1:] == [
+        "1,256.0,0.5",
+        "2,512.0,0.5",
+        "3,768.0,0.5",
+    ]
+
+
 def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
     from rlsweep.cli import parser
     from rlsweep.formatting import parse_duration

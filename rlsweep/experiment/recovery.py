@@ -240,34 +240,37 @@ def _trim_results(
     fs: pafs.FileSystem, trial_dir: str, iteration: int, row: dict[str, Any] | None = None
 ) -> int:
     """Keep result.json's and progress.csv's rows up to `iteration`, each iteration once (the
-    last report of it), and `row` as the row of `iteration` where a file lacks one; the number
-    of result.json rows removed."""
+    last report of it), and `row` as the row of `iteration` where result.json lacks one;
+    progress.csv gets a row for each iteration result.json holds and it lacks (Tune's CSV
+    logger runs after its JSON logger: a driver killed between the two leaves it a row short,
+    or without even its header). The number of result.json rows removed."""
     text = _read(fs, f"{trial_dir}/result.json")
-    dropped = 0
-    if text is not None or row is not None:
-        lines = [ln for ln in (text or "").splitlines() if ln.strip()]
+    lines = [ln for ln in (text or "").splitlines() if ln.strip()]
 
-        def at(line: str) -> Any:
-            return json.loads(line).get(M.TUNE_ITERATION)
+    def at(line: str) -> Any:
+        return json.loads(line).get(M.TUNE_ITERATION)
 
-        kept = _up_to(lines, iteration, at)
-        dropped = len(lines) - len(kept)
-        if row is not None and not _has(kept, iteration, at):
-            kept.append(json.dumps(row))
-        if kept != lines:
-            _write(fs, f"{trial_dir}/result.json", "".join(f"{ln}\n" for ln in kept))
+    kept = _up_to(lines, iteration, at)
+    dropped = len(lines) - len(kept)
+    if row is not None and not _has(kept, iteration, at):
+        kept.append(json.dumps(row))
+    if kept != lines:
+        _write(fs, f"{trial_dir}/result.json", "".join(f"{ln}\n" for ln in kept))
+    reported = {int(float(at(ln))): json.loads(ln) for ln in kept}
+
     text = _read(fs, f"{trial_dir}/progress.csv")
-    if text:  # a file without its header (no row yet) is Tune's to begin, with its next row
-        header, *rows = list(csv.reader(io.StringIO(text)))
-        column = header.index(M.TUNE_ITERATION) if M.TUNE_ITERATION in header else None
-        kept_rows = _up_to(rows, iteration, lambda r: r[column] if column is not None else None)
-        if (
-            row is not None
-            and column is not None
-            and not _has(kept_rows, iteration, lambda r: r[column])
-        ):
-            kept_rows.append(_csv_row(header, row))
-        if kept_rows != rows:
+    header, *rows = list(csv.reader(io.StringIO(text))) if text else [[]]
+    if not header and reported:  # the header Tune writes with its first row
+        header = list(_flat(next(iter(reported.values()))))
+    if M.TUNE_ITERATION in header:
+        column = header.index(M.TUNE_ITERATION)
+        by_iteration = {
+            int(float(r[column])): r for r in _up_to(rows, iteration, lambda r: r[column])
+        }
+        for k, reported_row in reported.items():
+            by_iteration.setdefault(k, _csv_row(header, reported_row))
+        kept_rows = [by_iteration[k] for k in sorted(by_iteration)]
+        if kept_rows != rows or (kept_rows and not text):
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows([header, *kept_rows])
             _write(fs, f"{trial_dir}/progress.csv", out.getvalue())
@@ -279,13 +282,18 @@ def _has(items: list, iteration: int, iteration_of) -> bool:
     return any(int(float(iteration_of(item))) == iteration for item in items)
 
 
-def _csv_row(header: list[str], row: dict[str, Any]) -> list[str]:
-    """`row` as progress.csv's columns, as Tune's CSV logger writes it (config left out,
-    nested keys flattened by Tune's `flatten_dict`, a float as its repr, a column the row lacks
-    empty)."""
+def _flat(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` as Tune's CSV logger sees it: config left out, nested keys flattened by Tune's
+    `flatten_dict`, in the row's order."""
     from ray.tune.utils import flatten_dict
 
-    flat = flatten_dict({k: v for k, v in row.items() if k != "config"}, delimiter="/")
+    return flatten_dict({k: v for k, v in row.items() if k != "config"}, delimiter="/")
+
+
+def _csv_row(header: list[str], row: dict[str, Any]) -> list[str]:
+    """`row` as progress.csv's columns, as Tune's CSV logger writes it (a float as its repr, a
+    column the row lacks empty)."""
+    flat = _flat(row)
     cells = (flat.get(c) for c in header)
     return ["" if v is None else repr(v) if isinstance(v, float) else str(v) for v in cells]
 
