@@ -2,13 +2,22 @@
 never overwritten. A real sweep carried and resumed: tests/test_recovery.py; two GPU-style
 sittings: tests/test_study_sitting.py."""
 
+import gzip
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlsweep.cli import main
-from rlsweep.node.carry import CarryError, pack, unpack
+from rlsweep.node.carry import (
+    SHUFFLE_MIN_BYTES,
+    CarryError,
+    pack,
+    shuffle,
+    unpack,
+    unshuffle,
+)
 
 
 @pytest.fixture
@@ -69,3 +78,29 @@ def test_the_cli_packs_unpacks_and_names_what_is_not_an_experiment(tmp_path, exp
     assert "resume it: rlsweep resume" in capsys.readouterr().out
     assert main(["pack", str(tmp_path), "--out", parts]) == 2
     assert "not an experiment dir (no sweep.yaml)" in capsys.readouterr().err
+
+
+def test_unshuffle_takes_back_what_shuffle_did_for_any_length():
+    data = random.Random(1).randbytes(64)
+    for n in range(len(data)):
+        assert unshuffle(shuffle(data[:n])) == data[:n]
+    assert shuffle(bytes([1, 2, 3, 4, 5, 6, 7, 8, 9])) == bytes([1, 5, 2, 6, 3, 7, 4, 8, 9])
+
+
+def test_a_checkpoints_large_files_go_in_shuffled_smaller_and_come_back_whole(tmp_path, experiment):
+    """Weights-like float32 (normal, a spread of magnitudes as Adam's moments have) in a
+    checkpoint: the pack stores them shuffled, smaller than gzip makes them as they are, and
+    unpack restores them byte for byte; a large file outside a checkpoint goes in as it is."""
+    rng = np.random.default_rng(0)
+    weights = (rng.standard_normal(SHUFFLE_MIN_BYTES // 4) * 0.02).astype(np.float32).tobytes()
+    (experiment / "trial_0" / "checkpoint_000002" / "state.pkl").write_bytes(weights)
+    (experiment / "trial_0" / "log.bin").write_bytes(weights)
+    manifest = pack(experiment, tmp_path / "parts", part_bytes=1 << 30)
+    assert manifest["byte_shuffled"] == ["trial_0/checkpoint_000002/state.pkl"]
+    archive = (tmp_path / "parts" / manifest["parts"][0]["name"]).read_bytes()
+    as_is = len(gzip.compress(weights, 6))
+    assert len(gzip.compress(shuffle(weights), 6)) < 0.95 * as_is
+    assert len(archive) < 2 * as_is  # both as they are, and 16 KiB of random bytes: more
+    target = unpack(tmp_path / "parts", tmp_path / "node2")
+    assert (target / "trial_0" / "checkpoint_000002" / "state.pkl").read_bytes() == weights
+    assert (target / "trial_0" / "log.bin").read_bytes() == weights
