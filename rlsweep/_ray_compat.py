@@ -842,6 +842,13 @@ class TuneTrial:
     trial_id: str
 
 
+TERMINATED, ERROR = "TERMINATED", "ERROR"
+"""Tune's names (`Trial.TERMINATED`, `Trial.ERROR`, in its saved state and on its live trials)
+for a trial that ran to its end, and for one that failed past its retries."""
+ENDED = (TERMINATED, ERROR)
+"""The statuses of a trial Tune runs no more in this run."""
+
+
 class TuneState:
     """The newest experiment state file of an experiment dir (`experiment_state-*.json`), the
     one `Tuner.restore` reads: `trials` as it records them, `point_at` to make a trial restore

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rlsweep._ray_compat import ENDED, TERMINATED
 from rlsweep.environ import set_env
 from rlsweep.formatting import duration
 from rlsweep.formatting import steps as step_count
@@ -333,7 +334,7 @@ class Interrupts:
         now = time.monotonic()
         limit = self.time_limit
         if limit is not None and not self.stopped and now >= limit.ask_at:
-            if all(t.status in ("TERMINATED", "ERROR") for t in trials):
+            if all(t.status in ENDED for t in trials):
                 return  # the sweep is ending by itself
             self.timed_out = True
         if not self.stopped or self._ended:
@@ -407,7 +408,7 @@ class SweepInterrupted(Exception):
         self.command = resume_command(result.path)
         reason = reason or (signal.Signals(signum).name if signum is not None else "stopped")
         spec, trials = result.spec, result.trials
-        finished = int((trials["status"] == "TERMINATED").sum())
+        finished = int((trials["status"] == TERMINATED).sum())
         # What the trials keep: each stopped after the iteration its checkpoint holds.
         reached = sum(spec.counted_steps(s) for s in trials[ENV_STEPS].fillna(0))
         total = spec.sweep_env_steps

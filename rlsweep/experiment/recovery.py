@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from rlsweep import metrics as M
+from rlsweep._ray_compat import TERMINATED
 from rlsweep.experiment.history import TUNE_DATE, checkpoint_iteration, result_rows
 from rlsweep.manifest import complete_manifest
 from rlsweep.storage import CHECKPOINT_DIR, filesystem
@@ -88,7 +89,7 @@ def reconcile(experiment: str) -> list[Restart]:
         )
     restarts, changed = [], False
     for trial in state.trials:
-        if trial.status == "TERMINATED":
+        if trial.status == TERMINATED:
             continue
         trial_dir = f"{root}/{trial.dirname}"
         if (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)) is not None:

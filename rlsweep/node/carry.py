@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlsweep._ray_compat import TERMINATED
 from rlsweep.experiment.experiment_dir import SWEEP_FILE, holds_sweep
 from rlsweep.node.wheelhouse import (
     MANIFEST,
@@ -72,7 +73,7 @@ def carried_checkpoints(experiment: Path) -> dict[str, str | None]:
     fs = pafs.LocalFileSystem()
     carried: dict[str, str | None] = {}
     for trial in TuneState(fs, str(experiment)).trials:
-        if trial.status == "TERMINATED":  # ended: none is loaded again, and none is read here
+        if trial.status == TERMINATED:  # ended: none is loaded again, and none is read here
             carried[trial.dirname] = None
             continue
         newer = newer_checkpoint(fs, str(experiment / trial.dirname), trial.checkpoint)

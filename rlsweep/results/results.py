@@ -50,6 +50,7 @@ import pandas as pd
 
 from rlsweep import formatting, storage
 from rlsweep import metrics as M
+from rlsweep._ray_compat import ERROR, TERMINATED
 from rlsweep.envs import procgen
 from rlsweep.experiment import history
 from rlsweep.experiment.experiment_dir import sweep_spec
@@ -59,7 +60,8 @@ from rlsweep.spec.spec import CELL_INDEX, TRIAL_FILE, VARIANT, SweepSpec
 if TYPE_CHECKING:
     from rlsweep.experiment.recovery import Restart
 
-TERMINATED, ERROR, INCOMPLETE = "TERMINATED", "ERROR", "INCOMPLETE"
+INCOMPLETE = "INCOMPLETE"
+"""A trial that neither finished nor failed (stopped, or not yet ended): rlsweep's name."""
 STATUSES = (TERMINATED, ERROR, INCOMPLETE)
 
 ID_COLUMNS = ("sweep", "trial_id", "game", "seed")
@@ -465,7 +467,7 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
 def _ended_early(local: Path) -> set[str]:
     """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
     stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be."""
-    return {Path(t.path).name for t in _tune_trials(local) if t.status == "TERMINATED" and t.path}
+    return {Path(t.path).name for t in _tune_trials(local) if t.status == TERMINATED and t.path}
 
 
 def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
@@ -478,7 +480,7 @@ def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
     return {
         Path(t.path).name if t.path else t.trial_id: dict(t.config)
         for t in _tune_trials(local)
-        if t.status != "TERMINATED"
+        if t.status != TERMINATED
     }
 
 

@@ -33,11 +33,9 @@ EFFICIENCY_POINTS = 30
 ALIGNED = 0.05
 """Runs' i-th evaluations at most this share of the spacing apart count as the same point."""
 AGGREGATE_NAMES = {
-    "mean": "Mean",
-    "median": "Median",
-    "iqm": "IQM",
-    "optimality_gap": "Optimality gap",
+    name: "IQM" if name == "iqm" else name.replace("_", " ").capitalize() for name in S.STATISTICS
 }
+"""The title of each aggregate metric a report shows (`stats.STATISTICS`, in its order)."""
 MIN_CI_RUNS = 3
 """Runs per game a CI needs. rliable's advice (Agarwal et al. 2021) is intervals from enough
 runs; a percentile bootstrap over 2 runs takes 3 values at most (both runs' mean and either

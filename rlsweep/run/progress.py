@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from rlsweep import formatting
+from rlsweep._ray_compat import ENDED, ERROR
 from rlsweep.experiment import history
 from rlsweep.metrics import ENV_STEPS, EVAL_S, TUNE_ITERATION, WALL_S
 from rlsweep.plan import plan
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
 
-FINISHED = ("TERMINATED", "ERROR")
 STARVED_S = 5.0
 """Seconds with no trial running and none starting, while some wait, before the line says that
 no trial can start and for want of what (`Resources`)."""
@@ -305,7 +305,7 @@ class ProgressView:
         eval_f = eval_spent / eval_model if eval_model and eval_spent else train_f
         running, waiting = [], []
         for t, m, r in seen:
-            if t.status in FINISHED:
+            if t.status in ENDED:
                 continue
             done = int(r.get(TUNE_ITERATION) or 0)
             left = train_f * m.train_s(m.iterations - done)
@@ -335,9 +335,9 @@ class ProgressView:
             # past its budget (its last iteration's batch may overshoot it).
             reported = self.spec.counted_steps((t.last_result or {}).get(ENV_STEPS) or 0)
             self._steps[t.trial_id] = max(self._steps.get(t.trial_id, 0.0), reported)
-            if t.status in FINISHED:
+            if t.status in ENDED:
                 done += 1
-                errors += t.status == "ERROR"
+                errors += t.status == ERROR
             else:
                 running += t.status == "RUNNING"
         steps = sum(self._steps.values())
@@ -377,7 +377,7 @@ class ProgressView:
         why = None
         state = self._resources()
         if state is not None and not state.starting:
-            waiting = [t for t in trials if t.status not in FINISHED] or trials
+            waiting = [t for t in trials if t.status not in ENDED] or trials
             cfg = self._model(waiting[0]).cfg if waiting else self._spec_models[0].cfg
             need = {"CPU": placement(cfg).cpus, "GPU": placement(cfg).gpus}
             short = [k for k, n in need.items() if n > state.free.get(k, 0) + 1e-6]
