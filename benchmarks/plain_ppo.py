@@ -388,6 +388,8 @@ def make_envpool(args: PPOArgs):
         num_levels=args.num_levels,
         start_level=args.start_level,
         seed=args.seed,
+        # procgen's own limit, as rlsweep's envs set it (envpool's differs for jumper memory).
+        max_episode_steps=procgen.max_episode_steps(args.game, args.distribution_mode),
     )
 
 
