@@ -148,6 +148,8 @@ def forget_iteration(trial_dir: Path, iteration: int) -> dict[str, Any] | None:
     """Remove `iteration`'s rows from a trial's result.json and progress.csv, as a driver
     killed after the trial uploaded that iteration's checkpoint, but before it logged the report
     that came with it, leaves them; the result.json row removed (None: it had none)."""
+    if not (trial_dir / "result.json").exists():  # the driver had logged no report
+        return None
     rows = result_rows((trial_dir / "result.json").read_text())  # a torn last line left out
     gone = [r for r in rows if r[M.TUNE_ITERATION] == iteration]
     kept = [json.dumps(r) + "\n" for r in rows if r[M.TUNE_ITERATION] != iteration]

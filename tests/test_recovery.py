@@ -20,7 +20,13 @@ from rlsweep._ray_compat import TuneState
 from rlsweep.errors import SpecError
 from rlsweep.experiment.experiment_dir import runs
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
-from rlsweep.experiment.recovery import _fs, _trim_results, newest_complete, reconcile
+from rlsweep.experiment.recovery import (
+    _fs,
+    _log_older_reports,
+    _trim_results,
+    newest_complete,
+    reconcile,
+)
 from rlsweep.manifest import MANIFEST, complete_manifest, write_manifest
 from rlsweep.node.carry import pack, unpack
 from rlsweep.results.report import build_report
@@ -311,7 +317,9 @@ def test_progress_csv_gets_the_rows_a_kill_between_tunes_two_loggers_left_out(tm
     ]
     (tmp_path / "result.json").write_text(json.dumps(rows[0]) + "\n")
     (tmp_path / "progress.csv").write_text("")  # opened by Tune's CSV logger, nothing written
-    assert _trim_results(pafs.LocalFileSystem(), str(tmp_path), 2, rows[1]) == 0
+    _trim_results(pafs.LocalFileSystem(), str(tmp_path), 2, rows[1])  # no row Tune logged:
+    assert (tmp_path / "progress.csv").read_text() == ""  # its header is Tune's to write
+    assert _trim_results(pafs.LocalFileSystem(), str(tmp_path), 2, rows[1], rows[0]) == 0
     assert (tmp_path / "progress.csv").read_text().splitlines() == [
         f"training_iteration,{M.ENV_STEPS},info/lr",
         "1,256.0,0.5",
@@ -323,6 +331,40 @@ def test_progress_csv_gets_the_rows_a_kill_between_tunes_two_loggers_left_out(tm
         "1,256.0,0.5",
         "2,512.0,0.5",
         "3,768.0,0.5",
+    ]
+
+
+def test_a_driver_that_fell_behind_its_trial_loses_no_report_a_checkpoint_kept(tmp_path):
+    """A driver killed while logging its trial's first report, the trial three checkpoints on
+    (each with a report; the driver, having logged none of theirs, deleted none): the resume
+    writes each missing iteration's row from its checkpoint, oldest first, and progress.csv
+    follows result.json."""
+    from rlsweep.manifest import write_manifest
+
+    fs = pafs.LocalFileSystem()
+    report = {M.ENV_STEPS: 0.0, M.WALL_S: 0.0, "config": {"lr": 1}}
+    for index in range(3):
+        checkpoint = tmp_path / f"checkpoint_{index:06d}"
+        checkpoint.mkdir()
+        (checkpoint / "state.json").write_text("{}")
+        k = index + 1
+        write_manifest(str(checkpoint), k, 256.0 * k, {**report, M.ENV_STEPS: 256.0 * k})
+    first = {"training_iteration": 1, M.ENV_STEPS: 256.0, M.WALL_S: 0.0, "config": {"lr": 1}}
+    (tmp_path / "result.json").write_text(json.dumps(first) + "\n")
+    (tmp_path / "progress.csv").write_text("")
+    _log_older_reports(fs, str(tmp_path), "t0", below=2)
+    rows = _rows(tmp_path)
+    assert [(r["training_iteration"], r[M.ENV_STEPS]) for r in rows] == [(1, 256.0), (2, 512.0)]
+    assert rows[1]["checkpoint_dir_name"] == "checkpoint_000001"
+    assert rows[1]["config"] == {"lr": 1} and rows[1]["trial_id"] == "t0"
+    last = {"training_iteration": 3, M.ENV_STEPS: 768.0, "config": {"lr": 1}}
+    _trim_results(fs, str(tmp_path), 3, last, first)
+    assert [r["training_iteration"] for r in _rows(tmp_path)] == [1, 2, 3]
+    csv = (tmp_path / "progress.csv").read_text().splitlines()
+    assert [line.split(",")[csv[0].split(",").index("training_iteration")] for line in csv[1:]] == [
+        "1",
+        "2",
+        "3",
     ]
 
 

@@ -76,14 +76,18 @@ def _same(a, b) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
 
 
-def _progress_csv_is_result_json(trial_dir: Path) -> None:
-    """Tune's progress.csv loads in pandas and holds what result.json holds, row for row and
-    key for key (Tune takes a process's columns from its first report: a resumed trial's
-    reports must carry the first's keys, in its order)."""
+def _progress_csv_is_result_json(trial_dir: Path, from_iteration: int = 1) -> None:
+    """Tune's progress.csv loads in pandas and holds what result.json holds (from
+    `from_iteration` on), row for row and key for key (Tune takes a process's columns from its
+    first report: a resumed trial's reports must carry the first's keys, in its order)."""
     # pandas 3 parses floats exactly by default (and deprecates the option); pandas 2 needs it.
     exact = {"float_precision": "round_trip"} if pd.__version__ < "3" else {}
     table = pd.read_csv(trial_dir / "progress.csv", **exact)
-    rows = [{k: v for k, v in r.items() if k != "config"} for r in _rows(trial_dir)]
+    rows = [
+        {k: v for k, v in r.items() if k != "config"}
+        for r in _rows(trial_dir)
+        if r["training_iteration"] >= from_iteration
+    ]
     assert len(table) == len(rows), trial_dir
     assert set().union(*rows) <= set(table.columns), set().union(*rows) - set(table.columns)
     for i, row in enumerate(rows):
@@ -310,7 +314,9 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     finally:
         _kill_group(driver)  # SIGKILL: nothing runs after it
     before = [r["training_iteration"] for r in _rows(trial)]
-    assert before[-1] <= 3, before  # result.json may not have its row yet
+    # result.json may not have its row yet, nor those before it: a driver that fell behind its
+    # trial (killed while logging its first report, in CI at 00e5f92) had logged fewer.
+    assert not before or before[-1] <= 3, before
     logged = forget_iteration(trial, 3)  # None where the driver had not written it
     # Where Tune's saved state names an older checkpoint (or none: it saves at its own pace),
     # the resume's line for the trial says so.
@@ -348,7 +354,9 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     assert restored.keys() == rows[1].keys() | {"checkpoint_dir_name"}, (
         restored.keys() ^ rows[1].keys()
     )
-    _progress_csv_is_result_json(trial)
+    # Where the driver had logged no report, progress.csv starts with the resumed trial's:
+    # Tune writes its header then (recovery._trim_results).
+    _progress_csv_is_result_json(trial, 1 if before else 4)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,11 @@ continues (not TERMINATED):
 - the row of the checkpoint's own iteration, where the driver died before writing it (the
   trial uploads its checkpoint before the driver logs the report that came with it), is
   written from the report the manifest keeps, with Tune's own fields as far as they are known:
-  no iteration is missing; a trial whose last report that was (it had finished) stays ended.
+  no iteration is missing; a trial whose last report that was (it had finished) stays ended;
+  so is the row of each older whole checkpoint still on disk whose report the driver never
+  logged (a driver that fell behind its trial deleted none of them);
+- progress.csv gets the rows result.json holds and it lacks (Tune's CSV logger writes after
+  its JSON logger).
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
 Works on a local dir and at a URI alike (files read and written through pyarrow).
 
@@ -31,6 +35,7 @@ import csv
 import io
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -92,8 +97,10 @@ def reconcile(experiment: str) -> list[Restart]:
         if trial.status == TERMINATED:
             continue
         trial_dir = f"{root}/{trial.dirname}"
+        logged = next(iter(result_rows(_read(fs, f"{trial_dir}/result.json") or "")), None)
         if (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)) is not None:
             checkpoint, index, manifest = newer
+            _log_older_reports(fs, trial_dir, trial.trial_id, index)
             row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
             metrics = row or {  # a manifest from before it kept the report
                 M.TUNE_ITERATION: manifest["iteration"],
@@ -114,7 +121,7 @@ def reconcile(experiment: str) -> list[Restart]:
         if finished:  # its last report came with this checkpoint: nothing is left to run
             state.end(trial.dirname)
             changed = True
-        dropped = _trim_results(fs, trial_dir, iteration, row)
+        dropped = _trim_results(fs, trial_dir, iteration, row, logged)
         restarts.append(
             Restart(
                 trial.dirname, checkpoint, iteration, steps, trial.checkpoint, dropped, finished
@@ -162,6 +169,12 @@ def newer_checkpoint(
 
 def newest_complete(fs: pafs.FileSystem, trial_dir: str) -> tuple[str, int, dict] | None:
     """(name, index, manifest) of the trial's newest whole checkpoint; None if it has none."""
+    return next(complete_checkpoints(fs, trial_dir), None)
+
+
+def complete_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> Iterator[tuple[str, int, dict]]:
+    """(name, index, manifest) of each of the trial's whole checkpoints, newest first (each
+    manifest read only when the one before it is passed over)."""
     infos = fs.get_file_info(pafs.FileSelector(trial_dir, allow_not_found=True))
     dirs = sorted(
         ((int(m[1]), i.base_name) for i in infos if (m := CHECKPOINT_DIR.match(i.base_name))),
@@ -169,8 +182,24 @@ def newest_complete(fs: pafs.FileSystem, trial_dir: str) -> tuple[str, int, dict
     )
     for index, name in dirs:
         if (manifest := complete_manifest(fs, f"{trial_dir}/{name}")) is not None:
-            return name, index, manifest
-    return None
+            yield name, index, manifest
+
+
+def _log_older_reports(fs: pafs.FileSystem, trial_dir: str, trial_id: str, below: int) -> None:
+    """Write into result.json, oldest first, the report of each whole checkpoint older than
+    checkpoint `below` whose iteration it lacks: a driver that fell behind its trial and was
+    killed logged none of their reports, and deleted none of those checkpoints (Tune deletes
+    an older one as it logs a newer one's report)."""
+    older = [c for c in complete_checkpoints(fs, trial_dir) if c[1] < below][::-1]
+    for checkpoint, _, manifest in older:
+        text = _read(fs, f"{trial_dir}/result.json") or ""
+        rows = result_rows(text)
+        if any(int(r.get(M.TUNE_ITERATION, 0)) == int(manifest["iteration"]) for r in rows):
+            continue
+        row = _checkpoint_row(fs, trial_dir, trial_id, checkpoint, manifest)
+        if row is not None:
+            rows = sorted([*rows, row], key=lambda r: int(r.get(M.TUNE_ITERATION, 0)))
+            _write(fs, f"{trial_dir}/result.json", "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _read(fs: pafs.FileSystem, path: str) -> str | None:
@@ -238,13 +267,20 @@ def _checkpoint_row(
 
 
 def _trim_results(
-    fs: pafs.FileSystem, trial_dir: str, iteration: int, row: dict[str, Any] | None = None
+    fs: pafs.FileSystem,
+    trial_dir: str,
+    iteration: int,
+    row: dict[str, Any] | None = None,
+    logged: dict[str, Any] | None = None,
 ) -> int:
     """Keep result.json's and progress.csv's rows up to `iteration`, each iteration once (the
     last report of it), and `row` as the row of `iteration` where result.json lacks one;
     progress.csv gets a row for each iteration result.json holds and it lacks (Tune's CSV
     logger runs after its JSON logger: a driver killed between the two leaves it a row short,
-    or without even its header). The number of result.json rows removed."""
+    or without even its header). A progress.csv without its header gets the one Tune wrote
+    with `logged`, the first row Tune logged to result.json; without that row it is left to
+    Tune, which writes its header with its next row (one made here could order its columns
+    otherwise). The number of result.json rows removed."""
     text = _read(fs, f"{trial_dir}/result.json")
     lines = [ln for ln in (text or "").splitlines() if ln.strip()]
 
@@ -261,8 +297,8 @@ def _trim_results(
 
     text = _read(fs, f"{trial_dir}/progress.csv")
     header, *rows = list(csv.reader(io.StringIO(text))) if text else [[]]
-    if not header and reported:  # the header Tune writes with its first row
-        header = list(_flat(next(iter(reported.values()))))
+    if not header and logged is not None:  # the header Tune wrote with that row
+        header = list(_flat(logged))
     if M.TUNE_ITERATION in header:
         column = header.index(M.TUNE_ITERATION)
         by_iteration = {
