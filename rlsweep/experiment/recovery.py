@@ -172,15 +172,20 @@ def newest_complete(fs: pafs.FileSystem, trial_dir: str) -> tuple[str, int, dict
     return next(complete_checkpoints(fs, trial_dir), None)
 
 
-def complete_checkpoints(fs: pafs.FileSystem, trial_dir: str) -> Iterator[tuple[str, int, dict]]:
-    """(name, index, manifest) of each of the trial's whole checkpoints, newest first (each
-    manifest read only when the one before it is passed over)."""
+def complete_checkpoints(
+    fs: pafs.FileSystem, trial_dir: str, above: int = -1, below: float = float("inf")
+) -> Iterator[tuple[str, int, dict]]:
+    """(name, index, manifest) of each of the trial's whole checkpoints whose index lies
+    between `above` and `below`, newest first (each manifest read only when the one before
+    it is passed over: a PBT trial keeps hundreds, maybe in S3)."""
     infos = fs.get_file_info(pafs.FileSelector(trial_dir, allow_not_found=True))
     dirs = sorted(
         ((int(m[1]), i.base_name) for i in infos if (m := CHECKPOINT_DIR.match(i.base_name))),
         reverse=True,
     )
     for index, name in dirs:
+        if not above < index < below:
+            continue
         if (manifest := complete_manifest(fs, f"{trial_dir}/{name}")) is not None:
             yield name, index, manifest
 
@@ -189,9 +194,13 @@ def _log_older_reports(fs: pafs.FileSystem, trial_dir: str, trial_id: str, below
     """Write into result.json, oldest first, the report of each whole checkpoint older than
     checkpoint `below` whose iteration it lacks: a driver that fell behind its trial and was
     killed logged none of their reports, and deleted none of those checkpoints (Tune deletes
-    an older one as it logs a newer one's report)."""
-    older = [c for c in complete_checkpoints(fs, trial_dir) if c[1] < below][::-1]
-    for checkpoint, _, manifest in older:
+    an older one as it logs a newer one's report). Only checkpoints newer than the newest one
+    result.json names are read."""
+    rows = result_rows(_read(fs, f"{trial_dir}/result.json") or "")
+    above = max((_index(r.get("checkpoint_dir_name")) for r in rows), default=-1)
+    for checkpoint, _, manifest in reversed(
+        list(complete_checkpoints(fs, trial_dir, above, below))
+    ):
         text = _read(fs, f"{trial_dir}/result.json") or ""
         rows = result_rows(text)
         if any(int(r.get(M.TUNE_ITERATION, 0)) == int(manifest["iteration"]) for r in rows):
