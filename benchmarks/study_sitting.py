@@ -159,6 +159,10 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
     return study
 
 
+MOVES_THE_EXPERIMENT = ("name", "storage_path", "--storage")
+"""ABLATE ARGS that would move the experiment dir (overrides, and ablate's own flag)."""
+
+
 def resume_options(r: gpu_check.Run, ablate_args: list[str]) -> list[str]:
     """The ABLATE ARGS a resume takes too (--num-cpus, --verbose ...: `rlsweep.cli.
     resume_options`), asked of the rlsweep the sweep runs with (this process has only the
@@ -203,6 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.minutes is None:
         p.error("--minutes: required for a sitting")
     args.ablate_args = argv[cut + 1 :]  # more `rlsweep ablate` arguments, after --
+    if moved := [a for a in args.ablate_args if a.split("=", 1)[0] in MOVES_THE_EXPERIMENT]:
+        # This sitting packs (and the next unpacks) the dir the study's spec names.
+        p.error(
+            f"{' '.join(moved)}: would put the experiment elsewhere than the study's "
+            "spec names it, and the sitting would pack nothing; use the sitting's --storage"
+        )
     deadline = time.monotonic() + args.minutes * 60
     out = gpu_check.out_dir(REPO / "results" / "sittings")
     r = gpu_check.Run(out, {**os.environ, "PYTHONUNBUFFERED": "1"}, "sitting", one_log=True)

@@ -201,6 +201,20 @@ def test_a_sitting_without_the_carried_parts_of_a_study_that_has_had_sittings_re
     assert not (tmp_path / "repo" / STUDY / "sweep.yaml").exists()
 
 
+@pytest.mark.parametrize("moving", [["name=elsewhere"], ["--storage", "other"]])
+def test_a_sitting_refuses_ablate_args_that_move_the_experiment(tmp_path, moving):
+    """The sitting packs the dir the study's spec names: arguments that would put the sweep
+    elsewhere (an override of its name or storage, ablate's --storage) are refused before
+    anything runs, where the sitting would have packed nothing and lost its GPU time."""
+    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--smoke", "--no-install"]
+    argv += ["--minutes", "5", "--storage", str(tmp_path / "repo"), "--", *moving]
+    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"{moving[0]}: would put the experiment elsewhere" in run.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran
+
+
 def test_a_take_back_keeps_whole_parts_even_where_the_report_fails(tmp_path):
     """The returned parts unpack whole: they are the next sitting's at once, before the report
     is built here, so a report that fails (or a sitting.json that did not come back) never
