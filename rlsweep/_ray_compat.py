@@ -917,11 +917,21 @@ class TuneState:
             )
         return out
 
-    def point_at(self, dirname: str, checkpoint: str, index: int, metrics: dict[str, Any]) -> None:
+    def point_at(
+        self,
+        dirname: str,
+        checkpoint: str,
+        index: int,
+        metrics: dict[str, Any],
+        older: list[tuple[str, dict[str, Any]]] = (),
+    ) -> None:
         """Make the trial in `dirname` restore from its checkpoint dir `checkpoint` (Tune's
         index `index`, with `metrics` as its result; Tune reads training_iteration and
-        time_total_s from them), its next checkpoint index after it. Tune deletes nothing
-        now: beyond num_to_keep it deletes the oldest at the trial's next checkpoint."""
+        time_total_s from them), its next checkpoint index after it. `older`: (dir, result) of
+        the checkpoints on disk between the newest Tune's state tracks and `checkpoint`, oldest
+        first, tracked as Tune would have (a driver that fell behind its trial never registered
+        them), so that they count against num_to_keep. Tune deletes nothing now: beyond
+        num_to_keep it deletes the oldest at the trial's next checkpoint."""
         from ray.train import Checkpoint
         from ray.train._internal.session import _TrainingResult
 
@@ -929,15 +939,17 @@ class TuneState:
             if trial["relative_logdir"] != dirname:
                 continue
             storage = trial["storage"]
-            # The path as recorded: Tune's restore moves it with the experiment dir.
-            path = f"{storage.trial_fs_path}/{checkpoint}"
-            result = _TrainingResult(
-                checkpoint=Checkpoint(path=path, filesystem=storage.storage_filesystem),
-                metrics=metrics,
-            )
             manager = meta["checkpoint_manager"]
-            manager._latest_checkpoint_result = result
-            manager._checkpoint_results.append(result)
+            # Appended in order: without a score attribute, Tune keeps the last num_to_keep.
+            for name, result in [*older, (checkpoint, metrics)]:
+                # The path as recorded: Tune's restore moves it with the experiment dir.
+                path = f"{storage.trial_fs_path}/{name}"
+                tracked = _TrainingResult(
+                    checkpoint=Checkpoint(path=path, filesystem=storage.storage_filesystem),
+                    metrics=result,
+                )
+                manager._checkpoint_results.append(tracked)
+            manager._latest_checkpoint_result = tracked
             storage.current_checkpoint_index = index
             meta["last_result"] = metrics
             return

@@ -164,3 +164,30 @@ def forget_iteration(trial_dir: Path, iteration: int) -> dict[str, Any] | None:
             [header, *(r for r in lines if r[column] != str(iteration))]
         )
     return gone[-1] if gone else None
+
+
+def fall_behind(experiment: Path, trial_dir: Path, checkpoint: str) -> None:
+    """Leave `experiment` as a driver killed while it was behind its trial leaves it: Tune's
+    saved state names `checkpoint` as the trial's newest (the newer ones it tracked untracked,
+    though still on disk), and result.json and progress.csv end at that checkpoint's iteration."""
+    import pyarrow.fs as pafs
+
+    from rlsweep._ray_compat import TuneState
+
+    state = TuneState(pafs.LocalFileSystem(), str(experiment))
+    ((trial, meta),) = [(t, m) for t, m in state._trials if t["relative_logdir"] == trial_dir.name]
+    manager = meta["checkpoint_manager"]
+    kept = [
+        r
+        for r in manager._checkpoint_results
+        if r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] <= checkpoint  # zero-padded names
+    ]
+    manager._checkpoint_results = kept
+    manager._latest_checkpoint_result = kept[-1]
+    meta["last_result"] = kept[-1].metrics
+    trial["storage"].current_checkpoint_index = int(checkpoint.rsplit("_", 1)[-1])
+    state.save()
+    iteration = kept[-1].metrics[M.TUNE_ITERATION]
+    for row in result_rows((trial_dir / "result.json").read_text()):
+        if row[M.TUNE_ITERATION] > iteration:
+            forget_iteration(trial_dir, row[M.TUNE_ITERATION])

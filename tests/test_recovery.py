@@ -33,7 +33,7 @@ from rlsweep.results.report import build_report
 from rlsweep.run.sweep import _finish, resume_sweep, run_sweep
 from rlsweep.run.tune_bridge import checkpoint_config
 from rlsweep.spec.spec import SweepSpec
-from rlsweep.testing import ITER_S_ENV, fake_trial, forget_iteration
+from rlsweep.testing import ITER_S_ENV, fake_trial, fall_behind, forget_iteration
 
 ITER = 16384  # the fake trial's env steps per iteration (TrialConfig's default batch)
 BUDGET = 30 * ITER
@@ -365,6 +365,44 @@ def test_a_driver_that_fell_behind_its_trial_loses_no_report_a_checkpoint_kept(t
         "1",
         "2",
         "3",
+    ]
+
+
+def test_a_resume_after_a_driver_behind_its_trial_keeps_only_keep_checkpoints(
+    tmp_path, no_ray_running
+):
+    """The trial's worker dies after iteration 5 (the sweep ends with it in ERROR), its newest
+    three checkpoints on disk; Tune's saved state is made a driver's two reports behind it:
+    it tracks checkpoint_000002 as the newest, and the result files end at iteration 3. The
+    resume goes on from checkpoint_000004, and the one between, whose report the driver never
+    logged, is tracked too: Tune deletes it beyond keep_checkpoints, as its own. Without that,
+    it stayed on disk for good."""
+    spec = SweepSpec(
+        name="behind",
+        games=["coinrun"],
+        seeds=[0],
+        budget=8 * ITER,
+        params={"checkpoint_interval": 1},
+        keep_checkpoints=3,
+        storage_path=str(tmp_path),
+    )
+    died = functools.partial(fake_trial, die_at=5)
+    (trial,) = run_sweep(spec, trainable=died, num_cpus=2, max_failures=0).trials.itertuples()
+    assert trial.status == "ERROR", trial
+    trial_dir = Path(trial.trial_dir)
+    on_disk = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
+    assert on_disk == ["checkpoint_000002", "checkpoint_000003", "checkpoint_000004"]
+    fall_behind(tmp_path / "behind", trial_dir, "checkpoint_000002")
+    assert [r["training_iteration"] for r in _rows(trial_dir)] == [1, 2, 3]
+    (resumed,) = resume_sweep(tmp_path / "behind", trainable=died, num_cpus=2).trials.itertuples()
+    assert resumed.status == "TERMINATED", resumed
+    rows = _rows(trial_dir)
+    assert [r["training_iteration"] for r in rows] == list(range(1, 9))
+    assert [r[M.RESUMED_AT] for r in rows] == [0] * 5 + [5] * 3
+    assert sorted(p.name for p in trial_dir.glob("checkpoint_*")) == [
+        "checkpoint_000005",
+        "checkpoint_000006",
+        "checkpoint_000007",
     ]
 
 

@@ -357,6 +357,8 @@ def test_sigkill_of_the_driver_resumes_from_the_newest_checkpoint_on_disk(tmp_pa
     # Where the driver had logged no report, progress.csv starts with the resumed trial's:
     # Tune writes its header then (recovery._trim_results).
     _progress_csv_is_result_json(trial, 1 if before else 4)
+    # keep_checkpoints (1) holds after it, whichever checkpoints Tune's saved state tracked.
+    assert [p.name for p in trial.glob("checkpoint_*")] == [rows[-1]["checkpoint_dir_name"]]
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ continues (not TERMINATED):
   written from the report the manifest keeps, with Tune's own fields as far as they are known:
   no iteration is missing; a trial whose last report that was (it had finished) stays ended;
   so is the row of each older whole checkpoint still on disk whose report the driver never
-  logged (a driver that fell behind its trial deleted none of them);
+  logged (a driver that fell behind its trial deleted none of them), and Tune's state tracks
+  each of those checkpoints, so that it deletes them beyond keep_checkpoints;
 - progress.csv gets the rows result.json holds and it lacks (Tune's CSV logger writes after
   its JSON logger).
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
@@ -102,12 +103,16 @@ def reconcile(experiment: str) -> list[Restart]:
             checkpoint, index, manifest = newer
             _log_older_reports(fs, trial_dir, trial.trial_id, index)
             row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
-            metrics = row or {  # a manifest from before it kept the report
-                M.TUNE_ITERATION: manifest["iteration"],
-                M.ENV_STEPS: manifest["env_steps"],
-                "checkpoint_dir_name": checkpoint,
-            }
-            state.point_at(trial.dirname, checkpoint, index, metrics)
+            metrics = _tracked_result(row, checkpoint, manifest)
+            # Those between Tune's and it, which a driver behind its trial never registered:
+            # tracked, Tune deletes them beyond keep_checkpoints as its own.
+            older = []
+            for name, _, kept in reversed(
+                list(complete_checkpoints(fs, trial_dir, _index(trial.checkpoint), index))
+            ):
+                kept_row = _checkpoint_row(fs, trial_dir, trial.trial_id, name, kept)
+                older.append((name, _tracked_result(kept_row, name, kept)))
+            state.point_at(trial.dirname, checkpoint, index, metrics, older)
             changed = True
             iteration = int(manifest["iteration"])
             steps = float(metrics.get(M.ENV_STEPS, manifest["env_steps"]))
@@ -209,6 +214,16 @@ def _log_older_reports(fs: pafs.FileSystem, trial_dir: str, trial_id: str, below
         if row is not None:
             rows = sorted([*rows, row], key=lambda r: int(r.get(M.TUNE_ITERATION, 0)))
             _write(fs, f"{trial_dir}/result.json", "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _tracked_result(row: dict[str, Any] | None, checkpoint: str, manifest: dict) -> dict:
+    """The result Tune's state keeps with `checkpoint`: its row, or what the manifest says of
+    it where that is from before manifests kept the report."""
+    return row or {
+        M.TUNE_ITERATION: manifest["iteration"],
+        M.ENV_STEPS: manifest["env_steps"],
+        "checkpoint_dir_name": checkpoint,
+    }
 
 
 def _read(fs: pafs.FileSystem, path: str) -> str | None:
