@@ -69,3 +69,19 @@ def test_a_running_ray_is_where_trials_must_fit(monkeypatch, capsys, start_ray):
             "nodes\n"
         )
         assert ray.is_initialized()  # the check joined the running Ray and left it running
+        # The checks before a run (layout, fits, plan) read the cluster once: a join at an
+        # address costs seconds.
+        from rlsweep.run import fits, preflight
+
+        joined = []
+
+        def counted(**kwargs):
+            joined.append(kwargs["address"])
+            return session(**kwargs)
+
+        session = fits.ray_session
+        monkeypatch.setattr(fits, "ray_session", counted)
+        checked = preflight.check(spec, address="auto", remote_storage=False)
+        assert joined == ["auto"], joined
+        assert checked.plan is None  # trials that wait for the autoscaler's nodes
+        assert capsys.readouterr().out.count("rlsweep: warning: ") == 1

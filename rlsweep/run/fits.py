@@ -25,6 +25,10 @@ NO_GPU_HINT = (
 """Said after a GPU trial is refused on this machine for want of GPUs."""
 
 
+CLUSTER = "the cluster"
+"""`Machine.where` of what a Ray that is already running offers (joined to read it)."""
+
+
 def check_fits(
     spec: SweepSpec,
     address: str | None = None,
@@ -36,43 +40,52 @@ def check_fits(
     the sweep runs:
 
     - `machine`, where given: `plan`'s, the machine it plans for;
-    - else, while this process runs no Ray and the sweep would start one here (no `address`,
-      no RAY_ADDRESS), this machine: its CPUs (or `num_cpus`), GPUs and GPU memory. Read
-      without starting Ray, so a misfit fails at once; GPUs are counted (by torch) only for a
-      spec that asks for them;
-    - else what the Ray that the sweep runs on offers: the one this process is in (run and
-      resume check again once Ray is up, since Ray may see fewer CPUs than the machine has,
-      e.g. in a container), or the cluster at `address`, joined for the check. A joined
-      cluster may be autoscaled, its nodes not all up yet: a misfit there is a warning."""
+    - else where the sweep runs, as `target_machine` reads it (`fits_where_it_runs`).
+    Run and resume check again once Ray is up, since Ray may see fewer CPUs than the machine
+    has (e.g. in a container)."""
     if machine is not None:
-        _check(spec, machine)
-    elif starts_local_ray(address) and not ray_running():
-        _check_this_machine(spec, num_cpus)
+        placement.check_sweep_fits(spec, machine)
     else:
-        _check_ray(spec, address)
+        where = target_machine(address, num_cpus, look_up_gpus=spec.takes_gpus)
+        fits_where_it_runs(spec, where, address)
 
 
-def _check(spec: SweepSpec, machine: Machine) -> None:
-    placement.check_sweep_fits(spec, machine)
+def fits_where_it_runs(spec: SweepSpec, machine: Machine, address: str | None) -> None:
+    """`check_fits` on `machine`, read by `target_machine(address, ...)`: a misfit on this
+    machine says where GPUs may be had; on a joined cluster, which may be autoscaled, its
+    nodes not all up yet, it is a warning."""
+    try:
+        placement.check_sweep_fits(spec, machine)
+    except SpecError as e:
+        if machine.where == CLUSTER:
+            if starts_local_ray(address):  # a Ray started here: no node will join it
+                raise
+            print(f"rlsweep: warning: {e} now; trials wait for the autoscaler to add nodes")
+        elif machine.gpus or not e.path.endswith("num_gpus"):
+            raise
+        else:
+            raise SpecError(e.source, e.path, e.message + NO_GPU_HINT) from None
 
 
-def target_machine(address: str | None = None, num_cpus: float | None = None) -> Machine:
-    """Where a sweep's trials would run, as `check_fits` reads it: this machine (its CPUs, or
-    `num_cpus`; its GPUs, looked up where a driver says there may be some) while the sweep would
-    start Ray here, else what the Ray it runs on offers (the cluster at `address`, joined for
-    it). What `rlsweep.plan.layout` lays trials out for and the size guard estimates on."""
+def target_machine(
+    address: str | None = None, num_cpus: float | None = None, *, look_up_gpus: bool = False
+) -> Machine:
+    """Where a sweep's trials would run: while the sweep would start Ray here (no `address`,
+    no RAY_ADDRESS) and this process runs none, this machine: its CPUs (or `num_cpus`), GPUs
+    and GPU memory, read without starting Ray, so a misfit fails at once; its GPUs are counted
+    (by torch) where `look_up_gpus` or a driver says there may be some. Else what the Ray it
+    runs on offers: the one this process is in, or the cluster at `address`, joined to ask it.
+    What `check_fits` checks, `rlsweep.plan.layout` lays trials out for and the size guard
+    estimates on."""
     if starts_local_ray(address) and not ray_running():
-        return _this_machine(num_cpus, look_up_gpus=placement.gpus_may_exist())
+        return _this_machine(num_cpus, look_up_gpus or placement.gpus_may_exist())
     import ray
 
     with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
         total = ray.cluster_resources()
         nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
     return Machine(
-        total.get("CPU", 0),
-        total.get("GPU", 0),
-        where="the cluster",
-        node_cpus=max(nodes, default=0),
+        total.get("CPU", 0), total.get("GPU", 0), where=CLUSTER, node_cpus=max(nodes, default=0)
     )
 
 
@@ -82,26 +95,3 @@ def _this_machine(num_cpus: float | None, look_up_gpus: bool) -> Machine:
     if num_cpus is None:
         return here
     return dataclasses.replace(here, where=f"this machine at --num-cpus {num_cpus:g}")
-
-
-def _check_this_machine(spec: SweepSpec, num_cpus: float | None) -> None:
-    here = _this_machine(num_cpus, look_up_gpus=spec.takes_gpus)
-    try:
-        _check(spec, here)
-    except SpecError as e:
-        if here.gpus or not e.path.endswith("num_gpus"):
-            raise
-        raise SpecError(e.source, e.path, e.message + NO_GPU_HINT) from None
-
-
-def _check_ray(spec: SweepSpec, address: str | None) -> None:
-    import ray
-
-    with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
-        total = ray.cluster_resources()
-    try:
-        _check(spec, Machine(total.get("CPU", 0), total.get("GPU", 0), where="the cluster"))
-    except SpecError as e:
-        if starts_local_ray(address):  # a Ray started here: no node will join it
-            raise
-        print(f"rlsweep: warning: {e} now; trials wait for the autoscaler to add nodes")

@@ -15,7 +15,7 @@ from rlsweep.experiment.experiment_dir import experiment_path
 from rlsweep.plan.layout import Layout, choose, pinned
 from rlsweep.plan.placement import Machine
 from rlsweep.plan.plan import ALLOW_LONG, Plan, Throughput, make_plan, measured_throughput
-from rlsweep.run.fits import check_fits, target_machine
+from rlsweep.run.fits import fits_where_it_runs, target_machine
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.storage import SKIP_REMOTE_CHECK, check_storage
 
@@ -46,7 +46,7 @@ def check(
     machine = target_machine(address, num_cpus)
     rate = measured_throughput()
     laid, layout = laid_out(spec, machine, rate)
-    check_fits(laid, address, num_cpus)  # a cluster's misfit: a warning (its autoscaler)
+    fits_where_it_runs(laid, machine, address)  # a cluster's misfit: a warning (its autoscaler)
     try:
         plan = make_plan(
             spec,
