@@ -501,7 +501,7 @@ def _improvement_section(exp: Experiment, compared: list[str], kw: dict, among: 
         "",
         "P(row > column): chance that a run of the row variant beats a run of the column "
         f"variant on the same game, averaged over games [95% CI; none where a game has fewer "
-        f"than {T.MIN_CI_RUNS} runs of either variant]. Computed {among}.",
+        f"than {T.MIN_CI_RUNS} runs of either variant, as the cell says]. Computed {among}.",
         "",
         *T.improvement_table(exp, compared, **kw),
         "",

@@ -205,16 +205,17 @@ def aggregates_table(aggs: dict[str, dict[str, S.Interval]]) -> list[str]:
 def improvement_table(
     exp: Experiment, variants: Sequence[str], *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0
 ) -> list[str]:
-    """P(row > column) with its CI (where both have MIN_CI_RUNS runs per game), for every pair
-    of `variants` (complete ones). Quadratic in `variants`: a report passes a bounded set (an
-    ablation's variants, a search's top few)."""
+    """P(row > column) for every pair of `variants` (complete ones): with its CI where both
+    have MIN_CI_RUNS runs per game, else the estimate alone, saying why, as every table does.
+    Quadratic in `variants`: a report passes a bounded set (an ablation's variants, a search's
+    top few)."""
     kw = {"n_resamples": n_resamples, "seed": seed}
     scores = exp.all_scores(variants=variants)
 
     def cell(x: str, y: str) -> str:
         a, b = scores[x], scores[y]
         if not (enough_runs(a) and enough_runs(b)):
-            return fmt(S.probability_of_improvement(a, b))
+            return f"{fmt(S.probability_of_improvement(a, b))} ({NO_CI})"
         return interval_text(S.probability_of_improvement_ci(a, b, **kw))
 
     rows = [[x] + ["" if x == y else cell(x, y) for y in variants] for x in variants]
