@@ -175,19 +175,8 @@ def fall_behind(experiment: Path, trial_dir: Path, checkpoint: str) -> None:
     from rlsweep._ray_compat import TuneState
 
     state = TuneState(pafs.LocalFileSystem(), str(experiment))
-    ((trial, meta),) = [(t, m) for t, m in state._trials if t["relative_logdir"] == trial_dir.name]
-    manager = meta["checkpoint_manager"]
-    kept = [
-        r
-        for r in manager._checkpoint_results
-        if r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] <= checkpoint  # zero-padded names
-    ]
-    manager._checkpoint_results = kept
-    manager._latest_checkpoint_result = kept[-1]
-    meta["last_result"] = kept[-1].metrics
-    trial["storage"].current_checkpoint_index = int(checkpoint.rsplit("_", 1)[-1])
+    iteration = state.untrack_after(trial_dir.name, checkpoint)[M.TUNE_ITERATION]
     state.save()
-    iteration = kept[-1].metrics[M.TUNE_ITERATION]
     for row in result_rows((trial_dir / "result.json").read_text()):
         if row[M.TUNE_ITERATION] > iteration:
             forget_iteration(trial_dir, row[M.TUNE_ITERATION])
