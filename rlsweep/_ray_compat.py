@@ -257,6 +257,13 @@ HOOKS: tuple[Hook, ...] = (
         kind="instance",
     ),
     Hook(
+        "ray.train._internal.checkpoint_manager._CheckpointManager",
+        "_checkpoint_config",
+        "TuneState: num_to_keep; Tune's restore moves only the newest num_to_keep it tracks "
+        "(`Trial.set_storage`, by `best_checkpoint_results`)",
+        kind="instance",
+    ),
+    Hook(
         "ray.train._internal.storage.StorageContext",
         "current_checkpoint_index",
         "TuneState: the index of a trial's latest checkpoint (the next one is named after it)",
@@ -924,14 +931,17 @@ class TuneState:
         index: int,
         metrics: dict[str, Any],
         older: list[tuple[str, dict[str, Any]]] = (),
-    ) -> None:
+    ) -> list[str]:
         """Make the trial in `dirname` restore from its checkpoint dir `checkpoint` (Tune's
         index `index`, with `metrics` as its result; Tune reads training_iteration and
         time_total_s from them), its next checkpoint index after it. `older`: (dir, result) of
         the checkpoints on disk between the newest Tune's state tracks and `checkpoint`, oldest
         first, tracked as Tune would have (a driver that fell behind its trial never registered
-        them), so that they count against num_to_keep. Tune deletes nothing now: beyond
-        num_to_keep it deletes the oldest at the trial's next checkpoint."""
+        them). Tune tracks no more than num_to_keep after it: its restore moves only the
+        newest num_to_keep it tracks with a moved or copied experiment dir
+        (`Trial.set_storage`), and would delete an older one at its old path, in the dir it was
+        copied from. The dirs of those beyond num_to_keep, oldest first: the caller deletes
+        them, as Tune would have at the trial's next checkpoint."""
         from ray.train import Checkpoint
         from ray.train._internal.session import _TrainingResult
 
@@ -952,7 +962,12 @@ class TuneState:
             manager._latest_checkpoint_result = tracked
             storage.current_checkpoint_index = index
             meta["last_result"] = metrics
-            return
+            keep = manager._checkpoint_config.num_to_keep
+            if keep is None or len(manager._checkpoint_results) <= keep:
+                return []
+            beyond = manager._checkpoint_results[:-keep]
+            manager._checkpoint_results = manager._checkpoint_results[-keep:]
+            return [r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] for r in beyond]
         raise KeyError(dirname)
 
     def untrack_after(self, dirname: str, checkpoint: str) -> dict[str, Any]:

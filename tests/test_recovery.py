@@ -33,7 +33,7 @@ from rlsweep.results.report import build_report
 from rlsweep.run.sweep import _finish, resume_sweep, run_sweep
 from rlsweep.run.tune_bridge import checkpoint_config
 from rlsweep.spec.spec import SweepSpec
-from rlsweep.testing import ITER_S_ENV, fake_trial, fall_behind, forget_iteration
+from rlsweep.testing import ITER_S_ENV, fake_trial, forget_iteration
 
 ITER = 16384  # the fake trial's env steps per iteration (TrialConfig's default batch)
 BUDGET = 30 * ITER
@@ -368,42 +368,50 @@ def test_a_driver_that_fell_behind_its_trial_loses_no_report_a_checkpoint_kept(t
     ]
 
 
-def test_a_resume_after_a_driver_behind_its_trial_keeps_only_keep_checkpoints(
+def test_a_copy_resumed_after_a_driver_behind_its_trial_keeps_one_checkpoint_and_its_own(
     tmp_path, no_ray_running
 ):
-    """The trial's worker dies after iteration 5 (the sweep ends with it in ERROR), its newest
-    three checkpoints on disk; Tune's saved state is made a driver's two reports behind it:
-    it tracks checkpoint_000002 as the newest, and the result files end at iteration 3. The
-    resume goes on from checkpoint_000004, and the one between, whose report the driver never
-    logged, is tracked too: Tune deletes it beyond keep_checkpoints, as its own. Without that,
-    it stayed on disk for good."""
+    """The trial's worker dies after iteration 5 (the sweep ends with it in ERROR) and two
+    more whole checkpoints are made beside its checkpoint_000004, of iterations 6 and 7: as a
+    trial two reports ahead of its driver leaves them (Tune deletes an older checkpoint only as
+    it logs a newer one's report). The experiment dir is copied, and the copy resumed: from
+    checkpoint_000006, each iteration reported once, and it ends with one checkpoint
+    (keep_checkpoints: 1). The original is left as it was. Before, Tune tracked the older
+    checkpoints beyond keep_checkpoints, and its restore moved only the newest to the copy: at
+    the resumed trial's next checkpoint it deleted the others in the original dir."""
     spec = SweepSpec(
         name="behind",
         games=["coinrun"],
         seeds=[0],
         budget=8 * ITER,
         params={"checkpoint_interval": 1},
-        keep_checkpoints=3,
         storage_path=str(tmp_path),
     )
     died = functools.partial(fake_trial, die_at=5)
     (trial,) = run_sweep(spec, trainable=died, num_cpus=2, max_failures=0).trials.itertuples()
     assert trial.status == "ERROR", trial
-    trial_dir = Path(trial.trial_dir)
-    on_disk = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
-    assert on_disk == ["checkpoint_000002", "checkpoint_000003", "checkpoint_000004"]
-    fall_behind(tmp_path / "behind", trial_dir, "checkpoint_000002")
-    assert [r["training_iteration"] for r in _rows(trial_dir)] == [1, 2, 3]
-    (resumed,) = resume_sweep(tmp_path / "behind", trainable=died, num_cpus=2).trials.itertuples()
+    original = Path(trial.trial_dir)
+    assert [p.name for p in original.glob("checkpoint_*")] == ["checkpoint_000004"]
+    last = _rows(original)[-1]
+    for index, k in ((5, 6), (6, 7)):  # the trial's, ahead of its driver
+        ahead = original / f"checkpoint_{index:06d}"
+        shutil.copytree(original / "checkpoint_000004", ahead)
+        (ahead / MANIFEST).unlink()
+        (ahead / "state.json").write_text(json.dumps({"env_steps": k * ITER}))
+        report = {**last, M.ENV_STEPS: k * ITER, M.RESUMED_AT: 0}
+        report = {key: v for key, v in report.items() if key not in ("training_iteration",)}
+        write_manifest(str(ahead), k, k * ITER, report)
+    before = sorted(p.name for p in original.glob("checkpoint_*"))
+    shutil.copytree(tmp_path / "behind", tmp_path / "copy")
+    (resumed,) = resume_sweep(tmp_path / "copy", trainable=died, num_cpus=2).trials.itertuples()
     assert resumed.status == "TERMINATED", resumed
-    rows = _rows(trial_dir)
+    copy = Path(resumed.trial_dir)
+    assert copy.parent == tmp_path / "copy"
+    rows = _rows(copy)
     assert [r["training_iteration"] for r in rows] == list(range(1, 9))
-    assert [r[M.RESUMED_AT] for r in rows] == [0] * 5 + [5] * 3
-    assert sorted(p.name for p in trial_dir.glob("checkpoint_*")) == [
-        "checkpoint_000005",
-        "checkpoint_000006",
-        "checkpoint_000007",
-    ]
+    assert [r[M.RESUMED_AT] for r in rows] == [0] * 7 + [7]
+    assert [p.name for p in copy.glob("checkpoint_*")] == ["checkpoint_000007"]
+    assert sorted(p.name for p in original.glob("checkpoint_*")) == before  # untouched
 
 
 def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):

@@ -18,8 +18,10 @@ continues (not TERMINATED):
   written from the report the manifest keeps, with Tune's own fields as far as they are known:
   no iteration is missing; a trial whose last report that was (it had finished) stays ended;
   so is the row of each older whole checkpoint still on disk whose report the driver never
-  logged (a driver that fell behind its trial deleted none of them), and Tune's state tracks
-  each of those checkpoints, so that it deletes them beyond keep_checkpoints;
+  logged (a driver that fell behind its trial deleted none of them); Tune's state tracks the
+  newest keep_checkpoints of its checkpoints, and those beyond are deleted, as Tune would have
+  at the trial's next checkpoint (what it tracks beyond, its restore would not move with a
+  moved or copied experiment dir);
 - progress.csv gets the rows result.json holds and it lacks (Tune's CSV logger writes after
   its JSON logger).
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
@@ -105,14 +107,16 @@ def reconcile(experiment: str) -> list[Restart]:
             row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
             metrics = _tracked_result(row, checkpoint, manifest)
             # Those between Tune's and it, which a driver behind its trial never registered:
-            # tracked, Tune deletes them beyond keep_checkpoints as its own.
+            # tracked, and, beyond keep_checkpoints, deleted, as Tune would have.
             older = []
             for name, _, kept in reversed(
                 list(complete_checkpoints(fs, trial_dir, _index(trial.checkpoint), index))
             ):
                 kept_row = _checkpoint_row(fs, trial_dir, trial.trial_id, name, kept)
                 older.append((name, _tracked_result(kept_row, name, kept)))
-            state.point_at(trial.dirname, checkpoint, index, metrics, older)
+            for name in state.point_at(trial.dirname, checkpoint, index, metrics, older):
+                if fs.get_file_info(f"{trial_dir}/{name}").type != pafs.FileType.NotFound:
+                    fs.delete_dir(f"{trial_dir}/{name}")
             changed = True
             iteration = int(manifest["iteration"])
             steps = float(metrics.get(M.ENV_STEPS, manifest["env_steps"]))
