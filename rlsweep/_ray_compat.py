@@ -970,26 +970,6 @@ class TuneState:
             return [r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] for r in beyond]
         raise KeyError(dirname)
 
-    def untrack_after(self, dirname: str, checkpoint: str) -> dict[str, Any]:
-        """Make `checkpoint` the newest checkpoint Tune's state tracks for the trial in
-        `dirname`, as a driver that fell behind its trial saved it (`rlsweep.testing`); its
-        result."""
-        for trial, meta in self._trials:
-            if trial["relative_logdir"] != dirname:
-                continue
-            manager = meta["checkpoint_manager"]
-            kept = [  # checkpoint dir names are zero-padded: they sort as their indices
-                r
-                for r in manager._checkpoint_results
-                if r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] <= checkpoint
-            ]
-            manager._checkpoint_results = kept
-            manager._latest_checkpoint_result = kept[-1]
-            trial["storage"].current_checkpoint_index = int(checkpoint.rsplit("_", 1)[-1])
-            meta["last_result"] = kept[-1].metrics
-            return kept[-1].metrics
-        raise KeyError(dirname)
-
     def end(self, dirname: str) -> None:
         """Record the trial in `dirname` as ended (TERMINATED): a restore runs it no more."""
         for trial, _ in self._trials:

@@ -164,19 +164,3 @@ def forget_iteration(trial_dir: Path, iteration: int) -> dict[str, Any] | None:
             [header, *(r for r in lines if r[column] != str(iteration))]
         )
     return gone[-1] if gone else None
-
-
-def fall_behind(experiment: Path, trial_dir: Path, checkpoint: str) -> None:
-    """Leave `experiment` as a driver killed while it was behind its trial leaves it: Tune's
-    saved state names `checkpoint` as the trial's newest (the newer ones it tracked untracked,
-    though still on disk), and result.json and progress.csv end at that checkpoint's iteration."""
-    import pyarrow.fs as pafs
-
-    from rlsweep._ray_compat import TuneState
-
-    state = TuneState(pafs.LocalFileSystem(), str(experiment))
-    iteration = state.untrack_after(trial_dir.name, checkpoint)[M.TUNE_ITERATION]
-    state.save()
-    for row in result_rows((trial_dir / "result.json").read_text()):
-        if row[M.TUNE_ITERATION] > iteration:
-            forget_iteration(trial_dir, row[M.TUNE_ITERATION])
