@@ -392,15 +392,14 @@ def test_a_copy_resumed_after_a_driver_behind_its_trial_keeps_one_checkpoint_and
     assert trial.status == "ERROR", trial
     original = Path(trial.trial_dir)
     assert [p.name for p in original.glob("checkpoint_*")] == ["checkpoint_000004"]
-    last = _rows(original)[-1]
+    newest = original / "checkpoint_000004"
+    report = json.loads((newest / MANIFEST).read_text())["result"]  # the trial's, iteration 5
     for index, k in ((5, 6), (6, 7)):  # the trial's, ahead of its driver
         ahead = original / f"checkpoint_{index:06d}"
-        shutil.copytree(original / "checkpoint_000004", ahead)
+        shutil.copytree(newest, ahead)
         (ahead / MANIFEST).unlink()
         (ahead / "state.json").write_text(json.dumps({"env_steps": k * ITER}))
-        report = {**last, M.ENV_STEPS: k * ITER, M.RESUMED_AT: 0}
-        report = {key: v for key, v in report.items() if key not in ("training_iteration",)}
-        write_manifest(str(ahead), k, k * ITER, report)
+        write_manifest(str(ahead), k, k * ITER, {**report, M.ENV_STEPS: k * ITER})
     before = sorted(p.name for p in original.glob("checkpoint_*"))
     shutil.copytree(tmp_path / "behind", tmp_path / "copy")
     (resumed,) = resume_sweep(tmp_path / "copy", trainable=died, num_cpus=2).trials.itertuples()
