@@ -24,6 +24,7 @@ from rlsweep.experiment.recovery import (
     _fs,
     _log_older_reports,
     _trim_results,
+    complete_checkpoints,
     newest_complete,
     reconcile,
 )
@@ -352,7 +353,8 @@ def test_a_driver_that_fell_behind_its_trial_loses_no_report_a_checkpoint_kept(t
     first = {"training_iteration": 1, M.ENV_STEPS: 256.0, M.WALL_S: 0.0, "config": {"lr": 1}}
     (tmp_path / "result.json").write_text(json.dumps(first) + "\n")
     (tmp_path / "progress.csv").write_text("")
-    _log_older_reports(fs, str(tmp_path), "t0", below=2)
+    older = list(reversed(list(complete_checkpoints(fs, str(tmp_path), below=2))))
+    _log_older_reports(fs, str(tmp_path), "t0", older)
     rows = _rows(tmp_path)
     assert [(r["training_iteration"], r[M.ENV_STEPS]) for r in rows] == [(1, 256.0), (2, 512.0)]
     assert rows[1]["checkpoint_dir_name"] == "checkpoint_000001"

@@ -103,15 +103,16 @@ def reconcile(experiment: str) -> list[Restart]:
         logged = next(iter(result_rows(_read(fs, f"{trial_dir}/result.json") or "")), None)
         if (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)) is not None:
             checkpoint, index, manifest = newer
-            _log_older_reports(fs, trial_dir, trial.trial_id, index)
+            # The whole ones between Tune's and it, oldest first: a driver behind its trial
+            # may have logged none of their reports, and registered none of them. Tracked,
+            # and, beyond keep_checkpoints, deleted, as Tune would have.
+            between = complete_checkpoints(fs, trial_dir, _index(trial.checkpoint), index)
+            missed = list(reversed(list(between)))
+            _log_older_reports(fs, trial_dir, trial.trial_id, missed)
             row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
             metrics = _tracked_result(row, checkpoint, manifest)
-            # Those between Tune's and it, which a driver behind its trial never registered:
-            # tracked, and, beyond keep_checkpoints, deleted, as Tune would have.
             older = []
-            for name, _, kept in reversed(
-                list(complete_checkpoints(fs, trial_dir, _index(trial.checkpoint), index))
-            ):
+            for name, _, kept in missed:
                 kept_row = _checkpoint_row(fs, trial_dir, trial.trial_id, name, kept)
                 older.append((name, _tracked_result(kept_row, name, kept)))
             for name in state.point_at(trial.dirname, checkpoint, index, metrics, older):
@@ -199,17 +200,14 @@ def complete_checkpoints(
             yield name, index, manifest
 
 
-def _log_older_reports(fs: pafs.FileSystem, trial_dir: str, trial_id: str, below: int) -> None:
-    """Write into result.json, oldest first, the report of each whole checkpoint older than
-    checkpoint `below` whose iteration it lacks: a driver that fell behind its trial and was
-    killed logged none of their reports, and deleted none of those checkpoints (Tune deletes
-    an older one as it logs a newer one's report). Only checkpoints newer than the newest one
-    result.json names are read."""
-    rows = result_rows(_read(fs, f"{trial_dir}/result.json") or "")
-    above = max((_index(r.get("checkpoint_dir_name")) for r in rows), default=-1)
-    for checkpoint, _, manifest in reversed(
-        list(complete_checkpoints(fs, trial_dir, above, below))
-    ):
+def _log_older_reports(
+    fs: pafs.FileSystem, trial_dir: str, trial_id: str, checkpoints: list[tuple[str, int, dict]]
+) -> None:
+    """Write into result.json, oldest first, the report of each of `checkpoints` (whole ones,
+    (name, index, manifest), oldest first) whose iteration it lacks: a driver that fell behind
+    its trial and was killed logged none of their reports, and deleted none of those
+    checkpoints (Tune deletes an older one as it logs a newer one's report)."""
+    for checkpoint, _, manifest in checkpoints:
         text = _read(fs, f"{trial_dir}/result.json") or ""
         rows = result_rows(text)
         if any(int(r.get(M.TUNE_ITERATION, 0)) == int(manifest["iteration"]) for r in rows):
