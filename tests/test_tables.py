@@ -8,6 +8,7 @@ from rlsweep import metrics as M
 from rlsweep.results import stats as S
 from rlsweep.results import tables as T
 from rlsweep.results.results import TERMINATED, Experiment
+from rlsweep.spec.spec import Reference
 
 
 def _experiment(runs: dict[tuple[str, str, int], tuple[float, float]]) -> Experiment:
@@ -184,3 +185,28 @@ def test_trials_in_the_order_tune_started_them():
         }
     )
     assert T.trial_order(final).tolist() == [1, 2, 0, 3]  # by Tune's number, not by name
+
+
+def test_every_game_shows_its_references_of_a_variant_the_columns_split():
+    """A reference to variant `A`, whose runs the table splits by a searched value (`A,
+    lr=...`), gets a row of its own on each of its games, not only on the first."""
+    runs = {
+        (v, g, s): (0.5, 0.25)
+        for v in ("A, lr=0.0001", "A, lr=0.0005")
+        for g in ("bigfish", "coinrun")
+        for s in range(3)
+    }
+    exp = _experiment(runs)
+    exp.final[M.TRAIN_RETURN] = exp.final[M.TEST_RETURN] = 1.0
+    refs = [
+        Reference(
+            game=g, variant="A", value=v, split="train", budget=4_000_000, seeds=1, source="X"
+        )
+        for g, v in (("bigfish", 17.7), ("coinrun", 9.9))
+    ]
+    rows = T.reference_table(exp, refs, n_resamples=100)[2:]
+    published = [r.split(" | ")[:3] + [r.split(" | ")[6]] for r in rows if "| X |" in r]
+    assert published == [
+        ["| bigfish", "A", "training", "17.7"],
+        ["| coinrun", "A", "training", "9.9"],
+    ]

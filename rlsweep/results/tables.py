@@ -416,10 +416,10 @@ def reference_table(
                 iv = interval([runs], "mean", **kw)
                 text = interval_text(iv) if iv.has_ci else f"{fmt(iv.value)} ({too_few(len(runs))})"
                 ours[game, v, split] = [text, str(len(runs)), formatting.steps(steps[v, game])]
-    split = [r.variant for r in references if r.variant and r.variant not in exp.variants]
+    published_only = [r.variant for r in references if r.variant and r.variant not in exp.variants]
     rows = []
     for game in games:
-        for v in [*exp.variants, *dict.fromkeys(split), None]:
+        for v in [*exp.variants, *dict.fromkeys(published_only), None]:
             for split in SPLIT_METRICS:
                 refs = [r for r in references if (r.game, r.variant, r.split) == (game, v, split)]
                 if v not in exp.variants and not refs:  # a published number's row alone
