@@ -29,7 +29,8 @@ def test_distributions():
     assert distribution(space["widths"]) == D.CategoricalDistribution(
         ["[16, 32, 32]", "[32, 64, 64]"]
     )
-    assert distribution(space["num_epochs"]) == D.IntDistribution(1, 9, step=2)
+    # A quantized range: the multiples of q inside it, the values Tune draws (Param.bounds).
+    assert distribution(space["num_epochs"]) == D.IntDistribution(2, 8, step=2)
     assert distribution(space["lr"]) == D.FloatDistribution(1e-5, 1e-3, log=True)
     assert distribution(space["gamma"]) == D.FloatDistribution(0.9, 0.99, step=0.01)
 
@@ -60,6 +61,17 @@ def test_study_from_trials_keeps_only_usable_rows():
         "entropy_coeff": final.loc[3, "entropy_coeff"],
     }
     assert study.direction == optuna.study.StudyDirection.MAXIMIZE
+
+
+def test_a_quantized_int_searched_by_tune_gives_a_study():
+    """Tune draws the multiples of q (2, 4, 6, 8 of [1, 9]); the study takes every such row,
+    and leaves out one outside the range (a conditional's default) rather than fail."""
+    space = {"num_epochs": {"int": [1, 9], "q": 2}, **SPACE}
+    spec = SweepSpec(name="r", space=space, search={"algorithm": "random"})
+    final = _final(6).assign(num_epochs=[2, 4, 6, 8, 4, 2])
+    assert len(study_from_trials(spec, final).trials) == 6
+    final.loc[0, "num_epochs"] = 10
+    assert len(study_from_trials(spec, final).trials) == 5
 
 
 def test_importances_from_finished_trials():

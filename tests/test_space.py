@@ -35,6 +35,39 @@ def test_an_integer_q_of_an_int_parameter_reaches_tune():
 
 
 @pytest.mark.parametrize(
+    ("raw", "values"),
+    [
+        ({"int": [1, 9], "q": 2}, [2, 4, 6, 8]),
+        ({"int": [1, 9], "q": 1}, list(range(1, 10))),  # qrandint's q of 1 drops 9
+        ({"int": [1, 9]}, list(range(1, 10))),
+        ({"uniform": [0.15, 0.95], "q": 0.1}, [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]),
+    ],
+)
+def test_tunes_random_search_and_optuna_draw_the_multiples_of_q_inside_the_range(raw, values):
+    """What `q` says (samples are multiples of q inside [low, high], both ends included) holds
+    under both searchers: Tune's random search draws multiples of q, OptunaSearch gives Optuna
+    low + k q, which agree only between `Param.bounds`."""
+    import numpy as np
+    from ray.tune.search.optuna import OptunaSearch
+
+    p = Param.parse(raw)
+    domain = to_tune(p)
+    drawn = domain.sample(size=2000, random_state=np.random.RandomState(0))
+    assert sorted({round(float(v), 9) for v in drawn}) == pytest.approx(values)
+    optuna = OptunaSearch.convert_search_space({"x": domain})["x"]
+    lo, hi, step = optuna.low, optuna.high, optuna.step
+    assert [lo + k * step for k in range(round((hi - lo) / step) + 1)] == pytest.approx(values)
+    assert p.candidates == pytest.approx((values[0], values[-1]))
+
+
+@pytest.mark.parametrize("raw", [{"int": [5, 7], "q": 4}, {"uniform": [0.11, 0.19], "q": 0.1}])
+def test_a_q_without_a_multiple_in_the_range_is_refused(raw):
+    """Tune's sampler would raise on the driver after Ray started."""
+    with pytest.raises(ConfigError, match=r"^q: got .*: no multiple of it lies in \["):
+        Param.parse(raw)
+
+
+@pytest.mark.parametrize(
     ("raw", "message"),
     [
         ({"normal": [0, 1]}, "got {'normal': [0, 1]}; allowed: exactly one of grid, choice"),

@@ -235,6 +235,13 @@ BAD = [
         {"space": {"framestack": ["none", "gap"]}, "search": {"algorithm": "optuna"}},
         "space.framestack: optuna samples every parameter; write {choice: [...]}",
     ),
+    (
+        {
+            "space": {"lr": {"loguniform": [1e-5, 1e-3], "q": 1e-5}},
+            "search": {"algorithm": "optuna"},
+        },
+        "space.lr.q: optuna cannot quantize a loguniform parameter; leave q out",
+    ),
     ({"search": {"algorithm": "bayes"}}, "search.algorithm: got 'bayes'; allowed: grid, random"),
     (
         {"search": {"synch": "yes"}},

@@ -12,6 +12,7 @@ each parameter explains, summing to 1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,17 +30,35 @@ MIN_TRIALS = 4
 
 
 def distribution(p: Param):
-    """The Optuna distribution a space parameter samples from."""
+    """The Optuna distribution a space parameter samples from (a quantized range: the
+    multiples of q between `Param.bounds`)."""
     import optuna.distributions as D
 
     if p.kind in ("grid", "choice"):
         # as results tables hold them: lists (e.g. widths) as strings
         return D.CategoricalDistribution([cell(v) for v in p.values])
+    lo, hi = p.bounds
     if p.kind == "int":
-        return D.IntDistribution(int(p.low), int(p.high), step=int(p.q or 1))
+        return D.IntDistribution(int(lo), int(hi), step=int(p.q or 1))
     if p.kind == "loguniform":
-        return D.FloatDistribution(p.low, p.high, log=True)
-    return D.FloatDistribution(p.low, p.high, step=p.q)
+        return D.FloatDistribution(lo, hi, log=True)
+    return D.FloatDistribution(lo, hi, step=p.q)
+
+
+def _inside(dist, value: Any) -> bool:
+    """Whether `value` is one `dist` can take (Optuna refuses a trial with any other)."""
+    import optuna.distributions as D
+
+    if isinstance(dist, D.CategoricalDistribution):
+        return value in dist.choices
+    if not dist.low <= float(value) <= dist.high:
+        return False
+    if isinstance(dist, D.IntDistribution):
+        return float(value).is_integer() and (int(value) - dist.low) % dist.step == 0
+    if dist.step is None:
+        return True
+    k = (float(value) - dist.low) / dist.step
+    return math.isclose(k, round(k), abs_tol=1e-8)
 
 
 def study_from_trials(spec: SweepSpec, final: pd.DataFrame):
@@ -92,16 +111,12 @@ def _study(dists: dict[str, Any], final: pd.DataFrame):
         params = {}
         for k, dist in dists.items():
             v = row.get(k)
-            if v is None or (isinstance(v, float) and np.isnan(v)):
+            if v is None or (isinstance(v, float) and np.isnan(v)) or not _inside(dist, v):
                 break
             if isinstance(dist, optuna.distributions.IntDistribution):
                 v = int(v)
             elif isinstance(dist, optuna.distributions.FloatDistribution):
-                if not dist.low <= float(v) <= dist.high:
-                    break
                 v = float(v)
-            elif v not in dist.choices:
-                break
             params[k] = v
         else:
             trials.append(

@@ -63,22 +63,26 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
 
 
 def to_tune(param: Param) -> Any:
-    """A space's parameter as Tune's search-space domain (the spec layer imports no Ray)."""
-    lo, hi, q = param.low, param.high, param.q
+    """A space's parameter as Tune's search-space domain (the spec layer imports no Ray).
+
+    A quantized range goes to Tune between `Param.bounds`, its least and greatest multiples of
+    q: Tune's random search draws multiples of q, and OptunaSearch hands Optuna the domain's
+    low + k q, which are then the same values (Ray 2.60). A q of 1 on an int is no q: Tune's
+    qrandint excludes its upper bound there alone."""
+    if param.kind == "grid":
+        return tune.grid_search(list(param.values))
+    if param.kind == "choice":
+        return tune.choice(list(param.values))
+    (lo, hi), q = param.bounds, param.q
     match param.kind:
-        case "grid":
-            return tune.grid_search(list(param.values))
-        case "choice":
-            return tune.choice(list(param.values))
         case "uniform":
             return tune.quniform(lo, hi, q) if q else tune.uniform(lo, hi)
         case "loguniform":
             return tune.qloguniform(lo, hi, q) if q else tune.loguniform(lo, hi)
         case "int":
-            # Tune's randint excludes the upper bound; ours includes it.
-            return (
-                tune.qrandint(int(lo), int(hi), int(q)) if q else tune.randint(int(lo), int(hi) + 1)
-            )
+            if q is None or int(q) == 1:  # randint excludes the upper bound; ours includes it
+                return tune.randint(int(lo), int(hi) + 1)
+            return tune.qrandint(int(lo), int(hi), int(q))
     raise AssertionError(param.kind)
 
 

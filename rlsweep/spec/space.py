@@ -6,7 +6,7 @@ In a spec's `space:` section each parameter is one of
     lr: {grid: [1e-4, 5e-4]}                 # the same, spelled out
     framestack: {choice: [none, gap]}        # sampled uniformly
     lr: {loguniform: [1e-5, 1e-3]}           # sampled on a log scale
-    entropy_coeff: {uniform: [0, 0.02], q: 0.001}   # q: quantized to multiples of q
+    entropy_coeff: {uniform: [0, 0.02], q: 0.001}   # q: a multiple of q inside the range
     num_epochs: {int: [1, 4]}                # an integer in [1, 4], both ends included
     augment_p: {uniform: [0.1, 1.0], when: {augment: [crop_resize, translate]}}
 
@@ -16,6 +16,7 @@ listed values, the parameter keeps its default (the trial records what actually 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,8 @@ class Param:
     high: float | None = None
     """Range kinds: upper bound (inclusive for int)."""
     q: float | None = None
-    """Range kinds: round samples to multiples of q."""
+    """Range kinds: samples are the multiples of q inside [low, high] (`bounds`), whichever
+    searcher draws them."""
     when: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     """Active only when each named parameter takes one of the listed values."""
 
@@ -65,6 +67,12 @@ class Param:
                 raise ConfigError(
                     "q", f"got {self.q!r}; allowed: an integer >= 1 for an int parameter"
                 )
+            if self.q is not None and self.bounds[0] > self.bounds[1]:
+                raise ConfigError(
+                    "q",
+                    f"got {self.q!r}: no multiple of it lies in [{lo}, {hi}]; allowed: a q "
+                    "with a multiple inside the range",
+                )
         if self.when and self.kind == "grid":
             raise ConfigError("when", "a grid parameter cannot be conditional; use choice")
         for key, allowed in self.when.items():
@@ -76,13 +84,26 @@ class Param:
         return self.kind == "grid"
 
     @property
+    def bounds(self) -> tuple[float, float]:
+        """Range kinds: the least and the greatest value a sample can take, both included: with
+        `q`, the multiples of q nearest inside [low, high]. The one definition that Tune's
+        samplers (`rlsweep.run.tune_bridge.to_tune`; Tune's random search and Optuna's would
+        otherwise disagree: multiples of q against low + k q) and the importance study
+        (`rlsweep.results.importance`) are given."""
+        lo, hi = float(self.low), float(self.high)  # type: ignore[arg-type]
+        if self.q is None:
+            return lo, hi
+        q = float(self.q)
+        return _on_grid(lo, q, math.ceil) * q, _on_grid(hi, q, math.floor) * q
+
+    @property
     def candidates(self) -> tuple[Any, ...]:
         """Every value a trial may get (grid/choice), for validating each against TrialConfig."""
         if self.kind in ("grid", "choice"):
             return self.values
         if self.kind == "int":
-            return (int(self.low), int(self.high))
-        return (self.low, self.high)
+            return tuple(int(b) for b in self.bounds)
+        return self.bounds
 
     # --- YAML / dict form -----------------------------------------------------------------------
     @classmethod
@@ -166,3 +187,11 @@ def apply_conditions(config: dict[str, Any], space: dict[str, Param], defaults: 
         if param.when and not all(out.get(k) in vs for k, vs in param.when.items()):
             out[key] = defaults[key]
     return out
+
+
+def _on_grid(bound: float, q: float, inward) -> int:
+    """`bound`'s index on the grid of multiples of `q`, rounded `inward` (math.ceil for a lower
+    bound, math.floor for an upper) unless it lies on the grid up to float rounding (0.3 is
+    3 x 0.1), as Tune's quantized samplers round (Ray 2.60, `Quantized._grid_index`)."""
+    scaled = bound / q
+    return round(scaled) if math.isclose(scaled, round(scaled)) else int(inward(scaled))

@@ -109,6 +109,14 @@ class SpecChecks:
                     "optuna samples every parameter; write {choice: [...]} instead of a grid list",
                 )
             )
+        for key in sampled if s.algorithm == "optuna" else ():
+            p = self.space[key]
+            if p.kind == "loguniform" and p.q is not None:
+                # OptunaSearch drops it, with only a log line (Ray 2.60): the trials would
+                # run values that are no multiples of q.
+                found.append(
+                    (f"space.{key}.q", "optuna cannot quantize a loguniform parameter; leave q out")
+                )
         if s.scheduler == "pbt" and isinstance(self.games, list) and len(self.games) > 1:
             found.append(
                 (
