@@ -275,6 +275,14 @@ BAD = [
         },
         "space.framestack_k.when.framestak: unknown parameter",
     ),
+    (
+        {
+            "params": {"eval_interval": 25},
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}},
+            "search": {"algorithm": "random", "scheduler": "pbt", "mutations": ["lr"]},
+        },
+        "params.eval_interval: got 25; pbt evaluates and checkpoints at each perturbation",
+    ),
     ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: a number in (0, 1]"),
     ({"params": {"seed": 3}}, "params.seed: set this with the top-level 'seeds' key"),
     (
@@ -398,6 +406,42 @@ def test_variants_expand_and_validate():
         SweepSpec(name="v", variants={"Flip": {"augment": "flop"}})
     with pytest.raises(SpecError, match=r"^variants.X.augmnt: unknown parameter \(did you mean"):
         SweepSpec(name="v", variants={"X": {"augmnt": "flip"}})
+
+
+@pytest.mark.parametrize(
+    "searched",
+    [
+        {"space": {"minibatch_size": [256, 512]}},
+        {"space": {"minibatch_size": {"choice": [256, 512]}}, "search": {"algorithm": "random"}},
+        {"space": {"minibatch_size": {"choice": [256, 512]}}, "search": {"algorithm": "optuna"}},
+        {"variants": {"small": {"minibatch_size": 256}, "large": {"minibatch_size": 512}}},
+    ],
+)
+def test_a_field_no_trial_runs_at_its_default_is_judged_at_the_values_that_run(searched):
+    """Under a train batch of 1,024 the default minibatch (2,048) is invalid; a search or the
+    variants that set every trial's minibatch stand, and every trial runs one of theirs."""
+    params = {"num_envs_per_env_runner": 16, "rollout_length": 64}
+    spec = SweepSpec(name="mb", budget=65536, params=params, **searched)
+    assert {t.minibatch_size for t in spec.trials()} <= {256, 512}
+    too_big = {"space": {"minibatch_size": [256, 4096]}}
+    with pytest.raises(SpecError, match=r"^space\.minibatch_size\[1\]: got 4096; allowed: <="):
+        SweepSpec(name="mb", budget=65536, params=params, **too_big)
+
+
+def test_pbt_trials_evaluate_at_each_perturbation_in_plan_as_in_tune():
+    """What validate and plan count is what Tune's param_space runs: PBT's interval."""
+    spec = SweepSpec(
+        name="p",
+        space={"lr": {"loguniform": [1e-5, 1e-3]}},
+        search={
+            "algorithm": "random",
+            "scheduler": "pbt",
+            "mutations": ["lr"],
+            "perturbation_interval": 5,
+        },
+    )
+    assert {(t.eval_interval, t.checkpoint_interval) for t in spec.trials()} == {(5, 5)}
+    assert (spec.defaults()["eval_interval"], spec.defaults()["checkpoint_interval"]) == (5, 5)
 
 
 # --- a spec's defaults: one definition, read once (issue 12 item 2) ---------------------------

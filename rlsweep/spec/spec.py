@@ -458,8 +458,20 @@ class SweepSpec(SpecChecks):
 
     @functools.cached_property
     def _defaults(self) -> dict[str, Any]:
-        params = {**self.base_params(), **self.search_params()}
+        params = {**self.base_params(), **self.search_params(), **self._never_defaults()}
         return TrialConfig(total_env_steps=self.budget, **params).to_dict()
+
+    def _never_defaults(self) -> dict[str, Any]:
+        """The fields whose default no trial runs, each at the first value a trial does run: set
+        by every variant (the first's), or searched without a condition (the first candidate).
+        The rules across fields then judge values that run: a search over `minibatch_size`
+        under a train batch smaller than its default's 2,048 stands."""
+        out = {}
+        if self.variants:
+            first, *rest = self.variants.values()
+            out.update({k: v for k, v in first.items() if all(k in b for b in rest)})
+        out.update({k: p.candidates[0] for k, p in self.space.items() if not p.when})
+        return out
 
     def base_params(self) -> dict[str, Any]:
         """The baseline's params overlaid with this spec's params."""
@@ -488,10 +500,12 @@ class SweepSpec(SpecChecks):
         return list(self.variants) or [None]
 
     def defaults(self) -> dict[str, Any]:
-        """Every TrialConfig field as this spec fixes it (baseline, params, budget): the one
-        definition of the value a conditional parameter falls back to, for the trials
-        validate/plan build (`trials`), the configs Tune records (`resolve`) and Tune's
-        param_space alike. A copy: callers may change it."""
+        """Every TrialConfig field as this spec fixes it (baseline, params, budget, and what
+        the search sets: `search_params`): the one definition of the value a conditional
+        parameter falls back to, for the trials validate/plan build (`trials`), the configs
+        Tune records (`resolve`) and Tune's param_space alike. A field no trial runs at its
+        default stands at a value one does (`_never_defaults`). A copy: callers may change
+        it."""
         return dict(self._defaults)
 
     def cells(self) -> list[tuple[str, int, str | None]]:
@@ -569,7 +583,8 @@ class SweepSpec(SpecChecks):
     def _trial(
         self, game: str, seed: int, overrides: dict[str, Any], variant: str | None = None
     ) -> TrialConfig:
-        d = {**self.base_params(), "game": game, "seed": seed, "total_env_steps": self.budget}
+        d = {**self.base_params(), **self.search_params()}  # as Tune's param_space has them
+        d.update(game=game, seed=seed, total_env_steps=self.budget)
         if variant is not None:
             d.update(self.variants[variant])
         d.update(overrides)
@@ -600,11 +615,14 @@ class SweepSpec(SpecChecks):
             return f"seeds[{self.seeds.index(seed)}]"
         if key == "total_env_steps":
             return "budget"
-        if key in overrides and key in self.space:
-            p = self.space[key]
-            if overrides[key] in p.candidates and p.kind in ("grid", "choice"):
-                return f"space.{key}[{list(p.values).index(overrides[key])}]"
+        if key in self.space and (key in overrides or not self.space[key].when):
+            p = self.space[key]  # unconditional: at its first candidate where not overridden
+            value = overrides.get(key, p.candidates[0])
+            if p.kind in ("grid", "choice") and value in p.values:
+                return f"space.{key}[{list(p.values).index(value)}]"
             return f"space.{key}"
+        if self.variants and key in self._never_defaults():
+            return f"variants.{next(iter(self.variants))}.{key}"
         if key in self.params:
             return f"params.{key}"
         if key and key in self._baseline:

@@ -125,6 +125,16 @@ class SpecChecks:
                     f"got games {self.games}",
                 )
             )
+        for key in ("eval_interval", "checkpoint_interval") if s.scheduler == "pbt" else ():
+            if key in self.params and self.params[key] != s.perturbation_interval:
+                found.append(
+                    (
+                        f"params.{key}",
+                        f"got {self.params[key]!r}; pbt evaluates and checkpoints at each "
+                        f"perturbation (search.perturbation_interval {s.perturbation_interval}); "
+                        f"leave {key} out",
+                    )
+                )
         if s.scheduler == "pbt" and getattr(self, "keep_checkpoints", 1) != 1:
             found.append(
                 (
