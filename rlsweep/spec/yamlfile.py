@@ -17,11 +17,42 @@ from rlsweep.errors import SpecError
 
 
 def parse_yaml(text: str, source: str | None = None) -> Any:
-    """The data in YAML `text` (`source`: the file it came from, for errors)."""
+    """The data in YAML `text` (`source`: the file it came from, for errors). A key written
+    twice in one mapping is an error: YAML's loaders keep the last silently, so a second
+    `params:` block would drop the first's values."""
     try:
-        return yaml.safe_load(text)
+        twice = _keys_written_twice(yaml.compose(text, Loader=yaml.SafeLoader))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SpecError(source, "", f"not valid YAML: {e}") from None
+    if twice:
+        raise SpecError.several(
+            [
+                SpecError(source, path, f"written twice (lines {a} and {b}); write it once")
+                for path, a, b in twice
+            ]
+        )
+    return data
+
+
+def _keys_written_twice(node: yaml.Node | None, path: str = "") -> list[tuple[str, int, int]]:
+    """(key path, first line, second line) of each key a mapping under `node` repeats. Only
+    the node graph is composed (no object is built): the values come from `yaml.safe_load`."""
+    found: list[tuple[str, int, int]] = []
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.value == "<<":  # a merge may override
+                continue
+            here, line = f"{path}.{key.value}" if path else key.value, key.start_mark.line + 1
+            if key.value in lines:
+                found.append((here, lines[key.value], line))
+            lines.setdefault(key.value, line)
+            found += _keys_written_twice(value, here)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += _keys_written_twice(item, f"{path}[{i}]")
+    return found
 
 
 def read_yaml(path: str | Path) -> Any:
