@@ -707,6 +707,8 @@ def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed()
     for want in expected:
         assert any(line.startswith(want) for line in lines), (want, lines)
     assert not any("reference[4].seeds" in line for line in lines)  # null: unknown, allowed
+    # One error per problem (the CLI prints each with its prefix), reference[1]'s two too.
+    assert all("\n" not in str(x) for x in e.value.errors) and len(e.value.errors) == len(lines)
     with pytest.raises(SpecError, match=r"^s.yaml: reference\[0\].game: got 'bigfsh'"):
         SweepSpec.from_dict({**POOLING, "reference": [{**REFERENCE, "game": "bigfsh"}]}, "s.yaml")
     without = r"reference\[0\].variant: got 'Avg Pool'; allowed: null \(the spec has no variants\)"

@@ -296,8 +296,8 @@ class SweepSpec(SpecChecks):
                 continue
             try:
                 ref = build(Reference, entry)
-            except ConfigError as e:
-                errors.append(self._placed(e.under(at)))
+            except ConfigError as e:  # one error per problem, each placed (several fields' too)
+                errors += list(self._placed(e.under(at)).errors)
                 continue
             if ref.variant is not None and ref.variant not in labels:
                 hint = did_you_mean(ref.variant, labels)
