@@ -8,6 +8,7 @@ Ctrl-C (143: SIGTERM).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 
@@ -67,6 +68,28 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"got {text!r}; allowed: an integer >= 1")
     return value
+
+
+def _number(text: str, *, zero: bool) -> float:
+    """argparse type of a finite number > 0 (>= 0 where `zero`)."""
+    allowed = f"a number {'>=' if zero else '>'} 0"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {allowed}") from None
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: {allowed}")
+    return value
+
+
+def positive_number(text: str) -> float:
+    """argparse type of `--steps-per-s`, `--gpu-memory`: a finite number > 0."""
+    return _number(text, zero=False)
+
+
+def count_of_gpus(text: str) -> float:
+    """argparse type of `--gpus`: a finite number >= 0 (a fraction: a share of one)."""
+    return _number(text, zero=True)
 
 
 def _checked(args: argparse.Namespace, spec: SweepSpec, warn: bool = True):
@@ -572,23 +595,26 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--cpus", action=_Renamed, new="--num-cpus")
     pl.add_argument(
         "--steps-per-s",
-        type=float,
+        type=positive_number,
         default=None,
         help="env steps per second per trial CPU (default: the last benchmark's, see plan.py)",
     )
     pl.add_argument(
         "--gpus",
-        type=float,
+        type=count_of_gpus,
         default=None,
         help="GPUs to plan for (default: this machine's, or 0 with --num-cpus or --instance)",
     )
     pl.add_argument(
-        "--gpu-memory", type=float, metavar="GIB", help="memory of each GPU, to check packings"
+        "--gpu-memory",
+        type=positive_number,
+        metavar="GIB",
+        help="memory of each GPU, to check packings",
     )
     pl.add_argument("--instance", metavar="TYPE", help="estimate the cost on this EC2 type")
     pl.add_argument(
         "--instances",
-        type=int,
+        type=positive_int,
         metavar="N",
         help="N instances (default: enough for --num-cpus, or 1)",
     )

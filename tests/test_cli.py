@@ -283,3 +283,20 @@ def test_a_resume_takes_the_options_of_where_a_sweep_runs_not_the_specs():
     args = parser().parse_args(["resume", "results/demo", *kept])
     assert (args.num_cpus, args.wandb, args.address, args.overrides) == (16, "auto", "auto", [])
     assert resume_options(["--smoke", "--storage", "s3://b/x", "lr=1e-4"]) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--steps-per-s", "0"], "argument --steps-per-s: got '0'; allowed: a number > 0"),
+        (["--steps-per-s", "nan"], "argument --steps-per-s: got 'nan'; allowed: a number > 0"),
+        (["--gpus", "1", "--gpu-memory", "0"], "argument --gpu-memory: got '0'; allowed: a n"),
+        (["--gpus", "-1"], "argument --gpus: got '-1'; allowed: a number >= 0"),
+        (["--instances", "0"], "argument --instances: got '0'; allowed: an integer >= 1"),
+    ],
+)
+def test_plan_refuses_flags_that_no_machine_has(flags, message, capsys):
+    """Each would have divided by zero, planned a negative time, or blamed a spec key."""
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "search_spaces/demo.yaml", *flags])
+    assert e.value.code == 2 and message in capsys.readouterr().err

@@ -320,6 +320,11 @@ def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
     assert scaling_warnings(demo, demo.with_overrides(budget=6144), rate) == []  # scaled down
     assert scaling_warnings(demo, demo.with_overrides(budget=12 * 12_288), rate)  # 12x: a warning
     assert scaling_warnings(demo, demo.with_overrides(budget=9 * 12_288), rate) == []  # 9x: none
+    # Where the costs price the small iterations no slower, no word of them (it said "~-53s
+    # longer" at 10x under the default costs).
+    cheap = Throughput(dataclasses.replace(PARTS, vector_step_s=0, minibatch_s=0, iteration_s=0))
+    ten = scaling_warnings(demo, demo.with_overrides(budget=10 * 12_288), cheap)
+    assert not any("longer than the published" in w for w in ten)
     # The published setup's iterations: no word of them; its evaluations, counted to bigfish's
     # time limit of 6,000 steps, cost 6% of a bigfish trial: over the 5% a warning takes.
     study = SweepSpec.from_yaml(Path(DEMO).with_name("study.yaml"))

@@ -603,6 +603,7 @@ def scaling_warnings(
     if batch < published:
         resized = {**t.to_dict(), **{k: getattr(PUBLISHED, k) for k in ITERATION_KEYS}}
         more = est.train_s - rate.trial(TrialConfig.from_dict(resized)).train_s
+    if batch < published and more > 0:  # the costs may price small iterations no slower
         lines.append(
             f"--budget {scaled.budget:,} keeps the spec's iterations of {batch:,} env steps "
             f"(rollout_length {t.rollout_length} x num_envs_per_env_runner "
