@@ -269,6 +269,37 @@ def test_a_variant_not_finished_anywhere_is_drawn_as_far_as_it_got_in_raw_return
     plt.close(normalized)
 
 
+def test_raw_curves_draw_the_runs_of_a_mode_without_normalization_constants(tmp_path):
+    """Memory mode has no normalization constants (every `_norm` NaN): its finished runs are
+    in the raw tables, and so in the raw curves and their legend's counts."""
+    exp_dir = tmp_path / "memory"
+    score = lambda i: (math.nan, math.nan)  # noqa: E731  (normalized: NaN)
+    for seed, variant in ((0, "A"), (1, "A"), (0, "B")):
+        params = {
+            "game": "bigfish",
+            "seed": seed,
+            "variant": variant,
+            "distribution_mode": "memory",
+        }
+        steps = [256 * i for i in range(1, 5)]
+        _trial_like_the_trainable(
+            exp_dir, f"bigfish_s{seed}_{variant}", params, steps, {2, 4}, score
+        )
+    for d in exp_dir.iterdir():  # raw returns of their own, as the trainable reports them
+        rows = [json.loads(line) for line in (d / "result.json").read_text().splitlines()]
+        for r in rows:
+            r[M.TRAIN_RETURN], r[M.TEST_RETURN] = 2.0 * r["training_iteration"], 1.0
+        (d / "result.json").write_text("\n".join(map(json.dumps, rows)) + "\n")
+    exp = load_experiment([exp_dir])
+    assert exp.counted.empty  # nothing to normalize
+    fig = plots.learning_curves_figure(exp, n_resamples=100, raw=True)
+    lines = _panel_lines(fig.axes[0])
+    assert len(lines) == 4 and not fig.axes[0].texts  # both variants, both levels
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "A (n=2 seeds)" in labels and "B (n=1 seed)" in labels
+    plt.close(fig)
+
+
 def test_the_legend_fits_the_figure(demo_like):
     """Long variant labels (several parameters, as a pooled report has) wrap into fewer
     columns instead of running off the figure's edges."""

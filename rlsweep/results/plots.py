@@ -144,12 +144,14 @@ def learning_curves_figure(
     MAX_SERIES, else the TOP_COLOURED best); the others are drawn grey, unseen levels only,
     without bands or legend entries. The figure is at most PAGE_HEIGHT tall."""
     highlight = highlighted(exp) if highlight is None else highlight
-    runs_of = exp.all_runs()
-    so_far = exp.all_runs(highlight, unfinished=True)
-    drawn_so_far = dict.fromkeys(highlight, 0)  # unfinished runs drawn, per variant
     train_metric, test_metric = (
         (M.TRAIN_RETURN, M.TEST_RETURN) if raw else (M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM)
     )
+    # The runs the tables count for this metric: raw returns count a mode without
+    # normalization constants too (all its normalized returns are NaN).
+    runs_of = exp.all_runs(metric=test_metric)
+    so_far = exp.all_runs(highlight, unfinished=True)
+    drawn_so_far = dict.fromkeys(highlight, 0)  # unfinished runs drawn, per variant
     others = [v for v in exp.variants if v not in set(highlight) and any(runs_of[v].values())]
     ncols = min(4, max(1, len(exp.games)))
     nrows = -(-max(1, len(exp.games)) // ncols)
@@ -231,7 +233,7 @@ def learning_curves_figure(
         _steps_axis(ax)
         ax.set_ylabel("return" if raw else "normalized return")
         ax.grid(alpha=0.3)
-    scores = exp.all_scores(variants=palette)
+    scores = exp.all_scores(test_metric, variants=palette)
     handles = [
         plt.Line2D(
             [],

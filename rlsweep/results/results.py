@@ -532,7 +532,7 @@ class Experiment:
     @property
     def counted(self) -> pd.DataFrame:
         """`finished` (`experiment` warned of repeated trials once)."""
-        return finished(self.final, pooled=self.pooled, quiet=True)
+        return self.counted_for(M.TEST_RETURN_NORM)
 
     @property
     def repeats(self) -> pd.Series:
@@ -545,12 +545,26 @@ class Experiment:
         return self.all_scores(metric, [variant])[variant]
 
     def all_scores(
-        self, metric: str = M.TEST_RETURN_NORM, variants: Iterable[str] | None = None
+        self,
+        metric: str = M.TEST_RETURN_NORM,
+        variants: Iterable[str] | None = None,
+        games: Sequence[str] | None = None,
     ) -> dict[str, list[np.ndarray]]:
-        """`scores` of every variant (or of `variants`), from one pass over the counted trials:
-        a report's work stays linear in trials, however many variants it has."""
+        """`scores` of every variant (or of `variants`), on its games (or `games`), from one
+        pass over the trials `counted_for(metric)`: a report's work stays linear in trials,
+        however many variants it has."""
         wanted = list(self.variants if variants is None else variants)
-        return scores_by_game(self.counted, metric, wanted, self.games)
+        trials = self.counted_for(metric)
+        return scores_by_game(trials, metric, wanted, self.games if games is None else games)
+
+    def counted_for(self, metric: str) -> pd.DataFrame:
+        """The trials whose `metric` counts: those that finished with a finite unseen-level
+        score of its kind, `counted` for a normalized metric and, for a raw one, also the
+        trials of a mode without normalization constants (every `_norm` of theirs is NaN). One
+        set for a training and an unseen-level metric of a kind, so that their scores pair
+        run by run."""
+        test = M.TEST_RETURN_NORM if metric.endswith("_norm") else M.TEST_RETURN
+        return finished(self.final, test, pooled=self.pooled, quiet=True)
 
     def runs(self, variant: str, game: str | None = None) -> list[pd.DataFrame]:
         """The curves of the variant's finished runs (on `game`, or on every game)."""
@@ -560,13 +574,19 @@ class Experiment:
         return [run for runs in per_game.values() for run in runs]
 
     def all_runs(
-        self, variants: Iterable[str] | None = None, *, unfinished: bool = False
+        self,
+        variants: Iterable[str] | None = None,
+        *,
+        unfinished: bool = False,
+        metric: str = M.TEST_RETURN_NORM,
     ) -> dict[str, dict[str, list[pd.DataFrame]]]:
         """`runs` of every variant (or of `variants`), by game, from one pass over the curves:
-        each run's frame, ordered by game, seed and trial. `unfinished`: the INCOMPLETE
-        trials' instead (running, interrupted, or stopped early by a scheduler)."""
+        each run's frame, ordered by game, seed and trial; the runs `counted_for(metric)`, as
+        `all_scores` counts them. `unfinished`: the INCOMPLETE trials' instead (running,
+        interrupted, or stopped early by a scheduler)."""
         wanted = list(self.variants if variants is None else variants)
-        c = self.final[self.final["status"] == "INCOMPLETE"] if unfinished else self.counted
+        unfinished_trials = self.final[self.final["status"] == "INCOMPLETE"]
+        c = unfinished_trials if unfinished else self.counted_for(metric)
         c = c.loc[c["variant"].isin(wanted), ["sweep", "trial_id", "variant"]]
         cur = self.curves.drop(columns="variant", errors="ignore")
         cur = cur.merge(c, on=["sweep", "trial_id"], how="inner", sort=False)

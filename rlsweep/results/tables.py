@@ -360,16 +360,6 @@ SPLIT_METRICS = {"train": M.TRAIN_RETURN, "test": M.TEST_RETURN}
 SPLIT_NAMES = {"train": "training", "test": "unseen"}
 
 
-def raw_scores(
-    exp: Experiment, metric: str, variants: Sequence[str], games: Sequence[str]
-) -> dict[str, list[np.ndarray]]:
-    """Each variant's final raw `metric` per game, over the trials that finished with a finite
-    value of it (`results.finished`: also those of a mode without normalization constants,
-    which `Experiment.counted` leaves out)."""
-    finished = R.finished(exp.final, metric, pooled=exp.pooled, quiet=True)
-    return R.scores_by_game(finished, metric, variants, games)
-
-
 def _md(text: str | None) -> str:
     return (text or "").replace("|", "\\|")
 
@@ -405,7 +395,7 @@ def reference_table(
     kw = {"n_resamples": n_resamples, "seed": seed}
     ours: dict[tuple[str, str | None, str], list[str]] = {}
     for split, metric in SPLIT_METRICS.items():
-        scores = raw_scores(exp, metric, exp.variants, games)
+        scores = exp.all_scores(metric, exp.variants, games)
         done = R.finished(exp.final, metric, pooled=exp.pooled, quiet=True)
         steps = done.groupby(["variant", "game"])[M.ENV_STEPS].mean()
         for v in exp.variants:
@@ -450,10 +440,7 @@ def difference_table(
     no finished run."""
     kw = {"n_resamples": n_resamples, "seed": seed}
     variants = [x, *others]
-    scores = {
-        split: raw_scores(exp, metric, variants, exp.games)
-        for split, metric in SPLIT_METRICS.items()
-    }
+    scores = {split: exp.all_scores(metric, variants) for split, metric in SPLIT_METRICS.items()}
     rows = []
     for gi, game in enumerate(exp.games):
         for split in SPLIT_METRICS:
