@@ -275,6 +275,25 @@ BAD = [
         },
         "space.framestack_k.when.framestak: unknown parameter",
     ),
+    (  # a typo in a condition's value would leave augment_p at its default in every trial
+        {
+            "space": {
+                "augment": {"choice": ["none", "crop_resize"]},
+                "augment_p": {"uniform": [0.2, 1.0], "when": {"augment": ["crop_resiz"]}},
+            },
+            "search": {"algorithm": "random"},
+        },
+        "space.augment_p.when.augment: got 'crop_resiz' (did you mean 'crop_resize'?); allowed: "
+        "a value space.augment takes (none, crop_resize)",
+    ),
+    (
+        {
+            "space": {"framestack_k": {"int": [2, 4], "when": {"framestack": ["gap"]}}},
+            "search": {"algorithm": "random"},
+        },
+        "space.framestack_k.when.framestack: framestack is 'none' in every trial (neither "
+        "searched nor set by a variant), so this condition never holds",
+    ),
     (
         {
             "params": {"eval_interval": 25},

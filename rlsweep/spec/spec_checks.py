@@ -16,7 +16,15 @@ from rlsweep.envs import procgen
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.spec.config import RENAMED, TrialConfig
-from rlsweep.spec.validators import check_each_field, mapping, refused, unknown
+from rlsweep.spec.validators import (
+    check_each_field,
+    did_you_mean,
+    is_number,
+    mapping,
+    refused,
+    rule_of,
+    unknown,
+)
 
 AXES = {"game": "games", "seed": "seeds", "total_env_steps": "budget"}
 """TrialConfig fields set by top-level spec keys, not by params or space."""
@@ -86,10 +94,55 @@ class SpecChecks:
                 found.append(
                     (f"space.{key}", "also set in params; a parameter is either fixed or searched")
                 )
-            for cond in p.when:
+            for cond, values in p.when.items():
                 if cond not in self.space and (why := not_a_parameter(cond)):
                     found.append((f"space.{key}.when.{cond}", why))
+                    continue
+                for i, value in enumerate(values):
+                    at = f"space.{key}.when.{cond}" + (f"[{i}]" if len(values) > 1 else "")
+                    if why := self._never_taken(cond, value):
+                        found.append((at, why))
+                if why := self._never_holds(cond, values):
+                    found.append((f"space.{key}.when.{cond}", why))
         return [self._error(path, message) for path, message in found]
+
+    def _never_holds(self, key: str, values: tuple[Any, ...]) -> str:
+        """Why a condition on `key` being one of `values` holds in no trial, where `key` is
+        fixed (neither searched nor set by a variant), or ''."""
+        bundles = self.variants.values() if isinstance(self.variants, dict) else ()
+        if key in self.space or any(isinstance(b, dict) and key in b for b in bundles):
+            return ""
+        try:
+            fixed = self.defaults()[key]
+        except (SpecError, ConfigError, KeyError):  # the spec's own errors say why
+            return ""
+        if fixed in values:
+            return ""
+        return (
+            f"{key} is {fixed!r} in every trial (neither searched nor set by a variant), so "
+            f"this condition never holds and the parameter is never searched; search {key}, "
+            "or drop the condition"
+        )
+
+    def _never_taken(self, key: str, value: Any) -> str:
+        """Why parameter `key` never takes `value` (a condition on it would never hold, and
+        its parameter would silently keep its default), or '' where it may."""
+        p = self.space.get(key)
+        if p is not None and p.kind in ("grid", "choice"):
+            if value in p.values:
+                return ""
+            names = [str(v) for v in p.values]
+            hint = did_you_mean(value, names) if isinstance(value, str) else ""
+            return f"got {value!r}{hint}; allowed: a value space.{key} takes ({', '.join(names)})"
+        if p is not None:
+            lo, hi = p.bounds
+            if is_number(value) and lo <= value <= hi:
+                return ""
+            return f"got {value!r}; allowed: a value in space.{key}'s range [{p.low}, {p.high}]"
+        rule = rule_of(TrialConfig, key)
+        if rule is None or rule(value):
+            return ""
+        return f"got {value!r}{rule.hint(value)}; allowed: {rule.allowed}"
 
     def _search_errors(self) -> list[SpecError]:
         """The search against the space and the games."""
