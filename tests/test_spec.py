@@ -302,6 +302,11 @@ BAD = [
         },
         "params.eval_interval: got 25; pbt evaluates and checkpoints at each perturbation",
     ),
+    (
+        {"extends": "lars12llt", "budget": 16000, "space": {"lr": [1e-4, 5e-4]}},
+        "space.lr: ignored: extends(lars12llt).lr_schedule is set and replaces lr; set "
+        "lr_schedule: null to run lr",
+    ),
     ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: a number in (0, 1]"),
     ({"params": {"seed": 3}}, "params.seed: set this with the top-level 'seeds' key"),
     (

@@ -220,7 +220,7 @@ class SpecChecks:
             trials = self.trials()
         except SpecError as e:
             return list(e.errors)
-        errors = self._sampled_errors()
+        errors = self._sampled_errors() + self._ignored_errors()
         if self.metric in METRICS and self.metric.endswith("_norm"):
             for t in trials:
                 if note := procgen.normalization_note(t.game, t.distribution_mode):
@@ -231,6 +231,37 @@ class SpecChecks:
                     )
                     break
         return errors
+
+    def _ignored_errors(self) -> list[SpecError]:
+        """An `lr` the spec sets where `lr_schedule` replaces it: every trial it reaches would
+        run the schedule, and a search over lr would run the same trial again and again."""
+        if "lr_schedule" in self.space:
+            return []
+        base = self.base_params().get("lr_schedule")
+        found = {}
+        for label in self.variant_labels:
+            bundle = self.variants[label] if label is not None else {}
+            schedule = bundle.get("lr_schedule", base)
+            if schedule is None:
+                continue
+            if "lr_schedule" in bundle:
+                by = f"variants.{label}.lr_schedule"
+            elif "lr_schedule" in self.params:
+                by = "params.lr_schedule"
+            else:
+                by = f"extends({self.extends}).lr_schedule"
+            if "lr" in bundle:
+                at = f"variants.{label}.lr"
+            elif "lr" in self.space:
+                at = "space.lr"
+            elif "lr" in self.params:
+                at = "params.lr"
+            else:
+                continue
+            found.setdefault(
+                at, f"ignored: {by} is set and replaces lr; set lr_schedule: null to run lr"
+            )
+        return [self._error(at, why) for at, why in found.items()]
 
     def _sampled_errors(self) -> list[SpecError]:
         """Each sampled parameter's candidates/bounds must make a valid trial."""
