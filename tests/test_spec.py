@@ -307,6 +307,22 @@ BAD = [
         "space.lr: ignored: extends(lars12llt).lr_schedule is set and replaces lr; set "
         "lr_schedule: null to run lr",
     ),
+    (  # checked on every game, not on the first alone: coinrun has no memory mode
+        {
+            "games": ["maze", "coinrun"],
+            "space": {"distribution_mode": {"choice": ["easy", "memory"]}},
+            "search": {"algorithm": "random"},
+        },
+        "space.distribution_mode[1]: got 'memory'; allowed for coinrun: easy, hard, exploration",
+    ),
+    (  # and in every variant
+        {
+            "variants": {"PPO": {}, "DQN": {"algorithm": "dqn"}},
+            "space": {"augment": {"choice": ["none", "flip"]}},
+            "search": {"algorithm": "random"},
+        },
+        "space.augment[1]: got 'flip'; allowed: none for algorithm dqn",
+    ),
     ({"params": {"gamma": 2}}, "params.gamma: got 2; allowed: a number in (0, 1]"),
     ({"params": {"seed": 3}}, "params.seed: set this with the top-level 'seeds' key"),
     (

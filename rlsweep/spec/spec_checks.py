@@ -10,6 +10,7 @@ The methods read the spec's fields and its trials (`trials`, `_trial`, `smoke_sp
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from rlsweep.envs import procgen
@@ -264,16 +265,19 @@ class SpecChecks:
         return [self._error(at, why) for at, why in found.items()]
 
     def _sampled_errors(self) -> list[SpecError]:
-        """Each sampled parameter's candidates/bounds must make a valid trial."""
+        """Each sampled parameter's candidates/bounds must make a valid trial on every game
+        and in every variant (the rules of modes per game, of augmentations per algorithm),
+        at the grid's first values."""
         if not self.sampled_keys:
             return []
-        game, seed = self.games[0], self.seeds[0]
+        seed = self.seeds[0]
         grid0 = {k: self.space[k].values[0] for k in self.grid_keys}
         errors: list[SpecError] = []
-        for key in self.sampled_keys:
-            for value in self.space[key].candidates:
-                try:
-                    self._trial(game, seed, {**grid0, key: value})
-                except SpecError as e:
-                    errors += e.errors
+        for game, variant in itertools.product(self.games, self.variant_labels):
+            for key in self.sampled_keys:
+                for value in self.space[key].candidates:
+                    try:
+                        self._trial(game, seed, {**grid0, key: value}, variant)
+                    except SpecError as e:
+                        errors += e.errors
         return errors
