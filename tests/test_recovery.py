@@ -281,6 +281,23 @@ def test_rows_after_the_checkpoint_are_dropped_and_each_iteration_kept_once(tmp_
     ]
 
 
+def test_a_progress_row_torn_by_the_kill_is_written_whole_from_result_json(tmp_path):
+    """The driver killed while Tune's CSV logger wrote iteration 3's row: cut after its
+    iteration cell (short of the header, no newline), it is torn, and result.json's row of 3
+    takes its place rather than stand with a cut-off value."""
+    rows = [{"training_iteration": k, M.ENV_STEPS: 256.0 * k, "loss": 0.370368} for k in (1, 2, 3)]
+    (tmp_path / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    header = f"training_iteration,{M.ENV_STEPS},loss"
+    for torn in ("3,768.0,0.3", "3,768.0"):  # a whole row's length but no newline; short
+        (tmp_path / "progress.csv").write_text(
+            f"{header}\n1,256.0,0.370368\n2,512.0,0.370368\n{torn}"
+        )
+        _trim_results(pafs.LocalFileSystem(), str(tmp_path), 3)
+        assert (tmp_path / "progress.csv").read_text().splitlines()[1:] == [
+            f"{k},{256.0 * k},0.370368" for k in (1, 2, 3)
+        ], torn
+
+
 def test_the_checkpoints_row_is_written_where_a_file_lacks_it(tmp_path):
     """A driver killed before logging iteration 3's report (its checkpoint whole): result.json
     and progress.csv get that row back, the CSV in its header's columns as Tune writes them

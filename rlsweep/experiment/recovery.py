@@ -327,8 +327,12 @@ def _trim_results(
         header = list(_flat(logged))
     if M.TUNE_ITERATION in header:
         column = header.index(M.TUNE_ITERATION)
+        # A row cut by the kill (short of the header, or a last line without its newline) is
+        # torn: result.json's whole row takes its place.
+        whole = rows[:-1] if rows and not text.endswith("\n") else rows
+        whole = [r for r in whole if len(r) == len(header)]
         by_iteration = {
-            int(float(r[column])): r for r in _up_to(rows, iteration, lambda r: r[column])
+            int(float(r[column])): r for r in _up_to(whole, iteration, lambda r: r[column])
         }
         for k, reported_row in reported.items():
             by_iteration.setdefault(k, _csv_row(header, reported_row))
