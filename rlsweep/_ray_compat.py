@@ -34,7 +34,7 @@ import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 CHECKED = "2.60.0"
@@ -847,6 +847,8 @@ class TuneTrial:
     metrics: dict[str, Any]
     """That checkpoint's result ({} without one)."""
     trial_id: str
+    config: dict[str, Any] = field(default_factory=dict)
+    """The config Tune saved for the trial (what a resume runs it with)."""
 
 
 TERMINATED, ERROR = "TERMINATED", "ERROR"
@@ -919,7 +921,12 @@ class TuneState:
             metrics = dict(latest.metrics) if latest else {}
             out.append(
                 TuneTrial(
-                    trial["relative_logdir"], trial["status"], name, metrics, trial["trial_id"]
+                    trial["relative_logdir"],
+                    trial["status"],
+                    name,
+                    metrics,
+                    trial["trial_id"],
+                    dict(trial.get("config") or {}),
                 )
             )
         return out

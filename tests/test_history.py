@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import io
 import json
-import logging
 from types import SimpleNamespace
 
 from rlsweep.experiment import history
@@ -152,32 +151,6 @@ def test_the_progress_view_says_a_retry_and_a_failure_in_a_line(tmp_path):
         "rlsweep: trial coinrun s1 (abc_00000): its worker died at iteration 7 (The actor died "
         f"unexpectedly before finishing this task.); 2 retries spent: ERROR; full text in {error}",
     ]
-
-
-def test_a_resume_reads_tunes_state_without_its_metrics_warning(monkeypatch, caplog, tmp_path):
-    """Tune's ExperimentAnalysis warns of trials that never started ("Failed to fetch ..."):
-    reading trial states for a resume, rlsweep shows no such line. The stand-in logs what the
-    real one logs, where: `rlsweep._ray_compat.DRIVER_LOGS` records that message of that
-    module, and tests/test_ray_compat.py holds the record to the installed Ray's source."""
-    import ray.tune
-
-    from rlsweep._ray_compat import DRIVER_LOGS
-
-    real = ray.tune.ExperimentAnalysis.__module__
-    assert any(h.owner == real and "Failed to fetch metrics" in h.attribute for h in DRIVER_LOGS)
-
-    class Analysis:
-        __module__ = real
-
-        def __init__(self, path: str) -> None:
-            logging.getLogger(self.__module__).warning("Failed to fetch metrics for 2 trial(s)")
-            self.trials = ["t"]
-
-    monkeypatch.setattr(ray.tune, "ExperimentAnalysis", Analysis)
-    with caplog.at_level(logging.WARNING):
-        assert R._tune_trials(tmp_path) == ["t"]
-    assert caplog.records == []
-    assert not logging.getLogger(Analysis.__module__).disabled
 
 
 def test_a_dead_worker_is_one_line_its_traceback_in_driver_log(ray_local, tmp_path, capfd):

@@ -275,6 +275,14 @@ def test_resume_refuses_trials_this_rlsweep_does_not_run_before_ray_starts(tmp_p
         trial["config"]["env_groups"] = 0
         entry[0] = json.dumps(trial)
     state_file.write_text(json.dumps(state))
+    # A newer state file torn by a killed driver hides none of them: they are read as the
+    # resume reads Tune's state, from the newest file that reads.
+    torn = state_file.with_name("experiment_state-2099-01-01_00-00-00.json")
+    torn.write_text(state_file.read_text()[:200])
+    assert {t: c["env_groups"] for t, c in R.unfinished_configs(str(first.path)).items()} == {
+        t: 0 for t in configs
+    }
+    torn.unlink()
     before = sorted((p, p.stat().st_mtime_ns) for p in first.path.rglob("*"))
 
     run = rlsweep_cli("resume", str(first.path), cwd=tmp_path)

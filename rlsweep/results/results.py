@@ -50,7 +50,7 @@ import pandas as pd
 
 from rlsweep import formatting, storage
 from rlsweep import metrics as M
-from rlsweep._ray_compat import ERROR, TERMINATED
+from rlsweep._ray_compat import ERROR, TERMINATED, TuneState, TuneTrial
 from rlsweep.envs import procgen
 from rlsweep.experiment import history
 from rlsweep.experiment.experiment_dir import sweep_spec
@@ -467,7 +467,7 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
 def _ended_early(local: Path) -> set[str]:
     """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
     stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be."""
-    return {Path(t.path).name for t in _tune_trials(local) if t.status == TERMINATED and t.path}
+    return {t.dirname for t in _tune_trials(local) if t.status == TERMINATED}
 
 
 def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
@@ -478,29 +478,17 @@ def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:
     except FileNotFoundError:
         return {}
     return {
-        Path(t.path).name if t.path else t.trial_id: dict(t.config)
-        for t in _tune_trials(local)
-        if t.status != TERMINATED
+        t.dirname or t.trial_id: t.config for t in _tune_trials(local) if t.status != TERMINATED
     }
 
 
-def _tune_trials(local: Path) -> list[Any]:
-    """Tune's trials as its experiment state saved them (status, config, dir); [] where no
-    state is readable here. This imports Ray (and starts none)."""
-    import logging
+def _tune_trials(local: Path) -> list[TuneTrial]:
+    """Tune's trials as its experiment state saved them, read as a resume reads them
+    (`TuneState`: the newest state file that reads, past one a killed driver tore); [] where no
+    state reads here. This imports Ray (and starts none)."""
+    import pyarrow.fs as pafs
 
-    from ray.tune import ExperimentAnalysis
-
-    # It also reads every trial's metrics, which this does not use: its warning of trials that
-    # never started (no result files) is no news to a resume, which says what ran.
-    analysis = logging.getLogger(ExperimentAnalysis.__module__)
-    disabled, analysis.disabled = analysis.disabled, True
-    try:
-        return ExperimentAnalysis(str(local)).trials
-    except (FileNotFoundError, ValueError):
-        return []
-    finally:
-        analysis.disabled = disabled
+    return TuneState(pafs.LocalFileSystem(), str(local)).trials
 
 
 # --- an experiment: trials labelled by variant --------------------------------------------
