@@ -67,6 +67,7 @@ _WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
 _RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
 _ENV_RUNNER = "ray.rllib.env.env_runner.EnvRunner"
 _SA_ENV_RUNNER = "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner"
+_OPTUNA_SEARCH = "ray.tune.search.optuna.optuna_search.OptunaSearch"
 
 HOOKS: tuple[Hook, ...] = (
     # RlsweepPPOLearner (rlsweep.trial.ppo_learner), through LearnerHooks below.
@@ -214,7 +215,7 @@ HOOKS: tuple[Hook, ...] = (
     ),
     # ray_session_dir (tests read Ray's logs for leaked credentials).
     Hook("ray._private.worker", "_global_node", "the session dir of this process's Ray"),
-    # end_tune_loop, tune_loop_listens, set_restored_verbosity (rlsweep.experiment.interrupt,
+    # end_tune_loop, tune_loop_listens, restored_configs (rlsweep.experiment.interrupt,
     # rlsweep.run.tune_bridge).
     Hook(
         "ray.tune.tune",
@@ -225,7 +226,25 @@ HOOKS: tuple[Hook, ...] = (
     Hook(
         "ray.tune.impl.tuner_internal.TunerInternal",
         "get_run_config",
-        "set_restored_verbosity: a resumed sweep's console (through Tuner._local_tuner)",
+        "restored_configs: a resumed sweep's console and W&B callback",
+    ),
+    Hook("ray.tune.tuner.Tuner", "_local_tuner", "restored_configs: the restored run", "instance"),
+    Hook(
+        "ray.tune.impl.tuner_internal.TunerInternal",
+        "_tune_config",
+        "restored_configs: a resumed Optuna sweep's searcher, at the study where it runs now",
+        "instance",
+    ),
+    # OptunaSearchHooks (rlsweep.run.optuna_search): its saved state without its study's storage.
+    *(
+        Hook(_OPTUNA_SEARCH, name, f"OptunaSearchHooks: {use}", "instance")
+        for name, use in (
+            ("_storage", "the study's storage, where the sweep runs now"),
+            ("_ot_study", "the study, reloaded from that storage at a restore"),
+            ("_ot_trials", "Tune trial id -> Optuna trial, saved as Optuna trial ids"),
+            ("_study_name", "the study's name, to reload it"),
+            ("_sampler", "the sampler (its RNG state saved), given the reloaded study"),
+        )
     ),
     # kv_put / kv_get / kv_delete (rlsweep.experiment.interrupt's stop flag).
     Hook("ray.experimental.internal_kv", "_internal_kv_put", "kv_put: the stop flag is set"),
@@ -1020,9 +1039,56 @@ def trial_result_dirs(trial: Any) -> list[tuple[Any, str]]:
     return [local] if same else [local, stored]
 
 
-def set_restored_verbosity(tuner: Any, verbose: int) -> None:
-    """`Tuner.restore` takes the RunConfig saved by the original run, verbosity included, and
-    has no argument to change it: set it on the restored tuner's run config."""
-    local = getattr(tuner, "_local_tuner", None)
-    if local is not None:
-        local.get_run_config().verbose = verbose
+def restored_configs(tuner: Any) -> tuple[Any, Any]:
+    """The TuneConfig and RunConfig a restored Tuner runs with: `Tuner.restore` unpickles them
+    as the sweep first saved them (tuner.pkl: verbosity, callbacks, searcher, each holding what
+    it held then, paths included) and has no argument to give others; change them here."""
+    local = tuner._local_tuner
+    return local._tune_config, local.get_run_config()
+
+
+# --- Tune's OptunaSearch -----------------------------------------------------------------------
+class OptunaSearchHooks:
+    """Mixin for an OptunaSearch subclass, listed before it in the bases: what it pickles holds
+    no storage of its study. OptunaSearch pickles its whole state, the study's RDBStorage too
+    (Ray 2.60: `save` for the searcher's state, and tuner.pkl), and an RDBStorage connects to
+    its URL as it is unpickled: a sweep's SQLite study in its experiment dir, copied or moved,
+    would be read and written at the old path (or, on another machine, fail to open). Saved
+    without it, a restored searcher keeps the storage it was built with (where the sweep runs
+    now) and reloads its study from there; its Optuna trials are saved as their ids."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_storage"] = state["_ot_study"] = None
+        state["_ot_trials"] = {}  # pickled before a trial ran: a restore brings the saved ones
+        return state
+
+    def save(self, checkpoint_path: str) -> None:
+        import pickle
+
+        state = self.__dict__.copy()
+        del state["_storage"], state["_ot_study"]
+        state["_ot_trials"] = {k: t._trial_id for k, t in self._ot_trials.items()}
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(state, f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        import pickle
+
+        import optuna
+
+        with open(checkpoint_path, "rb") as f:
+            state = pickle.load(f)
+        if "_ot_study" in state:  # saved by a plain OptunaSearch: its own study, as it was
+            self.__dict__.update(state)
+            return
+        storage = self._storage
+        self.__dict__.update(state)
+        self._storage = storage
+        self._ot_study = optuna.load_study(
+            study_name=self._study_name, storage=storage, sampler=self._sampler
+        )
+        self._ot_trials = {
+            k: optuna.trial.Trial(self._ot_study, trial_id)
+            for k, trial_id in state["_ot_trials"].items()
+        }

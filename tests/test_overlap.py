@@ -67,4 +67,4 @@ def test_each_update_learns_from_the_batch_sampled_before_the_previous_update(ra
     # The steps reported are the steps trained on, one train batch per iteration.
     assert np.diff([0, *sync_steps]).tolist() == np.diff([0, *lagged_steps]).tolist()
     assert all(b >= batch for b in np.diff([0, *lagged_steps]))
-    assert algo._sampler._shutdown  # stop() ends the sampling thread
+    assert algo._sampling_thread._shutdown  # stop() ends the sampling thread

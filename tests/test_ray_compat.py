@@ -8,6 +8,7 @@ import logging.handlers
 import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -32,6 +33,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rlsweep"
 
 def _instances() -> dict[str, object]:
     """One object per owner whose hooked attributes are set by its __init__."""
+    from ray import tune
     from ray._private.parameter import RayParams
     from ray.air.integrations.wandb import WandbLoggerCallback
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -39,11 +41,17 @@ def _instances() -> dict[str, object]:
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.train._internal.checkpoint_manager import _CheckpointManager
     from ray.train._internal.storage import StorageContext
+    from ray.tune.search.optuna import OptunaSearch
     from ray.tune.utils.util import Tee
 
     runner = SingleAgentEnvRunner(config=PPOConfig().environment("CartPole-v1"))
     runner.stop()
+    storage = tempfile.mkdtemp(prefix="rlsweep-hooks-")
+    tuner = tune.Tuner(lambda config: None, run_config=tune.RunConfig(storage_path=storage))
     return {
+        "ray.tune.tuner.Tuner": tuner,
+        "ray.tune.impl.tuner_internal.TunerInternal": tuner._local_tuner,
+        "ray.tune.search.optuna.optuna_search.OptunaSearch": OptunaSearch(metric="m", mode="max"),
         "ray.rllib.core.learner.learner.Learner": PPOTorchLearner(config=PPOConfig()),
         "ray.rllib.algorithms.algorithm_config.AlgorithmConfig": PPOConfig(),
         "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner": runner,

@@ -80,6 +80,7 @@ def test_random_search_samples_within_bounds_per_cell(tmp_path):
         space={
             "lr": {"loguniform": [1e-5, 1e-3]},
             "num_epochs": {"int": [1, 2]},
+            "framestack": {"choice": ["none", "gap"]},
             "framestack_k": {"choice": [3, 5], "when": {"framestack": ["gap"]}},
         },
         search={"algorithm": "random", "num_samples": 3, "seed": 1},
@@ -87,7 +88,8 @@ def test_random_search_samples_within_bounds_per_cell(tmp_path):
     assert len(df) == spec.num_trials == 6
     assert df["lr"].between(1e-5, 1e-3).all() and df["lr"].nunique() == 6
     assert set(df["num_epochs"]) <= {1, 2}
-    assert (df["framestack_k"] == 4).all()  # condition never holds: framestack stays none
+    gap = df["framestack"] == "gap"  # the condition holds: sampled; else the default, 4
+    assert set(df.loc[gap, "framestack_k"]) <= {3, 5} and (df.loc[~gap, "framestack_k"] == 4).all()
     assert sorted(df["game"].value_counts().tolist()) == [3, 3]
 
 

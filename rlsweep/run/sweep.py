@@ -194,7 +194,8 @@ def resume_sweep(
     check_restorable(spec, experiment)
     if starts_local_ray(address):
         check_fits(spec, address, num_cpus)
-    # Tune restores the sweep's W&B callback itself; these settings also log the report run.
+    # The sweep's W&B settings (as it recorded them, unless given): its callback, made anew
+    # with its run dir where the sweep is now, and the report run.
     wandb_settings = tracking.settings_from(
         wandb if wandb is not None else run_info(experiment).get("wandb")
     )
@@ -214,6 +215,9 @@ def resume_sweep(
                 experiment,
                 stop_flag=interrupts.stop_flag,
                 verbose=verbose,
+                callbacks=[tracking.callback(spec, wandb_settings, experiment)]
+                if wandb_settings
+                else [],
             )
             _fit(tuner, wandb_settings)
     return _finish(spec, experiment, wandb_settings, interrupts)

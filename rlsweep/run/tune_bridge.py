@@ -153,9 +153,10 @@ def search_alg(spec: SweepSpec, experiment: str | None = None):
         return None  # Tune's default variant generator: grids and random samples
     import optuna
     from ray.tune.search import ConcurrencyLimiter, Repeater
-    from ray.tune.search.optuna import OptunaSearch
 
-    searcher = OptunaSearch(
+    from rlsweep.run.optuna_search import RelocatableOptunaSearch
+
+    searcher = RelocatableOptunaSearch(
         sampler=optuna.samplers.TPESampler(seed=s.seed),
         metric=spec.metric,
         mode=spec.mode,
@@ -289,13 +290,17 @@ def restore_tuner(
     *,
     stop_flag: StopFlag | None = None,
     verbose: bool = False,
+    callbacks: list[Any] | None = None,
 ) -> tune.Tuner:
     """The Tuner of an interrupted sweep: finished trials stay finished; unfinished and errored
-    ones continue from their latest checkpoints. Run settings (storage, callbacks, failure
-    retries, searcher and scheduler state) come from the experiment's saved state, and so does
-    its param_space: Tune refuses a re-specified one whose keys differ, and today's would have
+    ones continue from their latest checkpoints. Run settings (storage, failure retries,
+    searcher and scheduler state) come from the experiment's saved state, and so does its
+    param_space: Tune refuses a re-specified one whose keys differ, and today's would have
     every TrialConfig field added since the sweep began (a trial's config without one takes its
-    default, or the value the sweep ran where the default changed: `recorded_config`)."""
+    default, or the value the sweep ran where the default changed: `recorded_config`). What
+    names a place is made anew for `experiment`, where the sweep runs now (it may have been
+    copied or moved): the Optuna searcher, at the study in it (its saved state then restores
+    into that one), and the `callbacks` (W&B's, whose run dir is in it), where given."""
     storage, storage_fs = tune_storage(experiment)
     tuner = tune.Tuner.restore(
         storage,
@@ -305,7 +310,12 @@ def restore_tuner(
         restart_errored=False,
         storage_filesystem=storage_fs,
     )
-    _ray_compat.set_restored_verbosity(tuner, tune_verbosity(verbose))
+    tune_config, run_config = _ray_compat.restored_configs(tuner)
+    run_config.verbose = tune_verbosity(verbose)
+    if spec.search.algorithm == "optuna":
+        tune_config.search_alg = search_alg(spec, experiment)
+    if callbacks is not None:
+        run_config.callbacks = callbacks
     return tuner
 
 

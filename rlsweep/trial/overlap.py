@@ -46,7 +46,7 @@ class OverlappedPPO(PPO):
     PPO.training_step otherwise: the same sampling call, update and weight sync)."""
 
     _next_batch: tuple[list[Any], list[Any]] | None = None
-    _sampler: ThreadPoolExecutor | None = None
+    _sampling_thread: ThreadPoolExecutor | None = None
     _stream: torch.cuda.Stream | None = None
 
     def training_step(self) -> None:
@@ -58,9 +58,9 @@ class OverlappedPPO(PPO):
         if not episodes:
             return
         self.metrics.aggregate(runner_results, key=ENV_RUNNER_RESULTS)
-        if self._sampler is None:
-            self._sampler = ThreadPoolExecutor(1, thread_name_prefix="rlsweep-sampler")
-        pending = self._sampler.submit(self._sample_beside_the_learner)
+        if self._sampling_thread is None:
+            self._sampling_thread = ThreadPoolExecutor(1, thread_name_prefix="rlsweep-sampler")
+        pending = self._sampling_thread.submit(self._sample_beside_the_learner)
         try:
             with self.metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
                 learner_results = self.learner_group.update(
@@ -104,6 +104,6 @@ class OverlappedPPO(PPO):
             return sample_train_batch(self)
 
     def stop(self) -> None:
-        if self._sampler is not None:
-            self._sampler.shutdown(wait=True)
+        if self._sampling_thread is not None:
+            self._sampling_thread.shutdown(wait=True)
         super().stop()
