@@ -202,7 +202,7 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         games=["leaper"],
         seeds=[0, 1],
         budget=4 * 256,
-        params={k: v for k, v in TINY.items() if k != "game"} | {"eval_interval": 5},
+        params={k: v for k, v in TINY.items() if k != "game"},  # PBT evaluates at each step
         space={"lr": {"loguniform": [1e-6, 1e-3]}},
         # Rank on a metric that never ties: untrained leaper scores do (in one CI run both
         # trials read test/return 5.0 at every perturbation, so PBT never exploited).

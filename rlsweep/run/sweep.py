@@ -217,7 +217,7 @@ def resume_sweep(
                 verbose=verbose,
                 callbacks=[tracking.callback(spec, wandb_settings, experiment)]
                 if wandb_settings
-                else [],
+                else None,
             )
             _fit(tuner, wandb_settings)
     return _finish(spec, experiment, wandb_settings, interrupts)

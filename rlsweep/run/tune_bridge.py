@@ -221,6 +221,12 @@ def _trial_dirname(trial) -> str:
     return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 'x')}_{trial.trial_id}"
 
 
+def sweep_callbacks(spec: SweepSpec, callbacks: list[Any] | None = None) -> list[Any]:
+    """Tune's callbacks of a sweep of `spec`: `callbacks` (W&B's), then the driver's listeners
+    (`DriverCallback`) and each trial's `TRIAL_FILE` (`TrialRecord`)."""
+    return [*(callbacks or []), DriverCallback(), TrialRecord(resolver(spec))]
+
+
 def build_tuner(
     spec: SweepSpec,
     trainable: Trainable,
@@ -258,7 +264,7 @@ def build_tuner(
             name=spec.name,
             storage_path=storage,
             storage_filesystem=storage_fs,
-            callbacks=[*(callbacks or []), DriverCallback(), TrialRecord(resolver(spec))],
+            callbacks=sweep_callbacks(spec, callbacks),
             failure_config=tune.FailureConfig(max_failures=max_failures),
             stop=trial_done,
             checkpoint_config=checkpoint_config(spec),
@@ -300,7 +306,8 @@ def restore_tuner(
     default, or the value the sweep ran where the default changed: `recorded_config`). What
     names a place is made anew for `experiment`, where the sweep runs now (it may have been
     copied or moved): the Optuna searcher, at the study in it (its saved state then restores
-    into that one), and the `callbacks` (W&B's, whose run dir is in it), where given."""
+    into that one), and its callbacks (`sweep_callbacks`: `callbacks`, W&B's, whose run dir
+    is in it)."""
     storage, storage_fs = tune_storage(experiment)
     tuner = tune.Tuner.restore(
         storage,
@@ -314,8 +321,7 @@ def restore_tuner(
     run_config.verbose = tune_verbosity(verbose)
     if spec.search.algorithm == "optuna":
         tune_config.search_alg = search_alg(spec, experiment)
-    if callbacks is not None:
-        run_config.callbacks = callbacks
+    run_config.callbacks = sweep_callbacks(spec, callbacks)
     return tuner
 
 
@@ -366,9 +372,9 @@ def listening(*listeners: Any) -> Iterator[None]:
 
 
 class DriverCallback(tune.Callback):
-    """Tune's events, forwarded to this driver's listeners (`listening`). It holds no state:
-    Tune pickles it into the experiment (tuner.pkl), and a resumed sweep's copy forwards to the
-    resuming driver's listeners."""
+    """Tune's events, forwarded to this driver's listeners (`listening`). It holds no state
+    (Tune pickles it into the experiment's tuner.pkl; a resume makes the sweep's callbacks
+    anew, `restore_tuner`)."""
 
     def _forward(self, event: str, *args: Any, **kwargs: Any) -> None:
         for listener in list(_listeners):
