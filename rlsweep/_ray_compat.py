@@ -868,6 +868,9 @@ class TuneTrial:
     trial_id: str
     config: dict[str, Any] = field(default_factory=dict)
     """The config Tune saved for the trial (what a resume runs it with)."""
+    checkpoint_owner: str | None = None
+    """The trial dir `checkpoint` lies in where it is another trial's: PBT's exploit gave this
+    trial that one to restore from (its own are of its weights before). None: its own."""
 
 
 TERMINATED, ERROR = "TERMINATED", "ERROR"
@@ -936,7 +939,9 @@ class TuneState:
         out = []
         for trial, meta in self._trials:
             latest = meta["checkpoint_manager"]._latest_checkpoint_result
-            name = latest.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] if latest else None
+            where = latest.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:] if latest else []
+            name = where[-1] if where else None
+            owner = where[0] if len(where) == 2 else None
             metrics = dict(latest.metrics) if latest else {}
             out.append(
                 TuneTrial(
@@ -946,6 +951,7 @@ class TuneState:
                     metrics,
                     trial["trial_id"],
                     dict(trial.get("config") or {}),
+                    owner if owner not in (None, trial["relative_logdir"]) else None,
                 )
             )
         return out

@@ -494,3 +494,63 @@ def test_a_trial_retried_within_the_run_reports_each_iteration_once(tmp_path, no
     assert [r[M.RESUMED_AT] for r in rows] == [0, 0, 2, 2, 2, 2]  # 3 is the retry's report
     csv = (Path(trial.trial_dir) / "progress.csv").read_text().splitlines()
     assert len(csv) == 7, csv  # header + one row per iteration
+
+
+def _pbt_state(root: Path) -> None:
+    """Tune's state of two PBT trials where B exploited A: B's latest checkpoint is A's
+    checkpoint_000002 (iteration 6), as PBT's exploit sets it; the driver then died before B
+    wrote one of its own after it. B's own checkpoint_000003 (iteration 7) holds its weights
+    from before the exploit; A has gone on to its own checkpoint_000003."""
+    from ray.train import Checkpoint, CheckpointConfig
+    from ray.train._internal.checkpoint_manager import _CheckpointManager
+    from ray.train._internal.session import _TrainingResult
+    from ray.tune.utils.serialization import TuneFunctionEncoder
+
+    fs = pafs.LocalFileSystem()
+    for trial, iterations in (("A", (2, 4, 6, 8)), ("B", (2, 4, 5, 7))):
+        (root / trial).mkdir(parents=True)
+        (root / trial / "params.json").write_text("{}")
+        rows = [{"training_iteration": k, M.ENV_STEPS: 256.0 * k} for k in range(1, 9)]
+        (root / trial / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for index, it in enumerate(iterations):
+            path = root / trial / f"checkpoint_{index:06d}"
+            path.mkdir()
+            write_manifest(str(path), it, 256.0 * it, {M.ENV_STEPS: 256.0 * it})
+
+    def entry(name: str, latest: str, it: int) -> list[str]:
+        manager = _CheckpointManager(CheckpointConfig(num_to_keep=None))
+        checkpoint = Checkpoint(path=f"{root}/{latest}/checkpoint_000002", filesystem=fs)
+        result = _TrainingResult(
+            checkpoint=checkpoint, metrics={"training_iteration": it, M.ENV_STEPS: 256.0 * it}
+        )
+        manager.register_checkpoint(result)
+        storage = SimpleNamespace(trial_fs_path=f"{root}/{name}", storage_filesystem=fs)
+        trial = {"relative_logdir": name, "status": "PAUSED", "trial_id": name, "storage": storage}
+        meta = {"checkpoint_manager": manager}
+        return [json.dumps(x, cls=TuneFunctionEncoder) for x in (trial, meta)]
+
+    state = {"trial_data": [entry("A", "A", 6), entry("B", "A", 6)]}
+    (root / "experiment_state-2026-11-30_10-00-00.json").write_text(json.dumps(state))
+    (root / "sweep.yaml").write_text("name: pbt\n")
+
+
+def test_a_trial_pbt_gave_another_trials_checkpoint_goes_on_from_it_and_the_pack_carries_it(
+    tmp_path,
+):
+    """A resume leaves B at the checkpoint PBT's exploit gave it (A's), not at its own newer-
+    numbered one, which holds its weights from before; a pack carries A's checkpoint for B
+    beside A's own newest."""
+    from rlsweep.node.carry import carried_checkpoints
+
+    root = tmp_path / "pbt"
+    _pbt_state(root)
+    (b,) = [t for t in TuneState(pafs.LocalFileSystem(), str(root)).trials if t.dirname == "B"]
+    assert (b.checkpoint, b.checkpoint_owner) == ("checkpoint_000002", "A")
+    assert carried_checkpoints(root) == {
+        "A": {"checkpoint_000002", "checkpoint_000003"},
+        "B": set(),
+    }
+    restarts = {r.trial: r for r in reconcile(str(root))}
+    assert (restarts["B"].checkpoint, restarts["B"].iteration) == ("checkpoint_000002", 6)
+    assert (restarts["A"].checkpoint, restarts["A"].iteration) == ("checkpoint_000003", 8)
+    assert (root / "B" / "checkpoint_000003").exists()  # deleted by none

@@ -101,7 +101,10 @@ def reconcile(experiment: str) -> list[Restart]:
             continue
         trial_dir = f"{root}/{trial.dirname}"
         logged = next(iter(result_rows(_read(fs, f"{trial_dir}/result.json") or "")), None)
-        if (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)) is not None:
+        # A checkpoint of another trial (PBT's exploit): its own on disk hold its weights from
+        # before, whatever their number; it goes on from the one Tune named.
+        exploited = trial.checkpoint_owner is not None
+        if not exploited and (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)):
             checkpoint, index, manifest = newer
             # The whole ones between Tune's and it, oldest first: a driver behind its trial
             # may have logged none of their reports, and registered none of them. Tracked,
@@ -125,7 +128,8 @@ def reconcile(experiment: str) -> list[Restart]:
             checkpoint, row = trial.checkpoint, None
             iteration = int(trial.metrics.get(M.TUNE_ITERATION, 0)) if checkpoint else 0
             steps = float(trial.metrics.get(M.ENV_STEPS, 0.0)) if checkpoint else 0.0
-            if checkpoint and (manifest := complete_manifest(fs, f"{trial_dir}/{checkpoint}")):
+            own = checkpoint and not exploited
+            if own and (manifest := complete_manifest(fs, f"{trial_dir}/{checkpoint}")):
                 row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
         finished = bool(row and row.get(M.TRIAL_DONE))
         if finished:  # its last report came with this checkpoint: nothing is left to run

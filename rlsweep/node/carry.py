@@ -60,24 +60,30 @@ REPORT_DIR = "report"
 out (`rlsweep report`, `resume` and `ablate` write it again)."""
 
 
-def carried_checkpoints(experiment: Path) -> dict[str, str | None]:
-    """Per trial dir in Tune's newest experiment state, the checkpoint a resume loads: none of a
-    trial that ended (TERMINATED), else the one `rlsweep.experiment.recovery.reconcile`
-    restores it from (its newest complete one, where newer than the one the state names).
-    Trial dirs the state does not name are not in it (all of theirs are carried)."""
+def carried_checkpoints(experiment: Path) -> dict[str, set[str]]:
+    """Per trial dir in Tune's newest experiment state, the checkpoints a resume loads from it:
+    of each trial not ended (Tune's TERMINATED), the one `rlsweep.experiment.recovery.reconcile`
+    restores it from (its newest complete one, where newer than the one the state names), in
+    the dir of the trial it belongs to (PBT's exploit may have given it another's). Trial dirs
+    the state does not name are not in it (all of theirs are carried)."""
     import pyarrow.fs as pafs
 
     from rlsweep._ray_compat import TuneState
     from rlsweep.experiment.recovery import newer_checkpoint
 
     fs = pafs.LocalFileSystem()
-    carried: dict[str, str | None] = {}
-    for trial in TuneState(fs, str(experiment)).trials:
-        if trial.status == TERMINATED:  # ended: none is loaded again, and none is read here
-            carried[trial.dirname] = None
+    trials = TuneState(fs, str(experiment)).trials
+    carried: dict[str, set[str]] = {trial.dirname: set() for trial in trials}
+    for trial in trials:
+        if trial.status == TERMINATED:  # ended: it loads none again
+            continue
+        if trial.checkpoint_owner is not None:  # exploited: the other trial's, as Tune named it
+            carried.setdefault(trial.checkpoint_owner, set()).add(trial.checkpoint)
             continue
         newer = newer_checkpoint(fs, str(experiment / trial.dirname), trial.checkpoint)
-        carried[trial.dirname] = newer[0] if newer is not None else trial.checkpoint
+        checkpoint = newer[0] if newer is not None else trial.checkpoint
+        if checkpoint is not None:
+            carried[trial.dirname].add(checkpoint)
     return carried
 
 
@@ -113,7 +119,7 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
         parts = Path(info.name).parts
         name = "/".join(parts[1:])
         if len(parts) == 3 and CHECKPOINT_DIR.match(parts[2]) and parts[1] in carried:
-            if parts[2] == carried[parts[1]]:
+            if parts[2] in carried[parts[1]]:
                 return info
             left_out.append(name)
             return None
