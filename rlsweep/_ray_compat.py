@@ -871,6 +871,8 @@ class TuneTrial:
     checkpoint_owner: str | None = None
     """The trial dir `checkpoint` lies in where it is another trial's: PBT's exploit gave this
     trial that one to restore from (its own are of its weights before). None: its own."""
+    checkpoint_path: str | None = None
+    """Where Tune would load `checkpoint` from, as its state records it."""
 
 
 TERMINATED, ERROR = "TERMINATED", "ERROR"
@@ -952,6 +954,7 @@ class TuneState:
                     trial["trial_id"],
                     dict(trial.get("config") or {}),
                     owner if owner not in (None, trial["relative_logdir"]) else None,
+                    latest.checkpoint.path if latest else None,
                 )
             )
         return out
@@ -1000,6 +1003,25 @@ class TuneState:
             beyond = manager._checkpoint_results[:-keep]
             manager._checkpoint_results = manager._checkpoint_results[-keep:]
             return [r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] for r in beyond]
+        raise KeyError(dirname)
+
+    def reroot(self, dirname: str, root: str) -> None:
+        """Make the trial in `dirname`, which restores from another trial's checkpoint (PBT's
+        exploit set it as its latest: `TuneTrial.checkpoint_owner`), name that one under
+        `root`, where the experiment dir is now: Tune's restore moves only the paths in the
+        trial's own dir with a moved experiment dir (`Trial.set_storage`), and would load the
+        other's from the old path."""
+        from ray.train import Checkpoint
+
+        for trial, meta in self._trials:
+            if trial["relative_logdir"] != dirname:
+                continue
+            latest = meta["checkpoint_manager"]._latest_checkpoint_result
+            owner, name = latest.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:]
+            latest.checkpoint = Checkpoint(
+                path=f"{root}/{owner}/{name}", filesystem=trial["storage"].storage_filesystem
+            )
+            return
         raise KeyError(dirname)
 
     def end(self, dirname: str) -> None:

@@ -550,7 +550,13 @@ def test_a_trial_pbt_gave_another_trials_checkpoint_goes_on_from_it_and_the_pack
         "A": {"checkpoint_000002", "checkpoint_000003"},
         "B": set(),
     }
-    restarts = {r.trial: r for r in reconcile(str(root))}
+    moved = tmp_path / "elsewhere"  # Tune's restore moves none of B's path to A's checkpoint
+    shutil.move(root, moved)
+    restarts = {r.trial: r for r in reconcile(str(moved))}
     assert (restarts["B"].checkpoint, restarts["B"].iteration) == ("checkpoint_000002", 6)
+    trials = TuneState(pafs.LocalFileSystem(), str(moved)).trials
+    assert [t.checkpoint_path for t in trials if t.dirname == "B"] == [
+        f"{moved}/A/checkpoint_000002"
+    ]
     assert (restarts["A"].checkpoint, restarts["A"].iteration) == ("checkpoint_000003", 8)
-    assert (root / "B" / "checkpoint_000003").exists()  # deleted by none
+    assert (moved / "B" / "checkpoint_000003").exists()  # deleted by none

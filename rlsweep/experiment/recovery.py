@@ -104,6 +104,9 @@ def reconcile(experiment: str) -> list[Restart]:
         # A checkpoint of another trial (PBT's exploit): its own on disk hold its weights from
         # before, whatever their number; it goes on from the one Tune named.
         exploited = trial.checkpoint_owner is not None
+        if exploited:  # where the dir is now: Tune's restore would not move it
+            state.reroot(trial.dirname, root)
+            changed = True
         if not exploited and (newer := newer_checkpoint(fs, trial_dir, trial.checkpoint)):
             checkpoint, index, manifest = newer
             # The whole ones between Tune's and it, oldest first: a driver behind its trial
