@@ -87,7 +87,7 @@ def fake_trial(
     if crash:
         raise RuntimeError("a fake trial's crash: its node went away")
     if interrupt.requested():
-        interrupt.wait_to_be_stopped()
+        interrupt.stop_before_starting()
     pause = float(os.environ.get(ITER_S_ENV, "0"))
     saved_at = time.monotonic()
     per_iter = cfg.effective_train_batch_size

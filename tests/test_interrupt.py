@@ -6,6 +6,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -187,6 +188,7 @@ def test_trials_that_stop_themselves_end_the_sweep_and_keep_others_from_starting
     trial has checkpointed, long before the driver's own ask."""
     put, ended, said = [], [], []
     monkeypatch.setattr("rlsweep._ray_compat.kv_put", lambda key, value: put.append(value))
+    monkeypatch.setattr("rlsweep._ray_compat.kv_get", lambda key: None)  # no trial said idle
     monkeypatch.setattr("rlsweep._ray_compat.kv_delete", lambda key: None)
     monkeypatch.setattr("rlsweep._ray_compat.end_tune_loop", lambda: ended.append(True))
     a, b, c = _Trial("a"), _Trial("b"), _Trial("c", "PENDING")
@@ -206,3 +208,37 @@ def test_trials_that_stop_themselves_end_the_sweep_and_keep_others_from_starting
         interrupts.on_checkpoint(3, trials, b, None)
         interrupts.on_step_begin(4, trials)
         assert ended == [True] and put == [b"time"]
+
+
+def test_a_trial_stopped_before_it_began_is_not_waited_for(monkeypatch):
+    """Ctrl-C while a trial's process still builds (Tune says RUNNING, no report yet): the
+    trial sees the flag before its first iteration, has nothing to save, and says so; the
+    driver ends Tune's loop then, not after its 10-minute grace."""
+    from rlsweep.experiment import interrupt
+
+    store, ended = {}, []
+    monkeypatch.setattr("rlsweep._ray_compat.kv_put", store.__setitem__)
+    monkeypatch.setattr("rlsweep._ray_compat.kv_get", store.get)
+    monkeypatch.setattr("rlsweep._ray_compat.kv_delete", lambda key: store.pop(key, None))
+    monkeypatch.setattr("rlsweep._ray_compat.end_tune_loop", lambda: ended.append(True))
+    building, training = _Trial("a"), _Trial("b")
+    trials = [building, training]
+    with Interrupts(say=lambda text: None) as interrupts:
+        interrupts._handle(signal.SIGINT, None)
+        interrupts.on_step_begin(0, trials)
+        assert not ended  # both may still checkpoint
+        # In trial a's process: the flag is up before it began.
+        interrupt.bind(interrupts.stop_flag)
+        context = SimpleNamespace(get_trial_id=lambda: "a")
+        monkeypatch.setattr("ray.tune.get_context", lambda: context)
+        monkeypatch.setattr(interrupt, "wait_to_be_stopped", lambda: None)
+        assert interrupt.requested()
+        interrupt.stop_before_starting()
+        interrupt.bind(None)
+        interrupts.on_step_begin(1, trials)
+        assert not ended  # b is in its iteration: it checkpoints after it
+        interrupts.on_checkpoint(2, trials, training, None)  # not its stop's checkpoint
+        interrupts.on_trial_result(2, trials, training, {"trial/interrupted": True})
+        interrupts.on_checkpoint(2, trials, training, None)
+        interrupts.on_step_begin(3, trials)
+        assert ended == [True]

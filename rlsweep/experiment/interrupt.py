@@ -190,6 +190,25 @@ class IterationClock:
         return SAFETY * (train + evaluation + save)
 
 
+def stop_before_starting() -> NoReturn:
+    """The sweep is stopping before this trial began its first iteration: it has nothing to
+    save. It says so to the driver, which then waits for no checkpoint of it (it would have
+    waited its whole grace, 10 minutes, for one), and waits to be stopped."""
+    if _flag is not None:
+        from ray import tune
+
+        from rlsweep._ray_compat import kv_put
+
+        with contextlib.suppress(Exception):  # Ray is gone: Tune is ending the trial anyway
+            kv_put(_idle_key(_flag.key, tune.get_context().get_trial_id()), b"1")
+    wait_to_be_stopped()
+
+
+def _idle_key(flag: str, trial_id: str) -> str:
+    """Where a trial says it stopped before it began (`stop_before_starting`)."""
+    return f"{flag}-idle-{trial_id}"
+
+
 def wait_to_be_stopped() -> NoReturn:
     """Block until Tune stops this trial's process. Returning would mark the trial finished
     (TERMINATED) in Tune's state, and `rlsweep resume` would not continue it."""
@@ -364,6 +383,8 @@ class Interrupts:
                     f"rlsweep: {self.reason()}: {len(self._waiting)} running trial(s) "
                     f"checkpoint {when}, then the sweep stops ({until})"
                 )
+        if self._waiting:  # trials that stopped before they began have nothing to save
+            self._waiting -= self._idle(self._waiting)
         late = now - self._asked_at > self.grace_s or (limit is not None and now >= limit.end_at)
         if late and self._waiting:
             self.say(
@@ -372,6 +393,15 @@ class Interrupts:
             )
         if not self._waiting or late:
             self._end_tune()
+
+    def _idle(self, trial_ids: set[str]) -> set[str]:
+        """Of `trial_ids`, those that said they stopped before they began."""
+        from rlsweep._ray_compat import kv_get
+
+        try:
+            return {t for t in trial_ids if kv_get(_idle_key(self.flag_name, t)) is not None}
+        except Exception:  # Ray (its GCS) is gone: the grace and the time limit still end it
+            return set()
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info):
         if self.time_limit is not None and "time_this_iter_s" in result:
