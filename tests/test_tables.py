@@ -158,13 +158,13 @@ def test_usd_text(usd, text):
 
 
 def test_a_search_is_ranked_in_one_pass_with_a_ci_where_seeds_repeat():
-    runs = {("lr=1e-4", "coinrun", s): (0.5, 0.2 + 0.01 * s) for s in range(3)}
+    runs = {("lr=1e-4", "coinrun", s): (0.5, 0.2 + 0.01 * (s % 9)) for s in (0, 10, 2)}
     runs |= {("lr=3e-4", "coinrun", 0): (0.5, 0.9), ("lr=5e-4", "coinrun", 0): (0.5, 0.1)}
     exp = _experiment(runs)
     ranked = T.ranking(exp)
     assert list(ranked["variant"]) == ["lr=3e-4", "lr=1e-4", "lr=5e-4"]
     assert ranked["score"].tolist() == pytest.approx([0.9, 0.21, 0.1])
-    assert ranked["seeds"].tolist() == [[0], [0, 1, 2], [0]]
+    assert ranked["seeds"].tolist() == [[0], [0, 2, 10], [0]]  # as numbers, not as text
     rows = T.top_table(exp, ranked, 2, n_resamples=200)
     assert rows[0] == "| rank | configuration | score | 95% CI | seeds | games | trials |"
     assert (
@@ -172,7 +172,7 @@ def test_a_search_is_ranked_in_one_pass_with_a_ci_where_seeds_repeat():
         == "| 1 | lr=3e-4 | 0.900 | — (1 run: too few for a CI) | seed 0 | 1 | lr=3e-4_coinrun_0 |"
     )
     assert (
-        rows[3].startswith("| 2 | lr=1e-4 | 0.210 | [0.20") and "| seeds 0, 1, 2 | 1 |" in rows[3]
+        rows[3].startswith("| 2 | lr=1e-4 | 0.210 | [0.20") and "| seeds 0, 2, 10 | 1 |" in rows[3]
     )
     assert len(rows) == 4  # the top 2 only
 

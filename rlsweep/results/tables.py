@@ -15,6 +15,7 @@ ranks its configurations (`ranking`, `top_table`); pairwise tables stay among a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -267,7 +268,7 @@ def ranking(exp: Experiment) -> pd.DataFrame:
             "score": per_game.groupby(level="variant", sort=False).mean(),
             "runs": g.size(),
             "games": g["game"].nunique(),
-            "seeds": g["seed"].agg(lambda x: sorted(set(x), key=str)),
+            "seeds": g["seed"].agg(lambda x: sorted(set(x), key=_seed_order)),
             "trials": g["trial_id"].agg(sorted),
         }
     )
@@ -275,6 +276,12 @@ def ranking(exp: Experiment) -> pd.DataFrame:
     out["order"] = [order.get(v, len(order)) for v in out.index]
     out = out.sort_values(["score", "order"], ascending=[False, True], kind="stable")
     return out.drop(columns="order").rename_axis("variant").reset_index()[cols]
+
+
+def _seed_order(seed: Any) -> tuple[bool, Any]:
+    """Seeds in numeric order (2 before 10), any that is no number after them, as text."""
+    number = isinstance(seed, int | float | np.number) and not isinstance(seed, bool)
+    return (not number, seed if number else str(seed))
 
 
 def top_table(
