@@ -257,7 +257,7 @@ def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tm
     assert 9.0 <= low < 12.0 < high <= 15.0
     assert d["unseen", "Avg Pool − Avg Pool fp32"] == [
         "0.000 (2 runs: too few for a CI)",
-        "0.500",
+        "0.500 (2 runs: too few for a CI)",
         "3, 2 |",
     ]
 

@@ -467,7 +467,7 @@ def difference_table(
                         SPLIT_NAMES[split],
                         pair,
                         interval_text(diff) + ("" if diff.has_ci else f" ({why})"),
-                        interval_text(better),
+                        interval_text(better) + ("" if better.has_ci else f" ({why})"),
                         f"{len(a)}, {len(b)}",
                     ]
                 )
