@@ -87,7 +87,7 @@ def fake_trial(
     if crash:
         raise RuntimeError("a fake trial's crash: its node went away")
     if interrupt.requested():
-        interrupt.stop_before_starting()
+        interrupt.stop_before_starting(tune.get_context().get_trial_id())
     pause = float(os.environ.get(ITER_S_ENV, "0"))
     saved_at = time.monotonic()
     per_iter = cfg.effective_train_batch_size

@@ -6,7 +6,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -229,11 +228,9 @@ def test_a_trial_stopped_before_it_began_is_not_waited_for(monkeypatch):
         assert not ended  # both may still checkpoint
         # In trial a's process: the flag is up before it began.
         interrupt.bind(interrupts.stop_flag)
-        context = SimpleNamespace(get_trial_id=lambda: "a")
-        monkeypatch.setattr("ray.tune.get_context", lambda: context)
         monkeypatch.setattr(interrupt, "wait_to_be_stopped", lambda: None)
         assert interrupt.requested()
-        interrupt.stop_before_starting()
+        interrupt.stop_before_starting("a")
         interrupt.bind(None)
         interrupts.on_step_begin(1, trials)
         assert not ended  # b is in its iteration: it checkpoints after it

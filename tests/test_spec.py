@@ -268,6 +268,13 @@ BAD = [
         },
         "search.mutations[1]: got 'gamma'; allowed: a sampled parameter of space (lr)",
     ),
+    (  # PBT's default mutations are those of lr, entropy_coeff, clip_param that are sampled
+        {
+            "space": {"gamma": {"uniform": [0.9, 0.99]}},
+            "search": {"algorithm": "random", "scheduler": "pbt"},
+        },
+        "search.mutations: not set, and space samples none of lr, entropy_coeff, clip_param",
+    ),
     (
         {
             "space": {"framestack_k": {"int": [2, 4], "when": {"framestak": ["gap"]}}},
@@ -675,9 +682,15 @@ def test_a_search_reports_every_bad_value_at_once():
     assert [str(x) for x in e.value.errors] == [
         "search.algorithm: got 'bayes'; allowed: grid, random, optuna",
         "search.num_samples: got 0; allowed: an integer >= 1",
-        "search.mutations: got 'lr'; allowed: a list of parameter names",
+        "search.mutations: got 'lr'; allowed: a list of parameter names, or null for those of "
+        "lr, entropy_coeff, clip_param it samples",
     ]
     assert SweepSpec(name="s", search={"mutations": ["lr"]}).search.mutations == ("lr",)
+    # Not set: those of the defaults the space samples (it said entropy_coeff and clip_param
+    # were no sampled parameters, though the spec never named them).
+    pbt = {"algorithm": "random", "scheduler": "pbt"}
+    lr = {"lr": {"loguniform": [1e-5, 1e-3]}}
+    assert SweepSpec(name="s", space=lr, search=pbt).pbt_mutations == ("lr",)
 
 
 REFERENCE = {

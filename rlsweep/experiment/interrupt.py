@@ -190,17 +190,15 @@ class IterationClock:
         return SAFETY * (train + evaluation + save)
 
 
-def stop_before_starting() -> NoReturn:
-    """The sweep is stopping before this trial began its first iteration: it has nothing to
-    save. It says so to the driver, which then waits for no checkpoint of it (it would have
-    waited its whole grace, 10 minutes, for one), and waits to be stopped."""
+def stop_before_starting(trial_id: str) -> NoReturn:
+    """The sweep is stopping before this trial (Tune's `trial_id`) began its first iteration:
+    it has nothing to save. It says so to the driver, which then waits for no checkpoint of it
+    (it would have waited its whole grace, 10 minutes, for one), and waits to be stopped."""
     if _flag is not None:
-        from ray import tune
-
         from rlsweep._ray_compat import kv_put
 
         with contextlib.suppress(Exception):  # Ray is gone: Tune is ending the trial anyway
-            kv_put(_idle_key(_flag.key, tune.get_context().get_trial_id()), b"1")
+            kv_put(_idle_key(_flag.key, trial_id), b"1")
     wait_to_be_stopped()
 
 

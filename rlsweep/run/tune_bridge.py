@@ -187,7 +187,7 @@ def scheduler(spec: SweepSpec):
         return PopulationBasedTraining(
             time_attr=TUNE_ITERATION,
             perturbation_interval=s.perturbation_interval,
-            hyperparam_mutations={k: to_tune(spec.space[k]) for k in s.mutations},
+            hyperparam_mutations={k: to_tune(spec.space[k]) for k in spec.pbt_mutations},
             quantile_fraction=0.25,
             synch=s.synch,
         )

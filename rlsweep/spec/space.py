@@ -25,6 +25,9 @@ from rlsweep.spec.validators import is_number
 
 KINDS = ("grid", "choice", "uniform", "loguniform", "int")
 
+DEFAULT_MUTATIONS = ("lr", "entropy_coeff", "clip_param")
+"""What PBT perturbs where `search.mutations` is not set: those of these the space samples."""
+
 
 @dataclass(frozen=True)
 class Param:

@@ -31,7 +31,7 @@ from rlsweep.spec.overrides import Override
 from rlsweep.spec.overrides import apply as apply_overrides
 from rlsweep.spec.overrides import named as name_overrides
 from rlsweep.spec.overrides import parse as parse_override
-from rlsweep.spec.space import apply_conditions, parse_space
+from rlsweep.spec.space import DEFAULT_MUTATIONS, apply_conditions, parse_space
 from rlsweep.spec.spec_checks import SpecChecks, not_a_parameter
 from rlsweep.spec.validators import (
     Rule,
@@ -121,8 +121,11 @@ class SearchConfig(Validated):
     perturbation_interval: int = checked(5, rule=integer(1))
     """pbt: iterations between exploit/explore steps (trials checkpoint and evaluate at this
     interval: `SweepSpec.search_params`)."""
-    mutations: tuple[str, ...] = checked(("lr", "entropy_coeff", "clip_param"), rule=_NAMES)
-    """pbt: space parameters PBT perturbs."""
+    mutations: tuple[str, ...] | None = checked(
+        None, rule=optional(_NAMES, "for those of lr, entropy_coeff, clip_param it samples")
+    )
+    """pbt: space parameters PBT perturbs (default: those of `DEFAULT_MUTATIONS` the space
+    samples: `SweepSpec.pbt_mutations`)."""
     synch: bool = checked(False, rule=flag)
     """pbt: wait for the whole population at each perturbation (reproducible: every trial is
     ranked against all others; slower: the population moves at the pace of its slowest trial).
@@ -437,7 +440,8 @@ class SweepSpec(SpecChecks):
         d["space"] = {k: p.to_raw() for k, p in self.space.items()}
         d["variants"] = {k: dict(v) for k, v in self.variants.items()}
         d["search"] = dataclasses.asdict(self.search)
-        d["search"]["mutations"] = list(self.search.mutations)
+        if self.search.mutations is not None:
+            d["search"]["mutations"] = list(self.search.mutations)
         d["reference"] = [dataclasses.asdict(r) for r in self.reference]
         return d
 
@@ -494,6 +498,14 @@ class SweepSpec(SpecChecks):
     @property
     def sampled_keys(self) -> list[str]:
         return [k for k, p in self.space.items() if not p.is_grid]
+
+    @property
+    def pbt_mutations(self) -> tuple[str, ...]:
+        """What PBT perturbs: `search.mutations`, else those of `DEFAULT_MUTATIONS` the space
+        samples."""
+        if self.search.mutations is not None:
+            return self.search.mutations
+        return tuple(k for k in DEFAULT_MUTATIONS if k in self.sampled_keys)
 
     @property
     def variant_labels(self) -> list[str | None]:

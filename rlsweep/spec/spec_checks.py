@@ -17,6 +17,7 @@ from rlsweep.envs import procgen
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.spec.config import RENAMED, TrialConfig
+from rlsweep.spec.space import DEFAULT_MUTATIONS
 from rlsweep.spec.validators import (
     check_each_field,
     did_you_mean,
@@ -197,10 +198,18 @@ class SpecChecks:
                     "leave keep_checkpoints out",
                 )
             )
-        for i, key in enumerate(s.mutations if s.scheduler == "pbt" else ()):
+        for i, key in enumerate(s.mutations or () if s.scheduler == "pbt" else ()):
             if key not in sampled:
                 allowed = f"a sampled parameter of space ({', '.join(sampled) or 'none'})"
                 found.append((f"search.mutations[{i}]", f"got {key!r}; allowed: {allowed}"))
+        if s.scheduler == "pbt" and s.mutations is None and not self.pbt_mutations:
+            found.append(
+                (
+                    "search.mutations",
+                    f"not set, and space samples none of {', '.join(DEFAULT_MUTATIONS)}, which "
+                    "pbt perturbs by default; list the sampled parameters it should perturb",
+                )
+            )
         return [self._error(path, message) for path, message in found]
 
     def _smoke_errors(self) -> list[SpecError]:

@@ -191,7 +191,7 @@ def train_trial(config: dict[str, Any]) -> None:
     trials_before = _Process.begin()
     cfg = TrialConfig.from_dict(config)
     if interrupt.requested():  # started while the sweep stops: nothing to save, do not begin
-        interrupt.stop_before_starting()
+        interrupt.stop_before_starting(tune.get_context().get_trial_id())
     torch.set_num_threads(cfg.num_cpus)
     torch.manual_seed(cfg.seed)
     algo = algos.build_algorithm(cfg)
