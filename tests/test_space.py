@@ -77,6 +77,9 @@ def test_a_q_without_a_multiple_in_the_range_is_refused(raw):
         ({"int": [1.5, 3]}, "int: got [1.5, 3]; allowed: integer bounds"),
         ({"uniform": [0, 1], "q": 0}, "q: got 0; allowed: a number > 0"),
         ({"choice": [1, 2], "q": 1}, "choice: takes values only (no range or q)"),
+        # the same trials twice (YAML reads 1e-4 and 0.0001 alike), or one value favoured
+        ([1e-4, 0.0001], "got [0.0001, 0.0001]: 0.0001 is in it twice; allowed: distinct values"),
+        ({"choice": ["gap", "none", "gap"]}, "choice: got ['gap', 'none', 'gap']: 'gap' is in"),
         ({"grid": [1, 2], "when": {"augment": ["flip"]}}, "when: a grid parameter cannot be"),
         ({"choice": [1], "when": {"augment": []}}, "when.augment: needs a non-empty list"),
     ],

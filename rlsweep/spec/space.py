@@ -53,6 +53,14 @@ class Param:
         if self.kind in ("grid", "choice"):
             if not self.values:
                 raise ConfigError(self.kind, "got []; allowed: a non-empty list of values")
+            keys = [(isinstance(v, bool), v) for v in self.values]  # true is no 1
+            seen = [v for i, v in enumerate(self.values) if keys[i] in keys[:i]]
+            if seen:  # a grid would run the same trials again; a choice would favour the value
+                raise ConfigError(
+                    "" if self.kind == "grid" else self.kind,  # a grid: most often a plain list
+                    f"got {list(self.values)!r}: {seen[0]!r} is in it twice; allowed: distinct "
+                    "values",
+                )
             if self.low is not None or self.high is not None or self.q is not None:
                 raise ConfigError(self.kind, "takes values only (no range or q)")
         else:
