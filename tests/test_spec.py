@@ -354,6 +354,10 @@ BAD = [
     ({"tags": ["a", 1]}, "tags: got ['a', 1]; allowed: a list of strings"),
     ({"description": 3}, "description: got 3; allowed: text, or null"),
     ({"variants": ["a"]}, "variants: got ['a']; allowed: a mapping label -> params"),
+    (
+        {"variants": {1e-4: {"lr": 1e-4}}},
+        "variants.0.0001: got the label 0.0001; allowed: text (quote it: '0.0001')",
+    ),
     ({"budegt": 1}, "budegt: unknown key (did you mean 'budget'?); allowed: name, extends"),
 ]
 

@@ -84,7 +84,11 @@ class SpecChecks:
         for section, keys in (("params", params), ("space", self.space)):
             found += [(f"{section}.{key}", why) for key in keys if (why := not_a_parameter(key))]
         for label, bundle in (self.variants if isinstance(self.variants, dict) else {}).items():
-            if not isinstance(label, str) or not isinstance(bundle, dict):
+            if not isinstance(label, str):  # a label YAML read as a number or a flag
+                why = f"got the label {label!r}; allowed: text (quote it: '{label}')"
+                found.append((f"variants.{label}", why))
+                continue
+            if not isinstance(bundle, dict):
                 found.append((f"variants.{label}", f"got {bundle!r}; allowed: a mapping of params"))
                 continue
             for key in bundle:
