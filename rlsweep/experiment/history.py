@@ -236,9 +236,10 @@ def history_section(dirs: Sequence[Path], sweeps: set[str] | None = None) -> lis
     return [
         *head,
         "Each trial that failed, was retried from a checkpoint (Tune's `--max-failures`) or "
-        "resumed (`rlsweep resume`), with the iteration it had reached and the reason's first "
-        f"line; the full text is in the trial's `{ERROR_FILE}`. A restored trial's rows after "
-        f"its checkpoint carry `{RESUMED_AT}`.",
+        "resumed (`rlsweep resume`), with the iteration of its last report that stands (for a "
+        "restore, its checkpoint's: the reports after it were dropped and made again) and the "
+        f"reason's first line; the full text is in the trial's `{ERROR_FILE}`. A restored "
+        f"trial's rows after its checkpoint carry `{RESUMED_AT}`.",
         "",
         "| trial | what happened | iteration | reason |",
         "| :--- | :--- | ---: | :--- |",
