@@ -780,3 +780,23 @@ def test_a_trial_counts_up_to_its_budget_towards_the_sweeps_env_steps():
     assert spec.sweep_env_steps == 6 * 100_000
     assert spec.counted_steps(40_960) == 40_960
     assert spec.counted_steps(100_352) == 100_000  # its last batch overshot the budget
+
+
+def test_a_search_key_its_scheduler_or_algorithm_does_not_read_is_warned(tmp_path, capsys):
+    """`grace_period` with no scheduler does nothing: said, not refused (an override such as
+    search.scheduler=none cannot take the key out of the file)."""
+    from rlsweep.cli import main
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\n"
+        "search: {algorithm: grid, scheduler: asha, grace_period: 2}\n"
+    )
+    assert SweepSpec.from_yaml(path).unread_warnings() == []
+    off = SweepSpec.from_yaml(path, overrides=["search.scheduler=none"])
+    assert off.unread_warnings() == [
+        f"{path}: search.grace_period: ignored: only search.scheduler asha reads it (this "
+        "spec's is none)"
+    ]
+    assert main(["validate", str(path), "search.scheduler=none"]) == 0
+    assert "rlsweep: warning: " + off.unread_warnings()[0] in capsys.readouterr().err

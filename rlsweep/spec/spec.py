@@ -74,6 +74,18 @@ BASELINES_DIR = data_dir("baselines")
 DEFAULTED = ("name", "budget", "games", "seeds")
 """Spec keys whose default is rarely what a study wants: a spec that leaves one out is warned."""
 
+SEARCH_READERS = {
+    "grace_period": ("scheduler", "asha"),
+    "reduction_factor": ("scheduler", "asha"),
+    "perturbation_interval": ("scheduler", "pbt"),
+    "mutations": ("scheduler", "pbt"),
+    "synch": ("scheduler", "pbt"),
+    "optuna_storage": ("algorithm", "optuna"),
+}
+"""Search keys that one scheduler or algorithm alone reads: (the key that picks it, its value).
+A spec that sets one for another is warned (`unread_warnings`), not refused: an override
+(`search.scheduler=none`) cannot take a key out of the file."""
+
 
 _NAMES = Rule(
     lambda v: isinstance(v, list | tuple) and all(isinstance(k, str) for k in v),
@@ -419,6 +431,22 @@ class SweepSpec(SpecChecks):
         """The keys the user wrote (all of them for a spec built in Python), as `to_dict`."""
         d = self.to_dict()
         return d if self._given is None else {k: v for k, v in d.items() if k in self._given}
+
+    def unread_warnings(self) -> list[str]:
+        """One line per search key set away from its default that the spec's scheduler or
+        algorithm does not read (`SEARCH_READERS`: `grace_period` with `scheduler: none` does
+        nothing)."""
+        where = f"{self.source}: " if self.source else ""
+        defaults, lines = SearchConfig(), []
+        for key, (by, reader) in SEARCH_READERS.items():
+            if getattr(self.search, key) == getattr(defaults, key):
+                continue
+            if (chosen := getattr(self.search, by)) != reader:
+                lines.append(
+                    f"{where}search.{key}: ignored: only search.{by} {reader} reads it "
+                    f"(this spec's is {chosen})"
+                )
+        return lines
 
     def default_warnings(self) -> list[str]:
         """One line per `DEFAULTED` key the spec's file left out (empty for Python specs)."""
