@@ -80,6 +80,11 @@ def test_games_and_seeds_flags_and_what_sweep_yaml_records(tmp_path):
         "# overridden on the command line: --games bigfish,leaper params.precision=fp32"
     )
     assert sweep_spec(tmp_path) == spec  # the spec that ran, read back
+    # --budget and --storage name themselves too.
+    with pytest.raises(SpecError, match=r"budget \(from --budget 1000\): got 1000; allowed: >="):
+        SweepSpec.from_yaml(DEMO, budget=1000)
+    with pytest.raises(SpecError, match=r"storage_path \(from --storage \): got ''"):
+        SweepSpec.from_yaml(DEMO, storage_path="")
 
 
 def test_the_cli_takes_overrides_on_validate_plan_run_and_ablate(tmp_path, monkeypatch, capsys):

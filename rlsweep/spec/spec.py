@@ -381,8 +381,14 @@ class SweepSpec(SpecChecks):
         if smoke:
             spec = spec.smoke_spec()
         spec = spec._overridden([o for o in given if o.path[0] != "smoke"])
-        flags = {"budget": budget, "storage_path": storage_path}
-        spec = spec.with_overrides(**{k: v for k, v in flags.items() if v is not None})
+        flags = {("budget", "--budget"): budget, ("storage_path", "--storage"): storage_path}
+        set_by = [
+            Override((k,), v, f"{flag} {v}") for (k, flag), v in flags.items() if v is not None
+        ]
+        try:
+            spec = spec.with_overrides(**{o.key: o.value for o in set_by})
+        except SpecError as e:  # an error at a key a flag set names the flag
+            raise name_overrides(e, set_by) from None
         spec._overrides = tuple(o.text for o in given)
         return spec
 
