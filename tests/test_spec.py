@@ -543,8 +543,9 @@ def test_the_baseline_is_read_once_per_spec(monkeypatch):
 
 
 def test_every_independent_error_is_reported_at_once(tmp_path):
-    """Unknown keys and each field's bad value, together (one run to fix them all); the trials
-    are not built from keys that failed, so nothing is said twice."""
+    """Unknown keys and each field's bad value, together (one run to fix them all), a known
+    param's too beside an unknown one; the trials are not built from keys that failed, so
+    nothing is said twice."""
     f = tmp_path / "s.yaml"
     f.write_text(
         "name: s\nbudegt: 1e6\nmode: maximize\n"
@@ -562,6 +563,10 @@ def test_every_independent_error_is_reported_at_once(tmp_path):
         (str(f), "space.lr_schedule"),
         (str(f), "mode"),
         (str(f), "params.gama"),
+        # each known param's own value error too: they do not depend on the unknown one
+        (str(f), "params.gamma"),
+        (str(f), "params.lr"),
+        (str(f), "params.num_envs_per_env_runner"),
     ]
     assert str(e.value).splitlines()[0] == (
         f"{f}: budegt: unknown key (did you mean 'budget'?); allowed: name, extends, games, "

@@ -68,6 +68,8 @@ class SpecChecks:
         errors += names + self._search_errors() + self._smoke_errors()
         if not names and not any(e.path in TRIALS_FROM for e in refused):
             errors += self._trial_errors()
+        elif names:  # no trial is built: each known param's own rule still speaks now
+            errors += self._param_value_errors()
         if self.smoke and not errors:
             try:
                 self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
@@ -75,6 +77,17 @@ class SpecChecks:
                 errors += e.errors
         if errors:
             raise SpecError.several(errors)
+
+    def _param_value_errors(self) -> list[SpecError]:
+        """Each `params` value its field's own rule refuses (the trials, which check them with
+        the rules across fields, are not built while a parameter name is unknown)."""
+        params = self.params if isinstance(self.params, dict) else {}
+        found = []
+        for key, value in params.items():
+            rule = None if not_a_parameter(key) else rule_of(TrialConfig, key)
+            if rule is not None and not rule(value):
+                found.append(refused(f"params.{key}", value, rule.allowed, rule.hint(value)))
+        return [self._placed(e) for e in found]
 
     def _parameter_errors(self) -> list[SpecError]:
         """The parameters params, space, variants and conditions name: TrialConfig fields that
