@@ -573,8 +573,10 @@ class Experiment:
         `all_scores` counts them. `unfinished`: the INCOMPLETE trials' instead (running,
         interrupted, or stopped early by a scheduler)."""
         wanted = list(self.variants if variants is None else variants)
-        unfinished_trials = self.final[self.final["status"] == "INCOMPLETE"]
-        c = unfinished_trials if unfinished else self.counted_for(metric)
+        if unfinished:
+            c = self.final[self.final["status"] == INCOMPLETE]
+        else:
+            c = self.counted_for(metric)
         c = c.loc[c["variant"].isin(wanted), ["sweep", "trial_id", "variant"]]
         cur = self.curves.drop(columns="variant", errors="ignore")
         cur = cur.merge(c, on=["sweep", "trial_id"], how="inner", sort=False)
