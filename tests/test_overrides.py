@@ -25,7 +25,7 @@ SEARCH = [
 
 def test_an_override_is_a_key_path_and_a_yaml_value():
     o = overrides.parse("space.lr={loguniform: [1e-4, 1e-3]}")
-    assert o.path == ("space", "lr") and o.value == {"loguniform": ["1e-4", "1e-3"]}
+    assert o.path == ("space", "lr") and o.value == {"loguniform": [1e-4, 1e-3]}
     assert overrides.parse("search.num_samples=8").value == 8
     assert overrides.parse("params.precision=fp32").value == "fp32"
     assert overrides.list_flag("--seeds", "seeds", "0,1,2").value == [0, 1, 2]

@@ -707,7 +707,7 @@ REFERENCE = {
     "variant": "Avg Pool",
     "value": 17.7,
     "split": "train",
-    "budget": "4e6",
+    "budget": 4_000_000,
     "seeds": 1,
     "source": "LOGS.md",
 }

@@ -3,12 +3,28 @@
 import pytest
 
 from rlsweep.errors import SpecError
-from rlsweep.spec.yamlfile import numbers_from_strings, parse_yaml
+from rlsweep.spec.yamlfile import parse_yaml
 
 
-def test_exponent_strings_become_numbers():
-    data = numbers_from_strings(parse_yaml("lr: 1e-4\nbudget: 25e6\nname: x\n"))
-    assert data == {"lr": 1e-4, "budget": 25_000_000, "name": "x"}
+def test_plain_exponents_are_numbers_integral_ones_ints():
+    """YAML 1.1 reads 1e-4 as text and 1.2288e+4 as a float: written plainly, each is a number."""
+    text = "lr: 1e-4\nbudget: 25e6\nb: 1.2288e+4\nl: [5E-1, .5e1]\na: &x {y: 3e2}\nc: *x\nn: x\n"
+    data = parse_yaml(text)
+    assert data == {
+        "lr": 1e-4,
+        "budget": 25_000_000,
+        "b": 12288,
+        "l": [0.5, 5],
+        "a": {"y": 300},
+        "c": {"y": 300},
+        "n": "x",
+    }
+    assert [type(data[k]) for k in ("lr", "budget", "b")] == [float, int, int]
+
+
+def test_quoted_text_stays_text_even_where_it_looks_like_a_number():
+    text = "name: \"1e5\"\nlabel: '2e3'\nblock: |\n  1e5\nx: 1e5\n"
+    assert parse_yaml(text) == {"name": "1e5", "label": "2e3", "block": "1e5\n", "x": 100_000}
 
 
 def test_a_key_written_twice_is_an_error_at_its_path_with_both_lines():
@@ -32,3 +48,18 @@ def test_keys_repeated_in_different_mappings_and_merges_are_fine():
 def test_invalid_yaml_names_the_file():
     with pytest.raises(SpecError, match=r"^spec.yaml: not valid YAML"):
         parse_yaml("a: [1,\n", "spec.yaml")
+
+
+def test_a_quoted_number_in_a_spec_is_refused_with_the_hint_to_unquote_it(tmp_path):
+    from rlsweep.spec.spec import SweepSpec
+
+    f = tmp_path / "s.yaml"
+    f.write_text('name: s\nbudget: "4e6"\n')
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(f)
+    assert str(e.value) == (
+        f"{f}: budget: got '4e6' (a string, in quotes; unquoted, 4e6 is allowed);"
+        " allowed: an integer >= 1"
+    )
+    f.write_text("name: s\nbudget: 4e6\n")
+    assert SweepSpec.from_yaml(f).budget == 4_000_000

@@ -52,7 +52,7 @@ from rlsweep.spec.validators import (
     text,
     unknown,
 )
-from rlsweep.spec.yamlfile import numbers_from_strings, parse_yaml, read_yaml
+from rlsweep.spec.yamlfile import parse_yaml, read_yaml
 from rlsweep.storage import is_uri
 
 METRIC_MODES = ("max", "min")
@@ -337,7 +337,6 @@ class SweepSpec(SpecChecks):
         spec); without one, a missing name is an error."""
         if not isinstance(d, dict):
             raise SpecError(source, "", f"a spec is a mapping of keys, got {type(d).__name__}")
-        d = numbers_from_strings(d)
         known = cls.key_names()
         errors = [
             SpecError(source, key, unknown("key", key, known)) for key in d if key not in known
@@ -748,7 +747,7 @@ def load_baseline(ref: str | None, source: str | None = None) -> dict[str, Any]:
 def _baseline_params(path: str, mtime_ns: int) -> dict[str, Any]:
     """A baseline file's validated params, read once per version of the file (a spec and its
     smoke run share one read)."""
-    data = numbers_from_strings(read_yaml(path))
+    data = read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("params"), dict):
         raise SpecError(str(path), "params", "a baseline needs a 'params:' mapping")
     errors = [

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
-from rlsweep.errors import ConfigError
+from rlsweep.errors import ConfigError, SpecError
 
 T = TypeVar("T")
 
@@ -70,12 +70,12 @@ class Rule:
 
 
 def _plain_yaml(text: str) -> Any:
-    """`text` as YAML reads it unquoted (None where it is no YAML scalar)."""
-    import yaml
+    """`text` as a spec's YAML reads it unquoted (None where it is no YAML scalar)."""
+    from rlsweep.spec.yamlfile import parse_yaml  # PyYAML, only for an error's hint
 
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
+        return parse_yaml(text)
+    except SpecError:
         return None
 
 

@@ -1,8 +1,9 @@
 """Reading YAML: the one loader of specs, baselines and price tables (`yaml.safe_load` only).
 
-PyYAML implements YAML 1.1, which reads `1e-4` (no dot) as a string. `numbers_from_strings`
-turns strings that are plainly numbers in exponent notation (`1e-4`, `5E+5`) into numbers, so
-that specs can be written the natural way.
+PyYAML implements YAML 1.1, which reads `1e-4` (no dot) as a string and `1.5e+4` as a float.
+Here every plain (unquoted) scalar in exponent notation is a number, an int where it is
+integral (a budget of `25e6`), so that specs can be written the natural way; a quoted one
+(`name: "1e5"`) stays text, as its writer asked.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ def parse_yaml(text: str, source: str | None = None) -> Any:
     twice in one mapping is an error: YAML's loaders keep the last silently, so a second
     `params:` block would drop the first's values."""
     try:
-        twice = _keys_written_twice(yaml.compose(text, Loader=yaml.SafeLoader))
-        data = yaml.safe_load(text)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        twice = _keys_written_twice(root)
+        _exponents_as_numbers(root, set())
+        # The values are built by yaml.safe_load, from the node graph with its numbers retagged.
+        data = None if root is None else yaml.safe_load(yaml.serialize(root))
     except yaml.YAMLError as e:
         raise SpecError(source, "", f"not valid YAML: {e}") from None
     if twice:
@@ -66,16 +70,23 @@ def read_yaml(path: str | Path) -> Any:
 
 
 _EXP_NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)[eE][-+]?\d+")
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 
 
-def numbers_from_strings(value: Any) -> Any:
-    """YAML 1.1 reads 1e-4 as a string; turn such strings back into numbers, recursively
-    (integral ones, like a budget of 25e6, into ints)."""
-    if isinstance(value, str) and _EXP_NUMBER.fullmatch(value.strip()):
-        number = float(value)
-        return int(number) if number.is_integer() else number
-    if isinstance(value, dict):
-        return {k: numbers_from_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [numbers_from_strings(v) for v in value]
-    return value
+def _exponents_as_numbers(node: yaml.Node | None, seen: set[int]) -> None:
+    """Retag, in place, each plain scalar under `node` written in exponent notation as the
+    number it is: an int where integral, else a float. Quoted scalars are left as text."""
+    if node is None or id(node) in seen:  # an alias shares its anchor's node
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        if node.style is None and _EXP_NUMBER.fullmatch(node.value.strip()):
+            number = float(node.value)
+            integral = number.is_integer()
+            node.tag, node.value = (_INT, str(int(number))) if integral else (_FLOAT, repr(number))
+    elif isinstance(node, yaml.MappingNode):
+        for _key, value in node.value:
+            _exponents_as_numbers(value, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _exponents_as_numbers(item, seen)
