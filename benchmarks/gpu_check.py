@@ -264,6 +264,9 @@ CALL_BYTES = 64 * 2**20
 """What one device call carries in (the device tool's limit), this checkout included."""
 CALL_PATHS = 8
 """Paths one device call may name to carry."""
+CALL_SLACK = 2**20
+"""Bytes of a call's room `calls` leaves free: what the checkout may gain between the plan and
+the call (a note edited, a report taken back), which would otherwise push a full call over."""
 
 
 def checkout_bytes(repo: Path = REPO) -> int:
@@ -385,7 +388,8 @@ def print_calls(args: argparse.Namespace) -> int:
     """`calls`: each device call's carry (paths from the checkout's root) and command."""
     checkout = checkout_bytes()
     try:
-        plan = calls(args.wheelhouse, args.syslibs, args.carried, CALL_BYTES - checkout)
+        room = CALL_BYTES - CALL_SLACK - checkout
+        plan = calls(args.wheelhouse, args.syslibs, args.carried, room)
         for path in (p for paths in plan for p in paths):
             if not path.resolve().is_relative_to(REPO):
                 raise ValueError(f"{path}: outside the checkout, which is what a call carries from")

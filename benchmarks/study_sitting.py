@@ -16,7 +16,8 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
 2. unpack the experiment dir from `--carried` (the parts the last sitting packed, carried in)
    into results/ (beside the study's committed STATUS.md and report/), unless it is there
    already (a warm node) or this is the first sitting;
-3. `rlsweep resume` the experiment dir, or on the first sitting `rlsweep ablate NAME`, with
+3. `rlsweep resume` the experiment dir where it holds Tune state, or else (the first sitting;
+   a dir this node began that stopped before Tune took it up) `rlsweep ablate NAME`, with
    the ABLATE ARGS (`max_concurrent=6`, `--num-cpus 16` ...: a resume takes the options of
    where and how it runs, its sweep.yaml holds the rest), and
    `--time-limit` set to what is left of `--minutes` less RESERVE_S, and killed (its whole
@@ -27,15 +28,17 @@ a handful of files (a GPU sitting brings back 8 at most, 16 MiB each, 64 MiB in 
    each trial's progress;
 5. `rlsweep pack --lean` the experiment dir into OUT/carry/, whatever went wrong before: the
    next sitting carries that folder in as `--carried` (one checkpoint per unfinished trial, the
-   one its resume restores; no TensorBoard files nor report). A sitting that finds no carried
-   parts where the study has had sittings (its committed sittings/) refuses to start it over.
+   one its resume restores; no TensorBoard files nor report; a dir without Tune state is
+   refused). A sitting that finds no carried parts where the study has had sittings (its
+   committed sittings/) refuses to start it over.
 
 Exit code: rlsweep's (0 finished, 3 stopped by the time limit: resume next sitting), or the
 first failed stage's. The study's notes: results/<study>/STATUS.md.
 
 `--take-back RETURNED`, here with rlsweep installed, on what a sitting's OUT brought back
 (`take_back`): its `carry/` becomes `--carried` for the next sitting, once every part has
-unpacked whole (the one before kept as `<carried>.prev`); the report is built again here from
+unpacked whole (the one before kept as `<carried>.prev`) and continue the ones it holds (an
+older sitting's, returned again, is refused); the report is built again here from
 the unpacked dir (`rlsweep report`: the same files where the sitting's report stage ran, and
 a current report where it was cut off) and goes with the sitting.json to the study's folder in
 `--storage`, to commit.
@@ -60,6 +63,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_check  # noqa: E402  (benchmarks/gpu_check.py: stdlib only, like this file)
 
 REPO = gpu_check.REPO
+CALL_MARGIN_S = 30.0
+"""Seconds a sitting ends before its call's limit (`--call-minutes`): its start (make, Python)
+and what runs after the pack (a pack that ran PACK_S over the rehearsals' would still end)."""
+MIN_SWEEP_S = 60.0
+"""The least time limit a sweep is started with (a trial that stops before its first checkpoint
+carries nothing on): the CPU rehearsals' trials checkpointed within it (tests/
+test_study_sitting.py, limits of 81 and 69 s); a GPU trial's start is unmeasured in a sitting."""
 RESERVE_S = 15.0
 """Seconds kept after the sweep's time limit for the report and the pack (the smoke's: 2 s
 each on 2 CPU cores)."""
@@ -91,11 +101,12 @@ def experiment_dir(r: gpu_check.Run, name: str, smoke: bool, storage: Path) -> P
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def progress(exp: Path) -> list[dict]:
+def progress(exp: Path, since: float) -> list[dict]:
     """Each started trial's variant, seed, env steps, budget, status and wall time, from the
-    report's final.csv (the report, ablate or resume wrote it)."""
+    report's final.csv, where the report, ablate or resume wrote it after `since` (a time.time):
+    an older one is the last sitting's, which came in with the study's committed report."""
     final = exp / "report" / "final.csv"
-    if not final.is_file():
+    if not final.is_file() or final.stat().st_mtime < since:
         return []
     keys = ("variant", "seed", "env_steps", "total_env_steps", "status", "time/wall_s")
     with open(final, newline="") as f:
@@ -111,14 +122,16 @@ def came_back(out: Path) -> dict:
     return {"files": len(files), "mib": round(size / 2**20, 1), "fits": ok}
 
 
-def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
+def take_back(returned: Path, carried: Path, storage: Path, force: bool = False) -> Path | None:
     """After a sitting, here: the parts it packed (`returned`/carry) replace `carried`, the
     next sitting's, once they unpack whole (checksums and all; the old ones kept beside as
     `<carried>.prev`); their experiment's report, built here, replaces
     `storage`/<experiment>/report, and the sitting.json is kept there as sittings/NNN.json.
     Returns that study folder; None where `carried` holds these parts already (taken back
     before: done again, it would count the sitting twice and put `carried` in place of the
-    `.prev` it keeps)."""
+    `.prev` it keeps). Refused, unless `force`, where the parts do not continue the ones
+    `carried` holds (their manifest's `continues`): an older sitting's, taken back after a
+    newer one, would put the study back and, at the next take-back, lose the newer parts."""
     from rlsweep.cli import main as rlsweep  # here, rlsweep is installed (on a node, not yet)
     from rlsweep.node.carry import unpack
 
@@ -130,6 +143,15 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
     kept = carried / "manifest.json"
     if kept.is_file() and kept.read_bytes() == manifest.read_bytes():
         return None
+    continues = json.loads(manifest.read_text()).get("continues")
+    held = json.loads(kept.read_text()).get("archive_sha256") if kept.is_file() else None
+    if kept.is_file() and continues != held and not force:
+        raise SystemExit(
+            f"{returned}: its parts continue {_carry_name(continues)}, but {carried} holds "
+            f"{_carry_name(held)}: they are not the next sitting's, and taking them back would "
+            f"put the study back (an older sitting's returned again?); `--force` takes them all "
+            "the same"
+        )
     new = carried.with_name(carried.name + ".new")
     shutil.rmtree(new, ignore_errors=True)
     shutil.copytree(returned / "carry", new)
@@ -159,6 +181,20 @@ def take_back(returned: Path, carried: Path, storage: Path) -> Path | None:
     return study
 
 
+def _carry_name(sha: str | None) -> str:
+    return f"the carry {sha[:12]}" if sha else "no carry (a first sitting's)"
+
+
+def resumable(r: gpu_check.Run, exp: Path) -> bool:
+    """Whether `exp` holds Tune state to resume (`rlsweep.experiment.experiment_dir.
+    can_resume`), asked of the rlsweep the sweep runs with (this process has only the stdlib)."""
+    ask = "import sys; from rlsweep.experiment.experiment_dir import can_resume as c; "
+    ask += "print(c(sys.argv[1]))"
+    argv = [sys.executable, "-c", ask, str(exp)]
+    said = subprocess.run(argv, env=r.env, capture_output=True, text=True, check=True).stdout
+    return said.strip() == "True"
+
+
 MOVES_THE_EXPERIMENT = ("name", "storage_path", "--storage")
 """ABLATE ARGS that would move the experiment dir (overrides, and ablate's own flag)."""
 
@@ -180,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("name", help="the study (or ablation): pooling-bigfish, or a YAML path")
     p.add_argument("--minutes", type=float, help="this sitting's wall time")
+    p.add_argument(
+        "--call-minutes",
+        type=float,
+        default=10.0,
+        help="the most the call that runs the sitting may run: a device call's (default: 10)",
+    )
     p.add_argument("--carried", type=Path, help="the parts the last sitting packed")
     p.add_argument("--smoke", action="store_true", help="the study's smoke: run on a CPU")
     p.add_argument("--storage", type=Path, default=REPO / "results", help="%(default)s")
@@ -189,12 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--take-back", type=Path, metavar="RETURNED", help="here: keep what a sitting's OUT brought"
     )
+    p.add_argument(
+        "--force", action="store_true", help="--take-back parts that do not continue --carried's"
+    )
     argv = sys.argv[1:] if argv is None else argv
     cut = argv.index("--") if "--" in argv else len(argv)
     args = p.parse_args(argv[:cut])
     if args.take_back:
         carried = args.carried or REPO / "carried"
-        study = take_back(args.take_back, carried, args.storage)
+        study = take_back(args.take_back, carried, args.storage, args.force)
         if study is None:
             print(f"{args.take_back}: taken back already ({carried} holds its parts): nothing done")
             return 0
@@ -206,6 +251,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.minutes is None:
         p.error("--minutes: required for a sitting")
+    if args.minutes * 60 > args.call_minutes * 60 - CALL_MARGIN_S:
+        # Cut off by its call, the sitting would not pack (its sweep, in a session of its own,
+        # would outlive the call): the sitting's progress would be lost.
+        most = (args.call_minutes * 60 - CALL_MARGIN_S) / 60
+        p.error(
+            f"--minutes {args.minutes:g}: a call of {args.call_minutes:g} minutes "
+            f"(--call-minutes) ends the sitting before its pack; at most {most:g}"
+        )
     args.ablate_args = argv[cut + 1 :]  # more `rlsweep ablate` arguments, after --
     if moved := [a for a in args.ablate_args if a.split("=", 1)[0] in MOVES_THE_EXPERIMENT]:
         # This sitting packs (and the next unpacks) the dir the study's spec names.
@@ -236,17 +289,21 @@ def main(argv: list[str] | None = None) -> int:
         argv = [*rlsweep, "unpack", str(args.carried), "--dest", str(exp.parent)]
         if rc := r.stage("unpack", argv):
             return rc
-    if (exp / "sweep.yaml").is_file():
+    began = (exp / "sweep.yaml").is_file()
+    if began and resumable(r, exp):
         argv = [*rlsweep, "resume", str(exp), *resume_options(r, args.ablate_args)]
     else:
         argv = [*rlsweep, "ablate", args.name, "--storage", str(args.storage.resolve())]
         argv += [*(["--smoke"] if args.smoke else []), *args.ablate_args]
+        if began:  # an ablate of this node's that stopped before Tune took it up
+            r.log(f"{exp.name}: no Tune state to resume from; the sweep starts anew")
+            argv.append("--overwrite")
     limit = int(deadline - time.monotonic() - RESERVE_S)  # counted from the sweep's start
     r.write_summary(experiment=str(exp), time_limit_s=limit)
-    if limit < 60:
+    if limit < MIN_SWEEP_S:
         r.log(f"{limit} s left for the sweep: too little to start one")
         return 2
-    sweep_rc = 2
+    sweep_rc, since = 2, time.time()
     try:
         backstop = deadline - time.monotonic() - PACK_S
         sweep_rc = r.stage("sweep", [*argv, "--time-limit", f"{limit}s"], timeout=backstop)
@@ -260,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
             argv.append("--lean")  # 64 MiB come back at most: no byte a resume never reads
             r.stage("pack", argv)
-    trials = progress(exp)
+    trials = progress(exp, since)
     steps = sum(float(t["env_steps"] or 0) for t in trials)
     done = sum(t["status"] == "TERMINATED" for t in trials)
     r.log(f"{exp.name}: {len(trials)} trials started, {done} finished, {steps:,.0f} env steps")

@@ -19,12 +19,15 @@ from rlsweep.node.carry import (
     unshuffle,
 )
 
+TUNE_STATE = "experiment_state-2026-11-30_00-00-00.json"
+
 
 @pytest.fixture
 def experiment(tmp_path) -> Path:
     exp = tmp_path / "node1" / "study"
     (exp / "trial_0" / "checkpoint_000002").mkdir(parents=True)
     (exp / "sweep.yaml").write_text("name: study\n")
+    (exp / TUNE_STATE).write_text('{"trial_data": []}')  # Tune's state, naming no trial
     (exp / "trial_0" / "result.json").write_text('{"training_iteration": 1}\n')
     (exp / "trial_0" / "checkpoint_000002" / "weights.bin").write_bytes(
         random.Random(0).randbytes(16384)
@@ -35,7 +38,7 @@ def experiment(tmp_path) -> Path:
 def test_pack_and_unpack_restore_the_dir_byte_for_byte_elsewhere(tmp_path, experiment):
     manifest = pack(experiment, tmp_path / "parts", part_bytes=2000)
     assert manifest["experiment"] == "study" and len(manifest["parts"]) > 1
-    assert manifest["checkpoints_left_out"] == []  # no Tune state: no trial ended
+    assert manifest["checkpoints_left_out"] == []  # the state names no trial that ended
     target = unpack(tmp_path / "parts", tmp_path / "node2")
     assert target == tmp_path / "node2" / "study"
     files = sorted(p.relative_to(experiment) for p in experiment.rglob("*") if p.is_file())
@@ -104,3 +107,32 @@ def test_a_checkpoints_large_files_go_in_shuffled_smaller_and_come_back_whole(tm
     target = unpack(tmp_path / "parts", tmp_path / "node2")
     assert (target / "trial_0" / "checkpoint_000002" / "state.pkl").read_bytes() == weights
     assert (target / "trial_0" / "log.bin").read_bytes() == weights
+
+
+def test_a_dir_without_tune_state_is_refused(tmp_path, experiment):
+    """A sweep that stopped before Tune took it up: no resume could continue it, and carried on
+    it would cost every later machine its start."""
+    (experiment / TUNE_STATE).unlink()
+    with pytest.raises(CarryError, match="holds no Tune state that reads"):
+        pack(experiment, tmp_path / "parts", part_bytes=2000)
+    (experiment / TUNE_STATE).write_text('{"trial_dat')  # torn by a kill mid-write
+    with pytest.raises(CarryError, match="holds no Tune state that reads"):
+        pack(experiment, tmp_path / "parts", part_bytes=2000)
+    assert not (tmp_path / "parts").exists()
+
+
+def test_each_pack_names_the_carry_its_dir_continues(tmp_path, experiment):
+    """A dir's first pack continues none; one unpacked elsewhere and packed again continues the
+    parts it came from, and so does a second pack where it was packed: what a take-back needs
+    to tell a newer carry from an older one returned again."""
+    first = pack(experiment, tmp_path / "one", part_bytes=2000)
+    assert first["continues"] is None
+    moved = unpack(tmp_path / "one", tmp_path / "node2")
+    second = pack(moved, tmp_path / "two", part_bytes=2000)
+    assert second["continues"] == first["archive_sha256"] != second["archive_sha256"]
+    third = pack(moved, tmp_path / "three", part_bytes=2000)  # the same node, a sitting later
+    assert third["continues"] == second["archive_sha256"]
+    assert (
+        pack(experiment, tmp_path / "four", part_bytes=2000)["continues"]
+        == (first["archive_sha256"])
+    )

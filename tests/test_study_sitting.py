@@ -25,6 +25,8 @@ import study_sitting  # noqa: E402
 
 STUDY = "study-pooling-bigfish-smoke"
 """The smoke's experiment dir (and its folder in the take-back's storage)."""
+TUNE_STATE = "experiment_state-2026-11-30_00-00-00.json"
+"""A Tune state file's name, for dirs made here (`{"trial_data": []}`: it names no trial)."""
 
 
 def _take_back(tmp_path: Path, out: str) -> subprocess.CompletedProcess:
@@ -59,6 +61,9 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     takes the parts up at another path, as a fresh node would, and the trial goes on from its
     checkpoint, each iteration reported once."""
     budget = ["--budget", "1e6"]  # the smoke's trials, long: no sitting here ends them
+    # A sweep this node began that stopped before Tune took it up: no state to resume.
+    (tmp_path / "node1" / STUDY).mkdir(parents=True)
+    (tmp_path / "node1" / STUDY / "sweep.yaml").write_text("name: study-pooling-bigfish-smoke\n")
     # One trial at a time (kept in sweep.yaml, so the resume runs one too): what is tested is
     # the sitting's stop, pack and take-up, which one trial goes through as three would; two
     # at once cost the suite 198 CPU-s here against 122. Several trials stopped by one time
@@ -70,6 +75,7 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert [s["stage"] for s in first["stages"]] == ["sweep", "report", "pack"], first["stages"]
     assert first["trials"] and {t["status"] for t in first["trials"]} == {"INCOMPLETE"}
     assert "--time-limit" in first["log"] and "rlsweep.cli ablate pooling-bigfish" in first["log"]
+    assert f"{STUDY}: no Tune state to resume from; the sweep starts anew" in first["log"]
     assert "rlsweep: interrupted: time limit" in first["log"]
     table = tmp_path / "node1" / STUDY / "report" / "ablation.md"
     text = table.read_text()  # what an unfinished study's report says
@@ -137,7 +143,19 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
         == json.loads((tmp_path / "out2" / "carry" / "manifest.json").read_text())["parts"]
     )
     assert [p.name for p in sorted((study / "sittings").iterdir())] == ["001.json", "002.json"]
+    assert (
+        json.loads((carried / "manifest.json").read_text())["continues"]
+        == (
+            manifest["archive_sha256"]  # the second sitting's parts continue the first's
+        )
+    )
     assert "taken back already" in _take_back(tmp_path, "out2").stdout  # the same, again
+    # The first sitting's parts, returned again after the second's: they would put the study
+    # back, and the next take-back would delete the second's, kept only in carried.prev then.
+    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--take-back", str(tmp_path / "out1")]
+    argv += ["--carried", str(carried), "--storage", str(tmp_path / "repo")]
+    old = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert old.returncode == 1 and "they are not the next sitting's" in old.stderr, old.stderr
     assert len(list((study / "sittings").iterdir())) == 2
     assert (tmp_path / "carried.prev" / "manifest.json").read_bytes() == (
         tmp_path / "out1" / "carry" / "manifest.json"
@@ -224,6 +242,7 @@ def test_a_take_back_keeps_whole_parts_even_where_the_report_fails(tmp_path):
     exp = tmp_path / "node" / STUDY
     (exp / "trial_0" / "checkpoint_000001").mkdir(parents=True)
     (exp / "sweep.yaml").write_text("name: study\n")  # no trial reported: no report
+    (exp / TUNE_STATE).write_text('{"trial_data": []}')
     pack(exp, tmp_path / "out" / "carry", part_bytes=1 << 20)
     (tmp_path / "carried").mkdir()
     (tmp_path / "carried" / "manifest.json").write_text('{"parts": []}')
@@ -235,3 +254,32 @@ def test_a_take_back_keeps_whole_parts_even_where_the_report_fails(tmp_path):
     ).read_bytes()
     assert (tmp_path / "carried.prev" / "manifest.json").read_text() == '{"parts": []}'
     assert not list((repo / STUDY / "sittings").iterdir())  # no sitting.json came back
+
+
+def test_a_sitting_its_call_would_cut_off_before_its_pack_is_refused(tmp_path):
+    """A device call runs 10 minutes at most: a sitting of more than 9.5 would be ended before
+    its pack, its sweep outliving the call, and its progress lost. Refused before anything runs."""
+    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--smoke", "--no-install"]
+    argv += ["--minutes", "9.6", "--storage", str(tmp_path / "repo")]
+    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "ends the sitting before its pack; at most 9.5" in run.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran
+    longer = subprocess.run(
+        [*argv[:-2], "--call-minutes", "60", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert longer.returncode == 0 and "--call-minutes" in longer.stdout
+
+
+def test_the_progress_of_a_sitting_is_never_the_last_sittings(tmp_path):
+    """On the node the study's folder holds the committed report, the last sitting's: where this
+    sitting's report did not run (cut off), its progress is unknown, not that report's."""
+    import time
+
+    exp = tmp_path / STUDY
+    (exp / "report").mkdir(parents=True)
+    final = "variant,seed,env_steps,status\nA,0,8000,INCOMPLETE\n"
+    (exp / "report" / "final.csv").write_text(final)
+    started = time.time() + 1  # the sweep's start, after the report came in
+    assert study_sitting.progress(exp, started) == []
+    assert study_sitting.progress(exp, started - 60)[0]["env_steps"] == "8000"

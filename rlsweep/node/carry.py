@@ -18,6 +18,12 @@ which `rlsweep report` writes again. `unpack`
 refuses a missing or altered part by name before it writes anything, then restores the dir
 under `dest`, at any path: nothing in it holds the old one in a way a resume reads
 (tests/test_recovery.py moves one through these parts and resumes it).
+
+A pack refuses a dir that holds no Tune state that reads (a sweep stopped before Tune took it
+up): a resume could not continue it, and carried on it would cost every later machine its start.
+Each pack says which carry its dir continues (`continues`: the `archive_sha256` of the pack it
+was unpacked from or last packed into, which the dir's `LINEAGE` file keeps), so that who takes
+parts back can tell a newer carry from an older one taken back again.
 """
 
 from __future__ import annotations
@@ -55,6 +61,9 @@ TENSORBOARD_FILES = "events.out.tfevents.*"
 SHUFFLE_MIN_BYTES = 1 << 20
 """A file in a carried checkpoint of at least this size goes into the pack byte-shuffled."""
 WORD = 4  # float32: the bytes shuffled into planes, first bytes first, then second bytes, ...
+LINEAGE = ".carry.json"
+"""In an experiment dir: `{"carry": sha}`, the archive_sha256 of the pack it was last unpacked
+from or packed into (a pack's `continues`)."""
 REPORT_DIR = "report"
 """The experiment dir's report (`rlsweep.results.report.default_out`): a lean pack leaves it
 out (`rlsweep report`, `resume` and `ablate` write it again)."""
@@ -110,6 +119,11 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
     experiment = experiment.resolve()
     if not (experiment / SWEEP_FILE).is_file():
         raise CarryError(f"{experiment}: not an experiment dir (no {SWEEP_FILE})")
+    if not _tune_state_reads(experiment):
+        raise CarryError(
+            f"{experiment}: holds no Tune state that reads (the sweep stopped before Tune took "
+            "it up): no resume could continue it; start it anew"
+        )
     carried = carried_checkpoints(experiment)
     left_out: list[str] = []
     shuffled: list[str] = []
@@ -150,10 +164,32 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
             "lean": lean,
             "byte_shuffled": [str(Path(n).relative_to(experiment.name)) for n in shuffled],
             "archive_sha256": sha256(archive),
+            "continues": _lineage(experiment),
             "parts": cut(archive, out, part_bytes),
         }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    _set_lineage(experiment, manifest["archive_sha256"])
     return manifest
+
+
+def _tune_state_reads(experiment: Path) -> bool:
+    import pyarrow.fs as pafs
+
+    from rlsweep._ray_compat import TuneState
+
+    return TuneState(pafs.LocalFileSystem(), str(experiment)).path is not None
+
+
+def _lineage(experiment: Path) -> str | None:
+    """The carry `experiment` continues (`LINEAGE`), None for one never carried."""
+    try:
+        return json.loads((experiment / LINEAGE).read_text())["carry"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _set_lineage(experiment: Path, sha: str) -> None:
+    (experiment / LINEAGE).write_text(json.dumps({"carry": sha}) + "\n")
 
 
 def _in_checkpoint(parts: tuple[str, ...]) -> bool:
@@ -182,4 +218,5 @@ def unpack(parts: Path, dest: Path) -> Path:
             shutil.copytree(Path(tmp) / manifest["experiment"], target, dirs_exist_ok=True)
     except WheelhouseError as e:
         raise CarryError(str(e)) from None
+    _set_lineage(target, manifest["archive_sha256"])
     return target
