@@ -431,6 +431,17 @@ def test_a_copy_resumed_after_a_driver_behind_its_trial_keeps_one_checkpoint_and
     assert [p.name for p in copy.glob("checkpoint_*")] == ["checkpoint_000007"]
     assert sorted(p.name for p in original.glob("checkpoint_*")) == before  # untouched
 
+    # Carried lean instead (a sitting's backstop killed its driver behind its trial): the pack
+    # carries checkpoint_000006 alone, so iteration 6's report, which only checkpoint_000005
+    # keeps, is written to result.json before it is left out. Before, it was lost.
+    pack(tmp_path / "behind", tmp_path / "parts", part_bytes=1 << 20, lean=True)
+    moved = unpack(tmp_path / "parts", tmp_path / "node2")
+    assert [p.name for p in (moved / original.name).glob("checkpoint_*")] == ["checkpoint_000006"]
+    (carried,) = resume_sweep(moved, trainable=died, num_cpus=2).trials.itertuples()
+    rows = _rows(Path(carried.trial_dir))
+    assert [r["training_iteration"] for r in rows] == list(range(1, 9))
+    assert [r[M.RESUMED_AT] for r in rows] == [0] * 7 + [7]
+
 
 def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
     from rlsweep.cli import parser

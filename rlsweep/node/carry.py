@@ -5,10 +5,11 @@ with `rlsweep resume` on the next.
     rlsweep pack results/study --out parts --part-mb 16    # on the machine that stops
     rlsweep unpack parts --dest results                     # on the next: results/study
 
-`pack` writes what a resume needs: the whole experiment dir except the checkpoints a resume
-never loads (`carried_checkpoints`: none of a trial that ended, Tune's TERMINATED; of one that
-did not, all but the one its resume restores it from), as one gzipped tar cut
-into parts with a manifest (sha256 of every part and of the whole, what was left out);
+`pack` writes what a resume needs, once the dir is as a resume would set it
+(`rlsweep.experiment.recovery.reconcile`): the whole experiment dir except the checkpoints
+a resume never loads (`carried_checkpoints`: none of a trial that ended, Tune's TERMINATED; of
+one that did not, all but the one its resume restores it from), as one gzipped tar cut into
+parts with a manifest (sha256 of every part and of the whole, what was left out);
 a checkpoint's large files (its weights and Adam's moments, float32 arrays that gzip alone
 shrinks to 88-92%) go in byte-shuffled (`shuffle`), which gzip shrinks to 83-85%, and
 `unpack` puts back;
@@ -39,6 +40,7 @@ import numpy as np
 
 from rlsweep._ray_compat import TERMINATED
 from rlsweep.experiment.experiment_dir import SWEEP_FILE, holds_sweep
+from rlsweep.experiment.recovery import reconcile
 from rlsweep.node.wheelhouse import (
     MANIFEST,
     WheelhouseError,
@@ -124,6 +126,10 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
             f"{experiment}: holds no Tune state that reads (the sweep stopped before Tune took "
             "it up): no resume could continue it; start it anew"
         )
+    # What a resume does first, done before the checkpoints it would read are left out: where
+    # the driver was killed behind its trials (a sitting's backstop), the reports that only the
+    # checkpoints between Tune's and the newest keep are written to result.json now.
+    reconcile(str(experiment))
     carried = carried_checkpoints(experiment)
     left_out: list[str] = []
     shuffled: list[str] = []
