@@ -634,7 +634,8 @@ def parser() -> argparse.ArgumentParser:
         "  rlsweep run search_spaces/demo.yaml\n"
         "  rlsweep run search_spaces/study.yaml --address auto --storage s3://bucket/sweeps\n"
         "  rlsweep run spec.yaml --instance c6i.8xlarge --spot   # recorded: reports price it\n",
-        "Exit code 0: every trial finished; 1: some failed; 2: bad input; 3: stopped by\n"
+        "Exit code 0: every trial ended (finished, or stopped by the scheduler); 1: some\n"
+        "failed or did not end; 2: bad input; 3: stopped by\n"
         "--time-limit; 130: interrupted (continue with `rlsweep resume <storage_path>/<name>`).",
     )
     _add_spec(r)

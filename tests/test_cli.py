@@ -224,15 +224,24 @@ def test_resume_of_a_spec_points_at_its_results_dir(tmp_path, monkeypatch, capsy
 
 
 def test_failed_trials_exit_1_for_run_and_ablate(tmp_path):
-    """run and ablate share the exit rule: any trial not TERMINATED -> 1."""
+    """run and ablate share the exit rule: any trial that did not end (TERMINATED, or stopped
+    early by the sweep's scheduler) -> 1."""
     import pandas as pd
 
     from rlsweep.run.sweep import EXIT_FAILED_TRIALS, SweepResult
 
     spec = SweepSpec(name="x")
-    ok = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "TERMINATED"]}))
-    bad = SweepResult(spec, tmp_path, pd.DataFrame({"status": ["TERMINATED", "INCOMPLETE"]}))
-    assert ok.exit_code == 0 and bad.exit_code == EXIT_FAILED_TRIALS == 1
+
+    def result(*status: str, early: frozenset = frozenset()) -> SweepResult:
+        dirs = [f"{tmp_path}/x/t{i}" for i in range(len(status))]
+        return SweepResult(
+            spec, tmp_path, pd.DataFrame({"status": status, "trial_dir": dirs}), early
+        )
+
+    assert result("TERMINATED", "TERMINATED").exit_code == 0
+    assert result("TERMINATED", "INCOMPLETE").exit_code == EXIT_FAILED_TRIALS == 1
+    assert result("TERMINATED", "INCOMPLETE", early=frozenset({"t1"})).exit_code == 0
+    assert result("ERROR", "INCOMPLETE", early=frozenset({"t1"})).exit_code == 1
 
 
 def test_launcher_bad_input_is_a_spec_error(tmp_path, capsys):

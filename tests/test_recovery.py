@@ -153,6 +153,9 @@ def test_a_time_limited_sweep_moved_elsewhere_resumes_to_the_uninterrupted_table
         num_cpus=2,
     ).trials
     assert _table(resumed).equals(_table(reference)), (_table(resumed), _table(reference))
+    # A sweep asked to stop as its last trial ended: nothing is left to resume, so it ran to
+    # its end (exit 0), not stopped (it raised, exit 3, before).
+    assert _finish(spec, str(tmp_path / "ref" / "limited"), None, stopped_again).exit_code == 0
     for d in resumed["trial_dir"]:
         rows = _rows(Path(d))
         assert [r["training_iteration"] for r in rows] == list(range(1, 31))

@@ -67,9 +67,11 @@ def test_results_land_in_storage(fake_sweep):
         assert len(lines) == 4 and set(METRICS) <= set(json.loads(lines[-1]))
 
 
-def _run(tmp_path, **spec_kwargs):
+def _run(tmp_path, exit_code: int | None = 0, **spec_kwargs):
     spec = SweepSpec(name="search", budget=8 * 16384, storage_path=str(tmp_path), **spec_kwargs)
-    return spec, run_sweep(spec, trainable=fake_trial, num_cpus=2).to_dataframe()
+    result = run_sweep(spec, trainable=fake_trial, num_cpus=2)
+    assert exit_code is None or result.exit_code == exit_code, result.trials
+    return spec, result.to_dataframe()
 
 
 def test_random_search_samples_within_bounds_per_cell(tmp_path):
@@ -128,6 +130,9 @@ def test_asha_stops_weak_trials_early(tmp_path):
     assert len(df) == 6
     best = df.loc[df["lr"].idxmax()]
     assert best["iteration"] == 8 and df["iteration"].min() < 8, df[["lr", "iteration"]]
+    # ASHA's stops are the sweep's design: the trials stay INCOMPLETE in the table (the files
+    # do not say why a trial stopped), and the sweep exits 0 (`_run`), not 1 as for a failure.
+    assert (df["status"] == "INCOMPLETE").any()
 
 
 def test_labelled_variants_change_several_params_and_are_recorded(tmp_path):

@@ -423,7 +423,7 @@ def resume_points(spec: SweepSpec, experiment: str, restarts: Sequence[Restart])
             [f"rlsweep: resuming {spec.name}: no trial had started"], spec.num_trials
         )
     finished = final["status"] == TERMINATED
-    early = ~finished & final["trial_id"].isin(_ended_early(local))
+    early = final["trial_id"].isin(_incomplete_ended_early(local, final))
     done = finished | early
     continued = set(final.loc[~done, "trial_id"])
     not_started = max(spec.num_trials - len(final), 0)
@@ -468,6 +468,22 @@ def _ended_early(local: Path) -> set[str]:
     """Trial dirs that Tune marked TERMINATED before their budget: a scheduler (ASHA, a
     stopper) stopped them, or the trainable ended itself. Tune's restore leaves them be."""
     return {t.dirname for t in _tune_trials(local) if t.status == TERMINATED}
+
+
+def ended_early(experiment: str) -> set[str]:
+    """The trial dirs of `experiment` (local or a URI) that Tune ended before their budget (a
+    scheduler's stop), among the INCOMPLETE ones; an empty set where nothing ran."""
+    try:
+        local = experiment_dirs(experiment)[0]
+        final = final_scores(load_curves(local))
+    except FileNotFoundError:
+        return set()
+    return _incomplete_ended_early(local, final)
+
+
+def _incomplete_ended_early(local: Path, final: pd.DataFrame) -> set[str]:
+    incomplete = set(final.loc[final["status"] == INCOMPLETE, "trial_id"])
+    return incomplete & _ended_early(local) if incomplete else set()
 
 
 def unfinished_configs(experiment: str) -> dict[str, dict[str, Any]]:

@@ -14,7 +14,7 @@ import inspect
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pandas as pd
 
@@ -34,7 +34,13 @@ from rlsweep.experiment.experiment_dir import (
 from rlsweep.experiment.history import MAX_FAILURES
 from rlsweep.experiment.interrupt import Interrupts, SweepInterrupted, TimeLimit
 from rlsweep.plan.placement import starts_local_ray
-from rlsweep.results.results import TERMINATED, resume_points, trials_table
+from rlsweep.results.results import (
+    INCOMPLETE,
+    TERMINATED,
+    ended_early,
+    resume_points,
+    trials_table,
+)
 from rlsweep.run import tracking
 from rlsweep.run.fits import check_fits
 from rlsweep.run.preflight import on_target, plan_on
@@ -58,15 +64,25 @@ class SweepResult:
     """One row per trial that started, as `rlsweep report` counts it (`results.final_scores`:
     the same loader and status rule): game, seed, variant, the swept params, the stable
     metrics, iteration, status (TERMINATED / INCOMPLETE / ERROR), error and trial_dir."""
+    ended_early: frozenset[str] = frozenset()
+    """The trial dirs' names of the INCOMPLETE trials Tune ended before their budget (a
+    scheduler's stop, ASHA's): ended as the sweep meant, not failed."""
 
     def to_dataframe(self) -> pd.DataFrame:
         return self.trials.copy()
 
     @property
+    def ended(self) -> pd.Series:
+        """Per trial, whether it ended: TERMINATED, or ended early by the sweep's scheduler."""
+        early = self.trials["trial_dir"].map(lambda d: PurePosixPath(str(d)).name)
+        return (self.trials["status"] == TERMINATED) | early.isin(self.ended_early)
+
+    @property
     def exit_code(self) -> int:
         """What the command that ran it exits with (`rlsweep run`, `ablate`, `resume`, a
-        SageMaker job): 0 when every trial finished (TERMINATED), else `EXIT_FAILED_TRIALS`."""
-        return 0 if (self.trials["status"] == TERMINATED).all() else EXIT_FAILED_TRIALS
+        SageMaker job): 0 when every trial ended (TERMINATED, or stopped early by the sweep's
+        scheduler), else `EXIT_FAILED_TRIALS`."""
+        return 0 if self.ended.all() else EXIT_FAILED_TRIALS
 
 
 def run_sweep(
@@ -332,8 +348,12 @@ def _finish(
         from rlsweep.experiment.recovery import reconcile
 
         reconcile(experiment)
-    result = SweepResult(spec=spec, path=path, trials=trials_table(spec, experiment))
-    if stopped:
+    trials = trials_table(spec, experiment)
+    early = ended_early(experiment) if (trials["status"] == INCOMPLETE).any() else set()
+    result = SweepResult(spec, path, trials, frozenset(early))
+    if stopped and not (len(trials) >= spec.num_trials and result.ended.all()):
+        # Asked to stop, and some trial had not ended (a trial that ended as the limit came,
+        # the sweep's last, leaves nothing to resume: the sweep ran to its end).
         raise SweepInterrupted(result, interrupts.signum, interrupts.reason())
     if wandb_settings is not None:
         tracking.log_report(spec, wandb_settings, experiment)
