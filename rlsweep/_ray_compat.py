@@ -122,6 +122,13 @@ HOOKS: tuple[Hook, ...] = (
     Hook(_RL_MODULE, "_forward_inference", "rl_module: DQN's epsilon-greedy evaluation"),
     # BatchedEnvRunner (rlsweep.trial.env_runner), through EnvRunnerHooks below.
     Hook(_SA_ENV_RUNNER, "_sample", "overridden as EnvRunnerHooks.sample_steps: batched loop"),
+    Hook(
+        _ENV_RUNNER,
+        "_seed",
+        "EnvRunnerHooks.reseed: set by __init__ (config.seed + worker_index), read at the envs' "
+        "first reset",
+        kind="instance",
+    ),
     Hook(_ENV_RUNNER, "_reset_envs_and_episodes", "EnvRunnerHooks.reset_envs_and_episodes"),
     Hook(_ENV_RUNNER, "_log_env_steps", "EnvRunnerHooks.count_sampled: Ray's step counter"),
     Hook(_SA_ENV_RUNNER, "_increase_sampled_metrics", "EnvRunnerHooks.count_sampled"),
@@ -538,6 +545,14 @@ class EnvRunnerHooks:
         """One step of the vector env into Ray's counter of them (RLlib's `_try_env_step`
         counts each it makes)."""
         self._log_env_steps(metric=self._metrics_num_try_env_step, num_steps=1)
+
+    def reseed(self, seed: int) -> None:
+        """Seed this runner with `seed`, in place of RLlib's `config.seed + worker_index`: the
+        envs at their first reset, and the process's RNGs (random, NumPy, torch)."""
+        from ray.rllib.utils.debug import update_global_seed_if_necessary
+
+        self._seed = seed
+        update_global_seed_if_necessary(framework=self.config.framework_str, seed=seed)
 
     def count_sampled(self, num_steps: int, num_episodes_done: int) -> None:
         """A sample's env steps and finished episodes into the runner's metrics and Ray's

@@ -193,3 +193,28 @@ def test_rllibs_loop_runs_where_the_batched_one_would_differ():
         assert metrics[ENV_STEP_TIMER] > 0 and metrics[RLMODULE_INFERENCE_TIMER] > 0
     finally:
         runner.stop()
+
+
+@pytest.mark.rllib
+def test_remote_runners_of_different_trial_seeds_play_levels_of_their_own():
+    """RLlib seeds EnvRunner k with `seed + k`: runner 2 of trial seed 0 played runner 1 of
+    seed 1's levels, with its RNGs, so the seeds a sweep's statistics take as independent were
+    not. Each remote runner draws from a stream of its own; the local one keeps the trial seed
+    (every trial without remote runners samples as before)."""
+    from rlsweep.envs.vector_env import ProcgenVectorEnv
+
+    played = {}
+    for seed in (0, 1):
+        cfg = TrialConfig(**dict(SMALL, num_envs_per_env_runner=4, seed=seed))
+        for index in (0, 1, 2):
+            runner = BatchedEnvRunner(config=algorithm_config(cfg), worker_index=index)
+            try:
+                runner.sample(num_timesteps=4)
+                played[seed, index] = tuple(runner.env.unwrapped.level_seeds.tolist())
+            finally:
+                runner.stop()
+    assert len(set(played.values())) == 6, played
+    env = ProcgenVectorEnv(cfg.env_config(), num_envs=4, seed=1)
+    env.reset()
+    assert played[1, 0] == tuple(env.level_seeds.tolist())  # the local runner: the trial seed
+    env.close()

@@ -55,6 +55,7 @@ def _instances() -> dict[str, object]:
         "ray.rllib.core.learner.learner.Learner": PPOTorchLearner(config=PPOConfig()),
         "ray.rllib.algorithms.algorithm_config.AlgorithmConfig": PPOConfig(),
         "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner": runner,
+        "ray.rllib.env.env_runner.EnvRunner": runner,
         "ray.air.integrations.wandb.WandbLoggerCallback": WandbLoggerCallback(
             project="p", mode="offline"
         ),

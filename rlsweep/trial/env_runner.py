@@ -18,7 +18,7 @@ from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import ENV_STEP_TIMER, RLMODULE_INFERENCE_TIMER, WEIGHTS_SEQ_NO
 
 from rlsweep._ray_compat import EnvRunnerHooks
-from rlsweep.envs.vector_env import ProcgenVectorEnv
+from rlsweep.envs.vector_env import ProcgenVectorEnv, env_seed
 from rlsweep.trial.connectors import BatchObservations, SampleActions, rollout_columns
 from rlsweep.trial.device import learner_device
 from rlsweep.trial.models import bf16_weights_for_rollouts
@@ -51,6 +51,18 @@ class _Step:
         )
 
 
+RUNNER_STREAM = 1_000
+"""`env_seed`'s stream id of remote EnvRunners' seeds (`runner_seed`)."""
+
+
+def runner_seed(trial_seed: int, worker_index: int) -> int:
+    """The seed of a trial's EnvRunner `worker_index`: the trial seed for the local one (0), a
+    stream of its own for each remote one. RLlib's `trial_seed + worker_index` gave the runners
+    of different trials the same seeds (runner 2 of seed 0 played runner 1 of seed 1's levels),
+    so the seeds a sweep's statistics take as independent were not."""
+    return trial_seed if worker_index == 0 else env_seed(trial_seed, RUNNER_STREAM, worker_index)
+
+
 class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     """RLlib's SingleAgentEnvRunner, sampling timesteps with one batched operation per step.
 
@@ -79,6 +91,11 @@ class BatchedEnvRunner(EnvRunnerHooks, SingleAgentEnvRunner):
     With `precision: bf16` its module's trunk stores bf16 weights
     (`rlsweep.trial.models.bf16_weights_for_rollouts`): the same numbers, without autocast's casts.
     """
+
+    def __init__(self, *, config: Any, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        if self.worker_index and config.seed is not None:  # a remote runner
+            self.reseed(runner_seed(config.seed, self.worker_index))
 
     def sample_steps(
         self,
