@@ -53,9 +53,9 @@ class Hook:
     """What rlsweep does with it, and where."""
     kind: str = "class"
     """class: defined on the owner class or module | instance: set on every instance by the
-    owner's __init__ | parameter: a keyword the owner function takes | file: shipped in the ray
-    wheel | log: text of a log record the owner module (whose name is its logger's) emits |
-    env: an environment variable the owner reads."""
+    owner's __init__ | built: set by the owner class's own `build` | parameter: a keyword the
+    owner function takes | file: shipped in the ray wheel | log: text of a log record the owner
+    module (whose name is its logger's) emits | env: an environment variable the owner reads."""
     checked: str = CHECKED
 
 
@@ -66,6 +66,8 @@ _ALGORITHM_CONFIG = "ray.rllib.algorithms.algorithm_config.AlgorithmConfig"
 _WANDB = "ray.air.integrations.wandb.WandbLoggerCallback"
 _RL_MODULE = "ray.rllib.core.rl_module.rl_module.RLModule"
 _ENV_RUNNER = "ray.rllib.env.env_runner.EnvRunner"
+_DQN_LEARNER = "ray.rllib.algorithms.dqn.dqn_learner.DQNLearner"
+_APPO_LEARNER = "ray.rllib.algorithms.appo.appo_learner.APPOLearner"
 _SA_ENV_RUNNER = "ray.rllib.env.single_agent_env_runner.SingleAgentEnvRunner"
 _OPTUNA_SEARCH = "ray.tune.search.optuna.optuna_search.OptunaSearch"
 
@@ -122,6 +124,18 @@ HOOKS: tuple[Hook, ...] = (
     Hook(_RL_MODULE, "_forward_inference", "rl_module: DQN's epsilon-greedy evaluation"),
     # BatchedEnvRunner (rlsweep.trial.env_runner), through EnvRunnerHooks below.
     Hook(_SA_ENV_RUNNER, "_sample", "overridden as EnvRunnerHooks.sample_steps: batched loop"),
+    Hook(
+        _DQN_LEARNER,
+        "last_update_ts_by_mid",
+        "target_update_steps: saved and restored with a checkpoint",
+        kind="built",
+    ),
+    Hook(
+        _APPO_LEARNER,
+        "_last_update_ts_by_mid",
+        "target_update_steps: saved and restored with a checkpoint",
+        kind="built",
+    ),
     Hook(
         _ENV_RUNNER,
         "_seed",
@@ -559,6 +573,17 @@ class EnvRunnerHooks:
         step counter."""
         self._log_env_steps(metric=self._metrics_num_env_steps_sampled, num_steps=num_steps)
         self._increase_sampled_metrics(num_steps, num_episodes_done)
+
+
+def target_update_steps(learner: Any) -> dict[str, int] | None:
+    """The env step of each module's last target-network update, as the learner holds it (DQN's
+    and APPO's, a mapping to update in place), which no Learner state saves; None for a learner
+    without target networks."""
+    for name in ("last_update_ts_by_mid", "_last_update_ts_by_mid"):  # DQN's, APPO's
+        steps = getattr(learner, name, None)
+        if steps is not None:
+            return steps
+    return None
 
 
 def sample_train_batch(algo: Any) -> tuple[list[Any], list[Any]]:

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.rllib
 TINY = dict(TINY_PPO, num_epochs=1, widths=[8, 16, 16], dense=64)
 
 
-def test_dqn_checkpoint_keeps_its_replay_buffer(ray_local, tmp_path):
+def test_dqn_checkpoint_keeps_its_replay_buffer_and_target_cadence(ray_local, tmp_path):
     """RLlib's new API stack checkpoints no replay buffer; with checkpoint_replay_buffer a
-    restored DQN trial replays exactly what it had, and trains on it at once."""
+    restored DQN trial replays exactly what it had, and trains on it at once. The env step of
+    its last target sync (in no Learner state) is restored too."""
     cfg = TrialConfig(**TINY_DQN, checkpoint_replay_buffer=True)
     algo = build_algorithm(cfg)
     try:
@@ -29,11 +30,13 @@ def test_dqn_checkpoint_keeps_its_replay_buffer(ray_local, tmp_path):
         buffer = algo.local_replay_buffer
         saved_steps = buffer.get_num_timesteps()
         saved_obs = np.asarray(buffer.episodes[0].get_observations())
+        saved_targets = checkpoint.learning_state(algo)["target_updates"]
         checkpoint.save(algo, cfg, str(tmp_path / "with"))
         checkpoint.save(algo, TrialConfig(**TINY_DQN), str(tmp_path / "without"))
     finally:
         algo.stop()
     assert saved_steps >= 2 * 256
+    assert saved_targets["default_policy"] >= 256  # its target synced (target_update_freq 256)
     assert (tmp_path / "with" / checkpoint.REPLAY_FILE).exists()
     assert not (tmp_path / "without" / checkpoint.REPLAY_FILE).exists()
 
@@ -41,6 +44,8 @@ def test_dqn_checkpoint_keeps_its_replay_buffer(ray_local, tmp_path):
     try:
         assert restored.local_replay_buffer.get_num_timesteps() == 0
         assert checkpoint.restore(restored, str(tmp_path / "with")).replay_buffer
+        # Its target syncs keep their cadence: restored at 0, the next update would sync at once.
+        assert checkpoint.learning_state(restored)["target_updates"] == saved_targets
         buffer = restored.local_replay_buffer
         assert buffer.get_num_timesteps() == saved_steps
         np.testing.assert_array_equal(np.asarray(buffer.episodes[0].get_observations()), saved_obs)

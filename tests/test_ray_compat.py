@@ -76,6 +76,8 @@ def test_every_hooked_name_exists_on_the_installed_ray():
             ok = os.path.exists(os.path.join(os.path.dirname(ray.__file__), hook.attribute))
         elif hook.kind in ("log", "env"):  # the owner still says it, or reads it, so named
             ok = hook.attribute in inspect.getsource(resolve(hook.owner))
+        elif hook.kind == "built":
+            ok = hook.attribute in inspect.getsource(vars(resolve(hook.owner))["build"])
         elif hook.kind == "parameter":
             ok = hook.attribute in inspect.signature(resolve(hook.owner)).parameters
         elif hook.kind == "instance":
@@ -91,7 +93,8 @@ def test_hooks_were_checked_against_the_installed_ray():
     # An upgrade is deliberate: re-read each hook's Ray source, then bump CHECKED.
     assert ray.__version__ == CHECKED
     assert {h.checked for h in HOOKS} == {CHECKED}
-    assert all(h.kind in ("class", "instance", "parameter", "file", "log", "env") for h in HOOKS)
+    kinds = ("class", "instance", "built", "parameter", "file", "log", "env")
+    assert all(h.kind in kinds for h in HOOKS)
 
 
 def test_the_mixins_public_names_do_not_shadow_rllibs():

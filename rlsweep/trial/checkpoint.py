@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from ray.rllib.algorithms.algorithm import Algorithm
 
+from rlsweep._ray_compat import target_update_steps
 from rlsweep.manifest import write_manifest
 from rlsweep.spec.config import TrialConfig
 from rlsweep.trial.ppo_learner import RlsweepPPOLearner
@@ -35,7 +36,9 @@ RNG_FILE = "rng_state.pkl"
 LEARNING_FILE = "learning_state.json"
 """What learning adapted that RLlib 2.60 does not save, or saves in no state a restore reads:
 PPO's KL coefficient of each module (`kl_coeffs`: the Learner's state leaves it out, so a
-restored trial would start again from `kl_coeff`) and each EnvRunner's reward normalization
+restored trial would start again from `kl_coeff`), DQN's and APPO's env step of each module's
+last target-network update (`target_updates`: restored at 0, the first update would sync the
+target at once and shift every later sync), and each EnvRunner's reward normalization
 statistics (`reward_norm`, by worker index: they live in its env, which no checkpoint holds)."""
 TRIAL_FILE = "trial_state.json"
 """The trainable's own state at the checkpoint (its iteration, clocks), as given to `save`: a
@@ -108,16 +111,25 @@ def restore(
 
 # --- what learning adapted that RLlib does not save ---------------------------------------
 def learning_state(algo: Algorithm) -> dict[str, Any]:
-    """PPO's KL coefficients and the EnvRunners' reward normalization statistics (LEARNING_FILE)."""
+    """PPO's KL coefficients, DQN's and APPO's target-network update steps and the EnvRunners'
+    reward normalization statistics (LEARNING_FILE)."""
     (kl,) = [r.get() for r in algo.learner_group.foreach_learner(_kl_coeffs)]
+    (targets,) = [r.get() for r in algo.learner_group.foreach_learner(_target_updates)]
     runners = algo.env_runner_group
     norms = [] if runners is None else runners.foreach_env_runner(_reward_norm)
-    return {"kl_coeffs": kl, "reward_norm": {str(i): s for i, s in norms if s is not None}}
+    return {
+        "kl_coeffs": kl,
+        "target_updates": targets,
+        "reward_norm": {str(i): s for i, s in norms if s is not None},
+    }
 
 
 def set_learning_state(algo: Algorithm, state: dict[str, Any]) -> None:
     """Put back what `learning_state` read; EnvRunners not saved keep fresh statistics."""
     for r in algo.learner_group.foreach_learner(_set_kl_coeffs, coeffs=state["kl_coeffs"]):
+        r.get()
+    targets = state.get("target_updates", {})  # none in checkpoints before 2026-11-30
+    for r in algo.learner_group.foreach_learner(_set_target_updates, steps=targets):
         r.get()
     if algo.env_runner_group is not None and state["reward_norm"]:
         algo.env_runner_group.foreach_env_runner(
@@ -134,6 +146,18 @@ def _kl_coeffs(learner: Any) -> dict[str, float]:
 def _set_kl_coeffs(learner: Any, coeffs: dict[str, float]) -> None:
     for module_id, value in coeffs.items():
         learner.curr_kl_coeffs_per_module[module_id].data.fill_(value)
+
+
+def _target_updates(learner: Any) -> dict[str, int]:
+    """A DQN or APPO learner's env step of each module's last target update ({} for others)."""
+    steps = target_update_steps(learner)
+    return {} if steps is None else {str(m): int(t) for m, t in steps.items()}
+
+
+def _set_target_updates(learner: Any, steps: dict[str, int]) -> None:
+    held = target_update_steps(learner)
+    if held is not None:
+        held.update(steps)
 
 
 def _normalizer(runner: Any) -> Any:
