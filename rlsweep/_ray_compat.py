@@ -93,10 +93,10 @@ HOOKS: tuple[Hook, ...] = (
     Hook(
         _LEARNER,
         "_optimizer_lr_schedules",
-        "read as LearnerHooks.lr_schedules: a restored fixed lr is the config's (ray#62173)",
+        "read as OptimizerHooks.lr_schedules: a restored fixed lr is the config's (ray#62173)",
         kind="instance",
     ),
-    Hook(_TORCH_LEARNER, "_get_optimizer_lr", "LearnerHooks.optimizer_lr: the lr of an update"),
+    Hook(_TORCH_LEARNER, "_get_optimizer_lr", "OptimizerHooks.optimizer_lr: the lr of an update"),
     Hook(
         _PPO_TORCH_LEARNER,
         "_update_module_kl_coeff",
@@ -115,7 +115,7 @@ HOOKS: tuple[Hook, ...] = (
         "LearnerHooks.torch_step_extras: see _torch_grad_scaler_class",
         kind="instance",
     ),
-    Hook(_TORCH_LEARNER, "_set_optimizer_lr", "LearnerHooks.set_optimizer_lr: see lr_schedules"),
+    Hook(_TORCH_LEARNER, "_set_optimizer_lr", "OptimizerHooks.set_optimizer_lr: see lr_schedules"),
     # RLModule's forward passes: RLlib documents these as the methods a custom module
     # overrides (rlsweep.trial.rl_module), but they are underscore names all the same.
     Hook(_RL_MODULE, "_forward", "rl_module: inference pass"),
@@ -454,7 +454,23 @@ def _renamed(private: str, doc: str) -> property:
 
 
 # --- RLlib Learner -------------------------------------------------------------------------------
-class LearnerHooks:
+class OptimizerHooks:
+    """Mixin for any RLlib torch Learner subclass, listed before the RLlib class in its bases:
+    the private optimizer state and helpers rlsweep reads, under public names."""
+
+    @property
+    def lr_schedules(self) -> dict[Any, Any]:
+        """optimizer -> its lr Scheduler (`use_schedule` False: a fixed lr)."""
+        return self._optimizer_lr_schedules
+
+    def optimizer_lr(self, optimizer: Any) -> float:
+        return self._get_optimizer_lr(optimizer)
+
+    def set_optimizer_lr(self, optimizer: Any, lr: float) -> None:
+        self._set_optimizer_lr(optimizer, lr=lr)
+
+
+class LearnerHooks(OptimizerHooks):
     """Mixin for an RLlib Learner subclass, listed before the RLlib class in its bases: the
     private Learner methods rlsweep overrides, under public names (override those and call
     super()), and the private Learner state rlsweep reads. RLlib keeps calling its private
@@ -493,22 +509,11 @@ class LearnerHooks:
         return self._learner_connector
 
     @property
-    def lr_schedules(self) -> dict[Any, Any]:
-        """optimizer -> its lr Scheduler (`use_schedule` False: a fixed lr)."""
-        return self._optimizer_lr_schedules
-
-    @property
     def torch_step_extras(self) -> bool:
         """Whether the config gives torch grad scalers or torch lr schedulers, which
         TorchLearner.apply_gradients steps the optimizers through."""
         config = self.config
         return bool(config._torch_grad_scaler_class or config._torch_lr_scheduler_classes)
-
-    def optimizer_lr(self, optimizer: Any) -> float:
-        return self._get_optimizer_lr(optimizer)
-
-    def set_optimizer_lr(self, optimizer: Any, lr: float) -> None:
-        self._set_optimizer_lr(optimizer, lr=lr)
 
 
 # --- RLlib EnvRunner -----------------------------------------------------------------------------

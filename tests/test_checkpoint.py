@@ -168,3 +168,40 @@ def test_checkpoint_keeps_what_learning_adapted(saved_and_restored, runners):
     fresh = trial.fresh_learning
     assert fresh["reward_norm"][sampler]["count"] == 1e-4 and not fresh["kl_coeffs"]
     assert trial.restored_learning == saved
+
+
+def _optimizer_values(learner) -> list[tuple[float, float]]:
+    return [
+        (group["lr"], group["eps"])
+        for _, optimizer in learner.get_optimizers_for_module("default_policy")
+        for group in optimizer.param_groups
+    ]
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "dqn"])
+def test_a_trial_restored_under_a_perturbed_config_trains_at_its_values(
+    ray_local, tmp_path, algorithm
+):
+    """A PBT exploit restores another trial's checkpoint under a perturbed config: RLlib's
+    restore puts back the optimizer's lr and Adam epsilon with its moments (ray#62173), so the
+    first update ran at the checkpoint's values while `hp/lr` said the config's. Every
+    algorithm's learner now trains at the config's; before, PPO's alone took the lr (and no
+    learner the epsilon)."""
+    base = TINY if algorithm == "ppo" else TINY_DQN
+    cfg = TrialConfig(**dict(base, lr=1e-3, adam_eps=1e-5))
+    algo = build_algorithm(cfg)
+    try:
+        algo.train()
+        checkpoint.save(algo, cfg, str(tmp_path))
+    finally:
+        algo.stop()
+    perturbed = dataclasses.replace(cfg, lr=3e-4, adam_eps=1e-3)
+    restored = build_algorithm(perturbed)
+    try:
+        checkpoint.restore(restored, str(tmp_path))
+        (values,) = [r.get() for r in restored.learner_group.foreach_learner(_optimizer_values)]
+    finally:
+        restored.stop()
+    assert values and {lr for lr, _ in values} == {3e-4}, values
+    if algorithm == "ppo":  # its optimizer is built with adam_eps (RLlib's others: torch's)
+        assert {eps for _, eps in values} == {1e-3}, values

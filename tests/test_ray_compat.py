@@ -22,6 +22,7 @@ from rlsweep._ray_compat import (
     SYSTEM_CONFIG,
     EnvRunnerHooks,
     LearnerHooks,
+    OptimizerHooks,
     TextFilter,
     quiet_local_ray,
     ray_session_dir,
@@ -98,14 +99,16 @@ def test_hooks_were_checked_against_the_installed_ray():
 
 
 def test_the_mixins_public_names_do_not_shadow_rllibs():
-    """LearnerHooks' and EnvRunnerHooks' public names must stay free in RLlib (on the class and
-    on its instances), or a Ray upgrade would silently route RLlib's own calls to them."""
+    """LearnerHooks', OptimizerHooks' and EnvRunnerHooks' public names must stay free in RLlib
+    (on the class and on its instances), or a Ray upgrade would silently route RLlib's own calls
+    to them."""
     from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     instances = _instances()
     for mixin, rllib_class, owner in (
         (LearnerHooks, PPOTorchLearner, "ray.rllib.core.learner.learner.Learner"),
+        (OptimizerHooks, PPOTorchLearner, "ray.rllib.core.learner.learner.Learner"),
         (
             EnvRunnerHooks,
             SingleAgentEnvRunner,

@@ -268,6 +268,13 @@ BAD = [
         },
         "search.mutations[1]: got 'gamma'; allowed: a sampled parameter of space (lr)",
     ),
+    (  # a restore takes the KL coefficient the copied trial's updates adapted
+        {
+            "space": {"kl_coeff": {"uniform": [0.1, 0.3]}},
+            "search": {"algorithm": "random", "scheduler": "pbt", "mutations": ["kl_coeff"]},
+        },
+        "search.mutations[0]: pbt cannot perturb kl_coeff: a restored trial goes on with the KL",
+    ),
     (  # PBT's default mutations are those of lr, entropy_coeff, clip_param that are sampled
         {
             "space": {"gamma": {"uniform": [0.9, 0.99]}},

@@ -45,6 +45,14 @@ def not_a_parameter(key: Any) -> str:
     return RENAMED.get(key) or unknown("parameter", str(key), PARAMETERS)
 
 
+RESTORED_FROM_CHECKPOINT = {
+    "kl_coeff": "a restored trial goes on with the KL coefficient the updates of the trial it "
+    "copies adapted (rlsweep.trial.checkpoint.LEARNING_FILE), not a perturbed start",
+}
+"""Parameters whose value a trial restored from a checkpoint takes from it, not from its config:
+a PBT exploit would not perturb them."""
+
+
 class SpecChecks:
     """The rules across a spec's keys (see the module docstring)."""
 
@@ -219,6 +227,9 @@ class SpecChecks:
             if key not in sampled:
                 allowed = f"a sampled parameter of space ({', '.join(sampled) or 'none'})"
                 found.append((f"search.mutations[{i}]", f"got {key!r}; allowed: {allowed}"))
+            elif key in RESTORED_FROM_CHECKPOINT:
+                why = RESTORED_FROM_CHECKPOINT[key]
+                found.append((f"search.mutations[{i}]", f"pbt cannot perturb {key}: {why}"))
         if s.scheduler == "pbt" and s.mutations is None and not self.pbt_mutations:
             found.append(
                 (

@@ -339,7 +339,8 @@ class AlgorithmConfig(Validated):
     CleanRL, 2020's RLlib) | rllib: RLlib's cyclic iterator over the batch with its bootstrap
     rows (shuffled only when it wraps around). ppo only."""
     advantage_norm: str = checked("minibatch", rule=one_of(ADVANTAGE_NORMS))
-    """Standardize advantages over each minibatch (PPO2, CleanRL: the unbiased std + 1e-8) |
+    """Standardize advantages over each minibatch (CleanRL's: the unbiased std + 1e-8; PPO2
+    takes the biased std) |
     batch: over the batch's real transitions (2020's RLlib: its `standardized`, numpy's std, at
     least 1e-4) | rllib: as batch, bootstrap rows included (RLlib's new API stack). ppo only."""
     adam_eps: float = checked(1e-5, rule=positive)

@@ -32,6 +32,7 @@ from rlsweep.spec.subconfigs import EnvConfig
 from rlsweep.trial.connectors import batch_observations, sample_actions
 from rlsweep.trial.device import configure_torch, learner_device
 from rlsweep.trial.env_runner import BatchedEnvRunner, CentralInferenceEnvRunner
+from rlsweep.trial.learners import RlsweepAPPOLearner, RlsweepDQNLearner, RlsweepIMPALALearner
 from rlsweep.trial.overlap import OverlappedPPO
 from rlsweep.trial.ppo_learner import LR_IN_UPDATE, RlsweepPPOLearner, learner_options
 from rlsweep.trial.rl_module import ImpalaAPPOModule, ImpalaDQNModule, ImpalaPPOModule
@@ -191,9 +192,9 @@ def _kl_loss(cfg: TrialConfig) -> dict[str, Any]:
     return dict(use_kl_loss=cfg.kl_coeff > 0, kl_coeff=cfg.kl_coeff, kl_target=cfg.kl_target)
 
 
-def _vtrace_config(base, cfg: TrialConfig, module: type, **training):
+def _vtrace_config(base, cfg: TrialConfig, module: type, learner: type, **training):
     """IMPALA and APPO: the shared V-trace training, iteration size and module, plus `training`."""
-    c = _common(base, cfg)
+    c = _common(base, cfg).learners(learner_class=learner)
     return (
         c.training(**_vtrace_training(cfg), **training)
         .reporting(**_iteration_size(cfg))
@@ -203,7 +204,7 @@ def _vtrace_config(base, cfg: TrialConfig, module: type, **training):
 
 def impala_config(cfg: TrialConfig) -> IMPALAConfig:
     """RLlib IMPALA (V-trace actor-critic) on the same actor-critic module as PPO."""
-    return _vtrace_config(IMPALAConfig(), cfg, ImpalaPPOModule)
+    return _vtrace_config(IMPALAConfig(), cfg, ImpalaPPOModule, RlsweepIMPALALearner)
 
 
 def appo_config(cfg: TrialConfig) -> APPOConfig:
@@ -212,6 +213,7 @@ def appo_config(cfg: TrialConfig) -> APPOConfig:
         APPOConfig(),
         cfg,
         ImpalaAPPOModule,
+        RlsweepAPPOLearner,
         clip_param=cfg.clip_param,
         **_kl_loss(cfg),
     )
@@ -219,7 +221,7 @@ def appo_config(cfg: TrialConfig) -> APPOConfig:
 
 def dqn_config(cfg: TrialConfig) -> DQNConfig:
     """RLlib DQN with prioritized episode replay, n-step, double/dueling Q on the IMPALA-CNN."""
-    c = _common(DQNConfig(), cfg)
+    c = _common(DQNConfig(), cfg).learners(learner_class=RlsweepDQNLearner)
     return (
         c.training(
             gamma=cfg.gamma,

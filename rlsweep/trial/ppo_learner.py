@@ -45,6 +45,7 @@ from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 from rlsweep._ray_compat import LearnerHooks
 from rlsweep.spec.config import TrialConfig
 from rlsweep.trial.connectors import to_numpy
+from rlsweep.trial.learners import ADAM_EPS, ConfigAfterRestore
 from rlsweep.trial.rl_module import row_chunks
 
 logger = logging.getLogger(__name__)
@@ -54,7 +55,6 @@ PPO2_VF_CLIP = "rlsweep_ppo2_vf_clip"
 """The clip of PPO2-style value clipping (absent: RLlib's clamp of the squared error)."""
 MINIBATCHING = "rlsweep_minibatching"
 ADVANTAGE_NORM = "rlsweep_advantage_norm"
-ADAM_EPS = "rlsweep_adam_eps"
 SHUFFLE_SEED = "rlsweep_shuffle_seed"
 ROLLOUT_VALUES = "rlsweep_rollout_values"
 """Whether GAE may reuse the rollout's values: only when the batch was sampled with the weights
@@ -287,7 +287,7 @@ def shuffled_minibatches(
             yield MultiAgentBatch(policy_batches, env_steps=minibatch_size)
 
 
-class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
+class RlsweepPPOLearner(ConfigAfterRestore, LearnerHooks, PPOTorchLearner):
     """RLlib's PPO torch Learner, made to do the reference update (baselines' PPO2 as in
     train-procgen, CleanRL's ppo_procgen) where the options say so, plus speed fixes that do
     not change learning. `tests/test_ppo_reference.py` holds it equal to CleanRL's loop.
@@ -543,12 +543,6 @@ class RlsweepPPOLearner(LearnerHooks, PPOTorchLearner):
                 "Gradients contained `nan/inf` values in this update: set to zero "
                 "(torch_skip_nan_gradients False)."
             )
-
-    def set_state(self, state) -> None:
-        super().set_state(state)
-        for optimizer, schedule in self.lr_schedules.items():
-            if not schedule.use_schedule:
-                self.set_optimizer_lr(optimizer, float(schedule.get_current_value()))
 
     def make_batch(self, training_data):
         with torch.no_grad():
