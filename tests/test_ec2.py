@@ -161,7 +161,7 @@ def test_a_docker_image_runs_every_node_in_it():
 
 def test_cli_takes_a_docker_image_or_an_install(tmp_path, capsys):
     out = tmp_path / "cluster.yaml"
-    argv = ["cluster", "ec2", str(out), "--name", "s", "--image", AMI]
+    argv = ["cluster", "ec2", str(out), "--name", "s", "--image", AMI, "--storage", "s3://b/x"]
     assert main([*argv, "--docker-image", IMAGE]) == 0
     cfg = yaml.safe_load(out.read_text())
     validate(cfg)
@@ -306,3 +306,18 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert main([*argv, "--region", "mars"]) == 2
     assert "region: got 'mars'" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_a_cluster_with_workers_needs_storage_every_node_reaches(tmp_path, capsys):
+    """Ray checkpoints a trial on a worker node only to storage every node reaches: a cluster
+    whose workers may run trials, with the results on the head's disk, is refused before it is
+    written (its trials would fail at their first checkpoint there)."""
+    out = tmp_path / "cluster.yaml"
+    argv = ["cluster", "ec2", str(out), "--name", "s", "--image", AMI, "--install", "rlsweep"]
+    assert main(argv) == 2
+    assert "--storage: got None; allowed: a URI every node reaches" in capsys.readouterr().err
+    assert not out.exists()
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: s\nstorage_path: s3://bucket/sweeps\n")
+    assert main([*argv, "--spec", str(spec)]) == 0  # the spec's storage_path reaches them
+    assert main([*argv, "--max-workers", "0"]) == 0  # the head alone

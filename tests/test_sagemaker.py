@@ -41,6 +41,7 @@ def _job(**kw) -> SageMakerJob:
         "output_s3_uri": "s3://rlsweep-bucket/output",
         "source_s3_uri": "s3://rlsweep-bucket/code/sourcedir.tar.gz",
         "spec_path": "search_spaces/ppo_lr.yaml",
+        "storage": "s3://rlsweep-bucket/sweeps",  # trials on 3 hosts: storage they all reach
         "region": "us-east-1",
     }
     return SageMakerJob(**{**base, **kw})
@@ -186,6 +187,8 @@ def test_model_checks_catch_what_botocore_lets_through():
         ({"environment": {"BAD-NAME": "x"}}, "environment"),
         ({"tags": {"owner": "AKIAIOSFODNN7EXAMPLE"}}, "tags"),
         ({"storage": "relative/dir"}, "storage"),
+        ({"storage": None}, r"storage: got 'None: the checkpoint dir'; allowed: an s3:// URI: "),
+        ({"storage": "/opt/ml/checkpoints"}, "the job runs trials on 3 hosts"),
         ({"region": "us east"}, "region"),
     ],
 )
@@ -256,3 +259,13 @@ def test_cli_prints_the_request(tmp_path, capsys, monkeypatch):
     spec.write_text(spec.read_text() + "smoke: {params: {minibatch_size: 1000000000}}\n")
     assert main(args) == 2
     assert f"{spec}: smoke.params.minibatch_size: got 1000000000" in capsys.readouterr().err
+
+
+def test_a_job_whose_trials_run_on_one_host_may_store_them_there():
+    """One host (or a heterogeneous job's one learner host beside rollout hosts): every trial
+    checkpoints where it runs, so the checkpoint dir, synced to S3 by SageMaker, serves."""
+    assert _job(instance_count=1, storage=None).storage is None
+    assert _hetero(storage=None).storage is None
+    with pytest.raises(ValueError, match="the job runs trials on 2 hosts"):
+        groups = [("learner", "ml.g5.2xlarge", 2), ("rollout", "ml.c5.18xlarge", 2)]
+        _spot(instance_type=None, instance_count=1, instance_groups=groups, storage=None)

@@ -619,9 +619,28 @@ def cluster_from_args(args: argparse.Namespace) -> Ec2Cluster:
     )
 
 
+def check_storage(c: Ec2Cluster, storage: str | None, spec: str | Path | None) -> None:
+    """Raise LaunchError where worker nodes may run trials and the sweep would store them on
+    the head's disk: Ray checkpoints a trial on another node only to storage every node reaches
+    (a local path fails its first checkpoint there)."""
+    from rlsweep.spec.spec import SweepSpec
+    from rlsweep.storage import is_uri
+
+    workers = c.max_workers if c.max_workers is not None else sum(w.max_workers for w in c.workers)
+    spec_storage = SweepSpec.from_yaml(spec).storage_path if spec else None
+    if workers and not is_uri(storage or spec_storage or ""):
+        raise LaunchError(
+            f"--storage: got {storage!r}"
+            + (f" (the spec's storage_path: {spec_storage!r})" if spec else "")
+            + "; allowed: a URI every node reaches, e.g. s3://bucket/sweeps: trials on worker "
+            "nodes checkpoint only there (Ray refuses the head's disk), or --max-workers 0"
+        )
+
+
 def main(args: argparse.Namespace) -> int:
     """Write the cluster YAML and print the commands that run the sweep on it."""
     cluster = cluster_from_args(args)
+    check_storage(cluster, args.storage, args.spec)
     path = write_cluster_yaml(cluster, args.out, spec=args.spec, storage=args.storage)
     print(f"wrote {path}; run the sweep with:\n")
     for command, what in ray_commands(path, cluster, args.spec, args.storage):

@@ -187,6 +187,17 @@ class SageMakerJob:
             _is_s3(self.storage) or (isinstance(self.storage, str) and os.path.isabs(self.storage))
         ):
             fail("storage", "an s3:// URI or an absolute path in the job, or None")
+        hosts = self.instance_groups[0].count if self.instance_groups else self.instance_count
+        if is_int(hosts, minimum=2) and not _is_s3(self.storage):
+            # Trials run on every host of the head's group (the learner's), and Ray checkpoints
+            # a trial on another host than the head only to storage every host reaches.
+            fail(
+                "storage",
+                f"an s3:// URI: the job runs trials on {hosts} hosts, and Ray checkpoints a "
+                "trial on a host other than the head only to storage every host reaches (the "
+                "checkpoint dir is each host's own)",
+                self.storage or "None: the checkpoint dir",
+            )
         if self.region is not None and not AWS_REGION.fullmatch(str(self.region)):
             fail("region", "an AWS region such as us-east-1, or None")
         self._check_environment(fail)
