@@ -277,6 +277,14 @@ def _where(args: argparse.Namespace) -> dict:
 
     # Flags left unset are not passed: run_sweep's, WandbSettings' and Dashboard's defaults hold
     # (each written once, there).
+    for flag, parent in (("wandb_project", "wandb"), ("dashboard_port", "dashboard")):
+        if getattr(args, flag) and not getattr(args, parent):
+            raise SpecError(
+                None,
+                "",
+                f"--{flag.replace('_', '-')}: given without --{parent}, whose setting it is; "
+                f"add --{parent}",
+            )
     wandb = None
     if args.wandb:
         wandb = {"mode": args.wandb} | ({"project": p} if (p := args.wandb_project) else {})
@@ -504,13 +512,17 @@ def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
         choices=["auto", "offline", "online"],
         help="log trials to W&B: offline files unless credentials exist (auto, the default)",
     )
-    p.add_argument("--wandb-project", help="W&B project (default: WandbSettings.project)")
+    p.add_argument(
+        "--wandb-project", help="with --wandb: the W&B project (default: WandbSettings.project)"
+    )
     p.add_argument(
         "--dashboard",
         action="store_true",
         help="start the Ray dashboard on 127.0.0.1 (Tune's live view; URL printed)",
     )
-    p.add_argument("--dashboard-port", type=int, help="dashboard port (default: Dashboard's)")
+    p.add_argument(
+        "--dashboard-port", type=int, help="with --dashboard: its port (default: Dashboard's)"
+    )
     p.add_argument(
         "--time-limit",
         type=time_limit,

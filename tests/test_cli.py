@@ -309,3 +309,15 @@ def test_plan_refuses_flags_that_no_machine_has(flags, message, capsys):
     with pytest.raises(SystemExit) as e:
         main(["plan", "search_spaces/demo.yaml", *flags])
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "parent"), [("--wandb-project=p", "--wandb"), ("--dashboard-port=9999", "--dashboard")]
+)
+def test_a_setting_without_the_flag_it_sets_is_refused(flag, parent, capsys):
+    """`--wandb-project p` alone logged nothing and `--dashboard-port` alone started no dashboard:
+    each was silently ignored. Refused before anything runs, naming the flag it needs."""
+    assert main(["run", "search_spaces/demo.yaml", flag, "--num-cpus", "1"]) == 2
+    assert f"{flag.split('=')[0]}: given without {parent}, whose setting it is" in (
+        capsys.readouterr().err
+    )
