@@ -98,8 +98,8 @@ class SageMakerJob:
     """EBS volume per host: the image, the code, Ray's spill and the checkpoint dir."""
     max_run_s: int = 24 * 3600
     """Compute time limit (SageMaker stops the job after it). The sweep stops itself
-    STOP_BEFORE_MAX_RUN_S earlier, its trials checkpointed; the same job submitted again
-    resumes it from the checkpoint S3 URI."""
+    STOP_BEFORE_MAX_RUN_S earlier, its trials checkpointed; submitted again under a new
+    job_name with the same checkpoint S3 URI, it resumes from there."""
     use_spot: bool = False
     """Managed spot training: cheaper, may be interrupted and restarted from the checkpoints."""
     max_wait_s: int | None = None

@@ -398,8 +398,9 @@ def sweep(args: argparse.Namespace, spec, address: str, summary: dict[str, Any])
             )
     except SweepInterrupted as e:
         how = (
-            "submit the job again with the same checkpoint S3 URI (a restarted spot job does "
-            "it by itself): it resumes the sweep"
+            "submit the job again under a new job name (SageMaker refuses one used before) "
+            "with the same checkpoint S3 URI (a restarted spot job does it by itself): it "
+            "resumes the sweep"
         )
         path = write_summary(args.model_dir, e.result, {**summary, "stopped": e.what, "go_on": how})
         print(f"rlsweep: {e.what}\nrlsweep: summary {path}; to go on, {how}", flush=True)
