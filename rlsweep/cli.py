@@ -127,15 +127,21 @@ def env_steps(text: str) -> int:
 
 
 def time_limit(text: str) -> float:
-    """argparse type of `--time-limit`: a duration (8m30s, 2h, 540), in seconds."""
+    """argparse type of `--time-limit`: a duration (8m30s, 2h, 540), in seconds, longer than
+    what the limit keeps for the sweep's end (`interrupt.SHUTDOWN_S`): a limit within it would
+    stop the sweep before any trial could start."""
+    from rlsweep.experiment.interrupt import SHUTDOWN_S
     from rlsweep.formatting import parse_duration
 
     try:
         seconds = parse_duration(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"got {text!r}; allowed: a duration > 0 (8m30s, 2h)")
+    if seconds <= SHUTDOWN_S:
+        raise argparse.ArgumentTypeError(
+            f"got {text!r}; allowed: a duration > {SHUTDOWN_S:g}s, the time it keeps for the "
+            "sweep's end (8m30s, 2h)"
+        )
     return seconds
 
 
@@ -528,7 +534,8 @@ def _add_where(p: argparse.ArgumentParser, *, recorded: bool = True) -> None:
         type=time_limit,
         metavar="DURATION",
         help="stop by then (8m30s, 2h, 540): running trials checkpoint after their current "
-        "iteration, the sweep exits 3 (INCOMPLETE) and prints the resume command",
+        "iteration, ending in time for the sweep's own end (20 s kept), the sweep exits 3 "
+        "(INCOMPLETE) and prints the resume command",
     )
 
 

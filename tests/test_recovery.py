@@ -460,10 +460,11 @@ def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
     args = parser().parse_args(["resume", "results/x", "--time-limit", "9m"])
     assert args.time_limit == 540
     for cmd in (["run", "spec.yaml"], ["ablate", "model"], ["resume", "results/x"]):
-        for bad in ("0", "soon", "5 m"):
+        for bad in ("0", "soon", "5 m", "20s"):  # 20 s: all of it kept for the sweep's end
             with pytest.raises(SystemExit) as e:
                 parser().parse_args([*cmd, "--time-limit", bad])
             assert e.value.code == 2
+    assert parser().parse_args(["run", "s.yaml", "--time-limit", "21s"]).time_limit == 21
 
 
 def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts():
