@@ -80,6 +80,23 @@ def test_a_trial_on_a_cluster_gets_no_more_cpus_than_its_largest_node_has():
     assert layout.choose(spec, gpu_nodes, DEFAULT_GPU_PACKED).params["num_cpus"] == 2  # 16 / 8
 
 
+def test_a_gpus_trials_share_the_cpus_of_its_node_not_the_clusters():
+    """A 1-CPU head with the GPU beside an 8-CPU worker (a joined cluster as Ray gives it):
+    the GPU's trials run on the head, so each gets the head's CPU; sized from the largest node,
+    4 trials of 2 CPUs each could never start there, and the sweep waited for ever."""
+    from rlsweep.run.fits import cluster_machine
+
+    head, worker = {"CPU": 1.0, "GPU": 1.0}, {"CPU": 8.0}
+    cluster = cluster_machine({"CPU": 9.0, "GPU": 1.0}, [head, worker])
+    assert (cluster.cpus_per_gpu, cluster.node_cpus, cluster.cpu_only_cpus) == (1, 8, 8)
+    spec = SweepSpec(name="four", games=["leaper"], seeds=[0, 1, 2, 3], budget=16384)
+    chosen = layout.choose(spec, cluster, DEFAULT_GPU_PACKED)
+    assert (chosen.params["num_gpus"], chosen.params["num_cpus"]) == (1, 1)
+    assert "the 8 CPUs of the nodes without a GPU run none of these trials" in chosen.why
+    alone = cluster_machine({"CPU": 16.0, "GPU": 1.0}, [{"CPU": 16.0, "GPU": 1.0}])
+    assert (alone.cpus_per_gpu, alone.cpu_only_cpus) == (16, 0)
+
+
 def test_shipped_specs_pin_no_resources():
     shipped = [*ROOT.glob("search_spaces/*.yaml"), *ROOT.glob("search_spaces/ablations/*.yaml")]
     assert len(shipped) >= 8

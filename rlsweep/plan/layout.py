@@ -103,7 +103,8 @@ def choose(
     if machine.gpus < 1:
         return _cpu_layout(n, machine)
     gpus = math.floor(machine.gpus)
-    cpus_per_gpu = max(1, int(min(machine.cpus // gpus, _node_cpus(machine))))
+    on_its_node = machine.cpus_per_gpu if machine.cpus_per_gpu is not None else math.inf
+    cpus_per_gpu = max(1, int(min(machine.cpus // gpus, _node_cpus(machine), on_its_node)))
     trials = spec.trials()
 
     def holds(k: int) -> bool:
@@ -132,12 +133,18 @@ def choose(
         k = held[-1]
         why = f"as many as its CPUs, its GPU memory and the sweep's {n:,} trials allow"
     params = _gpu_params(k, cpus_per_gpu)
+    idle = ""
+    if machine.cpu_only_cpus:
+        idle = (
+            f"; the {machine.cpu_only_cpus:g} CPUs of the nodes without a GPU run none of "
+            "these trials (to sample there, set num_env_runners and env_runner_resources)"
+        )
     return Layout(
         params=params,
         why=(
             f"{plural(k, 'trial')} per GPU (num_gpus {params['num_gpus']:g}, "
             f"num_cpus {params['num_cpus']}, num_env_runners 0: sampling in the trial's process, "
-            f"inference on the GPU): {why}; {_UNSET}"
+            f"inference on the GPU): {why}; {_UNSET}{idle}"
         ),
     )
 

@@ -326,6 +326,11 @@ class Machine:
     node_cpus: float | None = None
     """A cluster's: the CPUs of its largest node, the most one trial can have (None: one
     machine, `cpus`)."""
+    cpus_per_gpu: float | None = None
+    """A cluster's: the fewest CPUs a GPU node has per GPU, what a GPU's trials may share (they
+    run on its node; None: one machine, or no GPU node)."""
+    cpu_only_cpus: float = 0
+    """A cluster's: the CPUs of its nodes without a GPU."""
 
 
 def check_fits(cfg: TrialConfig, machine: Machine) -> None:

@@ -83,9 +83,22 @@ def target_machine(
 
     with ray_session(address=address, num_cpus=None, jemalloc=False, dashboard=None):
         total = ray.cluster_resources()
-        nodes = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+    return cluster_machine(total, nodes)
+
+
+def cluster_machine(total: dict[str, float], nodes: list[dict[str, float]]) -> Machine:
+    """A joined cluster as the layout and the fit checks see it, from Ray's resources in all
+    (`total`) and of each live node (`nodes`): a GPU's trials run on its node, so they share
+    that node's CPUs, not the cluster's."""
+    gpu_nodes = [n for n in nodes if n.get("GPU", 0) > 0]
     return Machine(
-        total.get("CPU", 0), total.get("GPU", 0), where=CLUSTER, node_cpus=max(nodes, default=0)
+        total.get("CPU", 0),
+        total.get("GPU", 0),
+        where=CLUSTER,
+        node_cpus=max((n.get("CPU", 0) for n in nodes), default=0),
+        cpus_per_gpu=min((n.get("CPU", 0) / n["GPU"] for n in gpu_nodes), default=None),
+        cpu_only_cpus=sum(n.get("CPU", 0) for n in nodes if n.get("GPU", 0) <= 0),
     )
 
 
