@@ -144,3 +144,22 @@ def test_flags_say_what_they_mean(tmp_path, monkeypatch, capsys):
         "a trial needs 2 CPUs (num_cpus 2 + num_env_runners 0); this machine at --num-cpus 1 "
         "has 1" in capsys.readouterr().err
     )
+
+
+def test_a_path_for_results_on_a_cluster_of_several_nodes_is_warned():
+    """Ray fails a trial on another node than the driver's at its first checkpoint to a path
+    that node does not reach: said before the sweep starts (a warning, for every node may
+    mount the same filesystem), not a sweep's worth of ERROR trials later."""
+    from rlsweep.run.fits import cluster_machine
+    from rlsweep.run.preflight import local_storage_on_nodes
+    from rlsweep.spec.spec import SweepSpec
+
+    two = cluster_machine({"CPU": 16.0}, [{"CPU": 8.0}, {"CPU": 8.0}])
+    local = SweepSpec(name="s", storage_path="/tmp/results")
+    assert "the cluster has 2 nodes and the results go to /tmp/results/s, a path" in (
+        local_storage_on_nodes(local, two)
+    )
+    on_s3 = SweepSpec(name="s", storage_path="s3://bucket/sweeps")
+    assert local_storage_on_nodes(on_s3, two) is None
+    one = cluster_machine({"CPU": 8.0}, [{"CPU": 8.0}])
+    assert local_storage_on_nodes(local, one) is None

@@ -331,6 +331,8 @@ class Machine:
     run on its node; None: one machine, or no GPU node)."""
     cpu_only_cpus: float = 0
     """A cluster's: the CPUs of its nodes without a GPU."""
+    nodes: int = 1
+    """A cluster's: its live nodes."""
 
 
 def check_fits(cfg: TrialConfig, machine: Machine) -> None:

@@ -99,6 +99,7 @@ def cluster_machine(total: dict[str, float], nodes: list[dict[str, float]]) -> M
         node_cpus=max((n.get("CPU", 0) for n in nodes), default=0),
         cpus_per_gpu=min((n.get("CPU", 0) / n["GPU"] for n in gpu_nodes), default=None),
         cpu_only_cpus=sum(n.get("CPU", 0) for n in nodes if n.get("GPU", 0) <= 0),
+        nodes=len(nodes),
     )
 
 

@@ -17,7 +17,7 @@ from rlsweep.plan.placement import Machine
 from rlsweep.plan.plan import ALLOW_LONG, Plan, Throughput, make_plan, measured_throughput
 from rlsweep.run.fits import fits_where_it_runs, target_machine
 from rlsweep.spec.spec import SweepSpec
-from rlsweep.storage import SKIP_REMOTE_CHECK, check_storage
+from rlsweep.storage import SKIP_REMOTE_CHECK, check_storage, is_uri
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,8 @@ def check(
     `remote_storage=False`: the URI's store is not asked (`SKIP_REMOTE_CHECK`)."""
     check_spec_storage(spec, remote=remote_storage)
     machine = target_machine(address, num_cpus)
+    if why := local_storage_on_nodes(spec, machine):
+        print(f"rlsweep: warning: {why}")
     rate = measured_throughput()
     laid, layout = laid_out(spec, machine, rate)
     fits_where_it_runs(laid, machine, address)  # a cluster's misfit: a warning (its autoscaler)
@@ -60,6 +62,21 @@ def check(
     except SpecError:
         plan = None  # trials that wait for nodes the cluster does not have yet
     return Checked(laid, plan)
+
+
+def local_storage_on_nodes(spec: SweepSpec, machine: Machine) -> str | None:
+    """Why a sweep's results dir may fail its trials on a joined cluster of several nodes (None
+    where it is a URI, or the target one machine): Ray checkpoints a trial on another node than
+    the driver's only to storage that node reaches, and fails it at its first checkpoint
+    otherwise. Not an error: every node may mount the same filesystem there."""
+    where = experiment_path(spec)
+    if machine.nodes < 2 or is_uri(where):
+        return None
+    return (
+        f"the cluster has {machine.nodes} nodes and the results go to {where}, a path: a trial "
+        "on another node than this one fails at its first checkpoint unless that node reaches "
+        "the path too (a shared filesystem); else give --storage s3://bucket/prefix"
+    )
 
 
 def plan_on(spec: SweepSpec, cpus: float, gpus: float) -> Plan | None:
