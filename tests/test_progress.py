@@ -190,6 +190,24 @@ def test_the_step_counter_never_goes_back_nor_past_the_total():
     assert "env steps 4,096/4,096 (100%)" in snap.line("test/return_norm")
 
 
+def test_a_trial_no_node_holds_says_so_though_the_cluster_has_enough_free():
+    """A 1-CPU head with the GPU beside an 8-CPU worker: 9 CPUs and the GPU are free in all,
+    but a trial of 2 CPUs and the GPU goes on one node, and none has both: it never starts.
+    Counted over the cluster, nothing looked short, and the progress line said nothing."""
+    from rlsweep.run.progress import STARVED_S, Resources
+
+    nodes = ({"CPU": 1.0, "GPU": 1.0}, {"CPU": 8.0})
+    state = Resources({"CPU": 9.0, "GPU": 1.0}, {"CPU": 9.0, "GPU": 1.0}, False, nodes)
+    gpu = SweepSpec(name="g", seeds=[0, 1], budget=16384, params={"num_gpus": 1, "num_cpus": 2})
+    view = ProgressView(gpu, stream=io.StringIO(), throughput=PRIOR, resources=lambda: state)
+    pending = [_trial(i, "PENDING") for i in range(2)]
+    view.measure(pending, now=0.0)
+    assert view.measure(pending, now=STARVED_S).waiting == (
+        "no trial can start: 2 pending, each needs 2 CPUs + 1 GPU on one node, and no node has "
+        "as much (1 CPU + 1 GPU; 8 CPUs)"
+    )
+
+
 def test_a_sweep_whose_trials_cannot_start_says_why_within_seconds():
     from rlsweep.run.progress import STARVED_S, Resources
 

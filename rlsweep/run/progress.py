@@ -52,12 +52,15 @@ class Resources:
     free: dict[str, float]
     starting: bool
     """A placement group made since the sweep started is ready: a trial is starting."""
+    nodes: tuple[dict[str, float], ...] = ()
+    """What each live node has in all (a trial runs on one node; empty: not known)."""
 
 
 def ray_resources(seen: set[str]) -> Resources | None:
     """The driver's Ray's resources now, and whether a placement group made since `seen` was
     first filled (the ids of the groups there were then, other jobs') is ready; None without
-    Ray. Public Ray calls (`ray.cluster_resources`, `ray.util.placement_group_table`)."""
+    Ray. Public Ray calls (`ray.cluster_resources`, `ray.util.placement_group_table`,
+    `ray.nodes`)."""
     ray = sys.modules.get("ray")
     if ray is None or not ray.is_initialized():
         return None
@@ -68,7 +71,14 @@ def ray_resources(seen: set[str]) -> Resources | None:
         seen.update(table)
         seen.add("")  # filled, even where there were none
     starting = any(pg.get("state") == "CREATED" for k, pg in table.items() if k not in seen)
-    return Resources(dict(ray.cluster_resources()), dict(ray.available_resources()), starting)
+    nodes = tuple(dict(n["Resources"]) for n in ray.nodes() if n.get("Alive"))
+    return Resources(
+        dict(ray.cluster_resources()), dict(ray.available_resources()), starting, nodes
+    )
+
+
+def _fits_a_node(bundle: dict[str, float], nodes: tuple[dict[str, float], ...]) -> bool:
+    return any(all(v <= n.get(k, 0) + 1e-6 for k, v in bundle.items()) for n in nodes)
 
 
 def _amount(resources: dict[str, float], key: str) -> str:
@@ -379,10 +389,24 @@ class ProgressView:
         if state is not None and not state.starting:
             waiting = [t for t in trials if t.status not in ENDED] or trials
             cfg = self._model(waiting[0]).cfg if waiting else self._spec_models[0].cfg
-            need = {"CPU": placement(cfg).cpus, "GPU": placement(cfg).gpus}
+            p = placement(cfg)
+            need = {"CPU": p.cpus, "GPU": p.gpus}
             short = [k for k, n in need.items() if n > state.free.get(k, 0) + 1e-6]
-            if short:
-                wants = " + ".join(_amount(need, k) for k in need if need[k])
+            wants = " + ".join(_amount(need, k) for k in need if need[k])
+            # Each bundle goes on one node: one that no node holds in all never starts.
+            homeless = [b for b in p.bundles if state.nodes and not _fits_a_node(b, state.nodes)]
+            if homeless:
+                bundle = homeless[0]
+                has = "; ".join(
+                    " + ".join(_amount(n, k) for k in bundle if n.get(k)) or "none of it"
+                    for n in state.nodes
+                )
+                why = (
+                    f"no trial can start: {pending} pending, each needs "
+                    + " + ".join(_amount(bundle, k) for k in bundle)
+                    + f" on one node, and no node has as much ({has})"
+                )
+            elif short:
                 held = {k: state.total.get(k, 0) - state.free.get(k, 0) for k in need}
                 why = (
                     f"no trial can start: {pending} pending, each needs {wants}; free "
