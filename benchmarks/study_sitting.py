@@ -82,6 +82,10 @@ PART_MB = 15.5
 """Under the 16 MiB a file may weigh on its way back."""
 MAX_BACK = (8, 64 * 2**20)
 """Files and bytes that may come back from OUT."""
+CARRY_MB = 63.5
+"""The most the packed parts may weigh (`rlsweep pack --max-mb`): what comes back, less room
+for the manifest, sitting.log and sitting.json. A heavier pack leaves out the checkpoints of
+the trials that got least far (they start anew next sitting) rather than lose the sitting."""
 
 
 def experiment_dir(r: gpu_check.Run, name: str, smoke: bool, storage: Path) -> Path:
@@ -315,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             carry = out / "carry"
             shutil.rmtree(carry, ignore_errors=True)
             argv = [*rlsweep, "pack", str(exp), "--out", str(carry), "--part-mb", str(PART_MB)]
+            argv += ["--max-mb", str(CARRY_MB)]
             argv.append("--lean")  # 64 MiB come back at most: no byte a resume never reads
             r.stage("pack", argv)
     trials = progress(exp, since)

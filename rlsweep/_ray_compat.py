@@ -1077,8 +1077,22 @@ class TuneState:
                 return
         raise KeyError(dirname)
 
-    def save(self) -> None:
-        """Write the state back to its file (a new file beside it, then renamed over it)."""
+    def forget_checkpoints(self, dirname: str) -> None:
+        """Make the trial in `dirname` one that never checkpointed: a restore starts it anew
+        (its checkpoints are not where the state goes: a carry left them out)."""
+        for trial, meta in self._trials:
+            if trial["relative_logdir"] != dirname:
+                continue
+            manager = meta["checkpoint_manager"]
+            manager._checkpoint_results = []
+            manager._latest_checkpoint_result = None
+            trial["storage"].current_checkpoint_index = 0
+            meta["last_result"] = {}
+            return
+        raise KeyError(dirname)
+
+    def dumps(self) -> bytes:
+        """The state as Tune writes its file."""
         import json
 
         from ray.tune.utils.serialization import TuneFunctionEncoder
@@ -1090,9 +1104,13 @@ class TuneState:
             ]
             for t, m in self._trials
         ]
+        return json.dumps(self._state, cls=TuneFunctionEncoder).encode()
+
+    def save(self) -> None:
+        """Write the state back to its file (a new file beside it, then renamed over it)."""
         tmp = f"{self.path}.rlsweep-tmp"
         with self.fs.open_output_stream(tmp) as f:
-            f.write(json.dumps(self._state, cls=TuneFunctionEncoder).encode())
+            f.write(self.dumps())
         self.fs.move(tmp, self.path)
 
 

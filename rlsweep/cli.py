@@ -387,9 +387,18 @@ def cmd_pack(args: argparse.Namespace) -> int:
     from rlsweep.node.carry import CarryError, pack
 
     try:
-        m = pack(Path(args.dir), Path(args.out), int(args.part_mb * 2**20), lean=args.lean)
+        most = None if args.max_mb is None else int(args.max_mb * 2**20)
+        m = pack(
+            Path(args.dir), Path(args.out), int(args.part_mb * 2**20), args.lean, max_bytes=most
+        )
     except CarryError as e:
         raise SpecError(None, "", str(e)) from None
+    for name in m["checkpoints_dropped_to_fit"]:
+        print(
+            f"rlsweep: {name}: left out to fit --max-mb {args.max_mb:g}: its trial starts anew "
+            "at the resume",
+            file=sys.stderr,
+        )
     size = sum(p["bytes"] for p in m["parts"])
     left = f"{formatting.plural(len(m['checkpoints_left_out']), 'checkpoint')} no resume loads"
     if args.lean:
@@ -735,6 +744,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also leave out what neither a resume nor a report reads: TensorBoard's event "
         "files, and the report (`rlsweep report` writes it again)",
+    )
+    pk.add_argument(
+        "--max-mb",
+        type=float,
+        help="the most the parts may weigh, MiB: where more, the checkpoints of the unfinished "
+        "trials that got least far are left out, one by one, and those trials start anew",
     )
     pk.set_defaults(func=cmd_pack)
     up = _parser(

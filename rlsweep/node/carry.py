@@ -114,10 +114,24 @@ def unshuffle(data: bytes) -> bytes:
     return planes.T.tobytes() + data[whole:]
 
 
-def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> dict:
+def pack(
+    experiment: Path,
+    out: Path,
+    part_bytes: int,
+    lean: bool = False,
+    max_bytes: int | None = None,
+) -> dict:
     """Write `experiment` (less the checkpoints a resume never loads; `lean`: less
     TensorBoard's files and the report too) into `out` as parts of at most `part_bytes` bytes
-    and `manifest.json`. Returns the manifest."""
+    and `manifest.json`. Returns the manifest. `max_bytes`: the most the parts may weigh in
+    all (what a transfer brings back); a pack heavier than that leaves out the checkpoints of
+    the unfinished trials that got least far, one by one, until it fits, and its Tune state
+    has them start anew (`checkpoints_dropped_to_fit`): the progress of a few trials is lost
+    rather than all of it. CarryError where nothing is left to leave out."""
+    import pyarrow.fs as pafs
+
+    from rlsweep._ray_compat import TuneState
+
     experiment = experiment.resolve()
     if not (experiment / SWEEP_FILE).is_file():
         raise CarryError(f"{experiment}: not an experiment dir (no {SWEEP_FILE})")
@@ -131,13 +145,68 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
     # checkpoints between Tune's and the newest keep are written to result.json now.
     reconcile(str(experiment))
     carried = carried_checkpoints(experiment)
+    state = TuneState(pafs.LocalFileSystem(), str(experiment))
+    dropped: list[str] = []
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(f"{ARCHIVE}.part*"):
+        stale.unlink()  # a part of an earlier, longer pack would be taken for this one's
+    with tempfile.TemporaryDirectory(dir=out) as tmp:
+        archive = Path(tmp) / ARCHIVE
+        while True:
+            changed = state.dumps() if dropped else None
+            left_out, shuffled = _archive(experiment, archive, carried, lean, state.path, changed)
+            size = archive.stat().st_size
+            if max_bytes is None or size <= max_bytes:
+                break
+            least = _least_advanced(experiment, carried)
+            if least is None:
+                raise CarryError(
+                    f"{experiment}: packs into {size / 2**20:.1f} MiB, more than "
+                    f"{max_bytes / 2**20:.1f} MiB, with no checkpoint left to leave out"
+                )
+            owner, name = least
+            carried[owner].discard(name)
+            for trial in state.trials:  # the trial itself, and any PBT gave it to
+                if trial.checkpoint == name and (trial.checkpoint_owner or trial.dirname) == owner:
+                    state.forget_checkpoints(trial.dirname)
+            dropped.append(f"{owner}/{name}")
+        manifest = {
+            "experiment": experiment.name,
+            "bytes": sum(f.stat().st_size for f in experiment.rglob("*") if f.is_file()),
+            "checkpoints_left_out": sorted(left_out),
+            "checkpoints_dropped_to_fit": dropped,
+            "lean": lean,
+            "byte_shuffled": [str(Path(n).relative_to(experiment.name)) for n in shuffled],
+            "archive_sha256": sha256(archive),
+            "continues": _lineage(experiment),
+            "parts": cut(archive, out, part_bytes),
+        }
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    _set_lineage(experiment, manifest["archive_sha256"])
+    return manifest
+
+
+def _archive(
+    experiment: Path,
+    archive: Path,
+    carried: dict[str, set[str]],
+    lean: bool,
+    state_path: str | None,
+    state: bytes | None,
+) -> tuple[list[str], list[str]]:
+    """Write the gzipped tar of `experiment` to `archive`, less the checkpoints `carried` does
+    not name (`lean`: and what no resume reads), with the Tune state file `state_path` written
+    as `state` where given. The checkpoints left out and the members byte-shuffled."""
     left_out: list[str] = []
     shuffled: list[str] = []
+    state_member = None if state is None else f"{experiment.name}/{Path(str(state_path)).name}"
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         # <experiment>/<trial>/checkpoint_000003: a dir left out is left out whole.
         parts = Path(info.name).parts
         name = "/".join(parts[1:])
+        if info.name == state_member:
+            return None  # added below, changed
         if len(parts) == 3 and CHECKPOINT_DIR.match(parts[2]) and parts[1] in carried:
             if parts[2] in carried[parts[1]]:
                 return info
@@ -152,30 +221,34 @@ def pack(experiment: Path, out: Path, part_bytes: int, lean: bool = False) -> di
             return None
         return info
 
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(f"{ARCHIVE}.part*"):
-        stale.unlink()  # a part of an earlier, longer pack would be taken for this one's
-    with tempfile.TemporaryDirectory(dir=out) as tmp:
-        archive = Path(tmp) / ARCHIVE
-        with tarfile.open(archive, "w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
-            tar.add(experiment, arcname=experiment.name, filter=keep)
-            for name in shuffled:
-                path = experiment.parent / name
-                info = tar.gettarinfo(path, arcname=name)
-                tar.addfile(info, io.BytesIO(shuffle(path.read_bytes())))
-        manifest = {
-            "experiment": experiment.name,
-            "bytes": sum(f.stat().st_size for f in experiment.rglob("*") if f.is_file()),
-            "checkpoints_left_out": sorted(left_out),
-            "lean": lean,
-            "byte_shuffled": [str(Path(n).relative_to(experiment.name)) for n in shuffled],
-            "archive_sha256": sha256(archive),
-            "continues": _lineage(experiment),
-            "parts": cut(archive, out, part_bytes),
-        }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-    _set_lineage(experiment, manifest["archive_sha256"])
-    return manifest
+    with tarfile.open(archive, "w:gz", compresslevel=6, format=tarfile.PAX_FORMAT) as tar:
+        tar.add(experiment, arcname=experiment.name, filter=keep)
+        for name in shuffled:
+            path = experiment.parent / name
+            info = tar.gettarinfo(path, arcname=name)
+            tar.addfile(info, io.BytesIO(shuffle(path.read_bytes())))
+        if state_member is not None:
+            info = tar.gettarinfo(str(state_path), arcname=state_member)
+            info.size = len(state)
+            tar.addfile(info, io.BytesIO(state))
+    return left_out, shuffled
+
+
+def _least_advanced(experiment: Path, carried: dict[str, set[str]]) -> tuple[str, str] | None:
+    """(trial dir, checkpoint) of the carried checkpoint that got least far (its env steps, as
+    its manifest says; 0 without one), None where none is carried."""
+    import pyarrow.fs as pafs
+
+    from rlsweep.manifest import complete_manifest
+
+    fs = pafs.LocalFileSystem()
+
+    def steps(owner: str, name: str) -> float:
+        manifest = complete_manifest(fs, str(experiment / owner / name))
+        return float(manifest["env_steps"]) if manifest else 0.0
+
+    held = [(steps(o, n), o, n) for o, names in carried.items() for n in names]
+    return None if not held else min(held)[1:]
 
 
 def _tune_state_reads(experiment: Path) -> bool:
