@@ -12,12 +12,17 @@ With `--baseline NAME` both arms run baselines/NAME.yaml's setting (the referenc
 schedule too); `--plain-only` runs the reference loop alone, to set beside a study's trials of
 that baseline (issue 38's check of a result that contradicts LOGS.md). Where a machine is held
 for less than the run takes (a GPU sitting's 10-minute call), `--state DIR --time-limit SECONDS`
-(counted from the script's start, after its imports) keeps each seed's run in DIR and stops it
-in time, exit code 3 as `rlsweep`'s; the same command again goes on from there (`run_plain`):
+(counted from the process's start) keeps each seed's run in DIR, saved every minute and before
+it stops in time, exit code 3 as `rlsweep`'s; the same command with `--resume` goes on from
+there (`run_plain`), and refuses to start over where DIR holds no state. On a device call, whose
+$OUT starts empty and is all that comes back, DIR lies in $OUT; what came back is carried in
+(kept here as carried-plain/) and copied there first:
 
     python benchmarks/learning.py --baseline lars12llt --game bigfish --seeds 0 --budget 4e6 \
         --eval-every 63 --eval-episodes 32 --device cuda --plain-only \
-        --state carried-plain --time-limit 540      # again, until it exits 0
+        --state $OUT/plain --out $OUT --time-limit 540                   # the first call
+    mkdir -p $OUT && cp -r carried-plain $OUT/plain && python benchmarks/learning.py ... \
+        --state $OUT/plain --out $OUT --time-limit 540 --resume          # then, until exit 0
 
 The same game, seeds and budget run (a) as rlsweep trials through `run_sweep` (RLlib, Tune, the
 cobbe2019 baseline: train-procgen's PPO) and (b) by `benchmarks/plain_ppo.py` (CleanRL's loop,
@@ -73,6 +78,9 @@ from rlsweep.trial.evaluation import (
     sampling_policy,
 )
 
+SAVE_EVERY_S = 60.0
+"""With `--state`: the most wall time a run goes without saving (a kill from outside, the
+machine taken back, loses no more)."""
 BATCH = 64 * 256  # cobbe2019's iteration
 DEFAULT_BUDGET = 4 * BATCH  # 65,536 env steps: 3 seeds x 2 algorithms in ~45 min on 2 cores
 
@@ -142,7 +150,17 @@ def run_plain(
     before `deadline`, where it stops and returns None. Run again, it goes on from the state
     (its envs start again); a run that ended returns its rows at once."""
     run = {"baseline": args.baseline, "game": trial.game, "seed": trial.seed, "budget": budget}
-    saved = torch.load(state, weights_only=False) if state and state.exists() else None
+    run |= {"eval_every": args.eval_every, "eval_episodes": trial.eval_episodes}
+    found = state is not None and state.exists()
+    if getattr(args, "resume", False) and not found:
+        raise SystemExit(
+            f"{state}: no state to resume (--resume); carry the last call's in, or leave "
+            "--resume out to start a new run"
+        )
+    if state and not found:
+        print(f"  plain seed {trial.seed}: no state at {state}: a new run", flush=True)
+    # On the CPU: a state saved on a GPU reads here too (the loop moves it to its device).
+    saved = torch.load(state, weights_only=False, map_location="cpu") if found else None
     if saved and saved["run"] != run:
         raise SystemExit(f"{state}: the state of another run ({saved['run']}), not of {run}")
     if saved and saved["done"]:
@@ -161,9 +179,11 @@ def run_plain(
         rows, iteration = saved["rows"], saved["iteration"]
         print(f"  plain seed {trial.seed}: resumed at {ppo.env_steps:,} env steps", flush=True)
     clock = IterationClock(eval_steps(trial))
+    last_save = time.monotonic()
 
     def save(done: bool) -> None:
-        t0 = time.monotonic()
+        nonlocal last_save
+        t0 = last_save = time.monotonic()
         out = {"run": run, "done": done, "iteration": iteration, "rows": rows}
         out |= {"ppo": ppo.state_dict(), "eval_generator": policy.generator.get_state()}
         torch.save(out, state.with_suffix(".tmp"))
@@ -184,6 +204,8 @@ def run_plain(
                 worst = clock.next_s(evaluates, worst=True)
                 if evaluates and (worst is None or time.monotonic() + worst > deadline):
                     save(done=False)  # the evaluation goes ahead from a saved state
+            if state and time.monotonic() - last_save > SAVE_EVERY_S:
+                save(done=False)  # a kill from outside loses no more
             t0 = time.monotonic()
             ppo.train_iteration()
             clock.trained(time.monotonic() - t0)
@@ -267,6 +289,11 @@ def main(argv: list[str] | None = None) -> None:
         "--state", type=Path, help="with --plain-only: keep each seed's run here to resume it"
     )
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --state: go on from the state there, and refuse to start over without one",
+    )
+    parser.add_argument(
         "--precision",
         choices=("tf32", "bf16"),
         help="compare rlsweep in this precision with rlsweep in fp32 (no reference loop)",
@@ -283,16 +310,20 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--time-limit and --state: with --plain-only (rlsweep's arm: rlsweep resume)")
     if args.time_limit and not args.state:
         parser.error("--time-limit needs --state, where a stopped run is kept")
+    if args.resume and not args.state:
+        parser.error("--resume needs --state, where the run to go on is kept")
     budget = int(args.budget)
     args.out = args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
+    levels = plain_trial(args, args.game, args.seeds[0]).train_levels or "all"
     print(
-        f"{args.game} easy (200 levels), {args.baseline} PPO, seeds {args.seeds}, "
+        f"{args.game} easy ({levels} levels), {args.baseline} PPO, seeds {args.seeds}, "
         f"{budget:,} env steps each, device {args.device}, {args.threads} threads",
         flush=True,
     )
     t0 = time.monotonic()
-    deadline = t0 + args.time_limit if args.time_limit else None
+    started = t0 - (time.time() - process_started())  # on the monotonic clock
+    deadline = started + args.time_limit if args.time_limit else None
     first = (
         "rlsweep, fp32"
         if args.precision
@@ -356,6 +387,18 @@ def main(argv: list[str] | None = None) -> None:
     png = args.out / f"learning_{args.game}{suffix}.png"
     plot(args.game, curves, png)
     print(f"learning curves: {png}")
+
+
+def process_started() -> float:
+    """This process's start, as time.time() (Linux's /proc: its imports and its restart with
+    jemalloc, which keeps the process, included; elsewhere now)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        lines = Path("/proc/stat").read_text().splitlines()
+        boot = next(float(line.split()[1]) for line in lines if line.startswith("btime"))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
 
 
 def with_jemalloc() -> None:

@@ -227,6 +227,38 @@ def test_the_reference_arm_stops_in_time_saves_and_goes_on_to_its_end(tmp_path):
         run_plain(_tiny_lars12llt(seed=1), budget, args, state=state)
 
 
+def test_the_reference_arm_saves_as_it_goes_and_resumes_only_from_a_state(tmp_path, monkeypatch):
+    """A GPU sitting's call may be cut off from outside: the run saves every SAVE_EVERY_S, not
+    only before it stops itself (a kill lost everything since the start). `--resume` refuses
+    a missing state (a call whose carried state did not come in started over in silence)."""
+    from types import SimpleNamespace
+
+    import learning
+    from plain_ppo import PlainPPO
+
+    args = SimpleNamespace(baseline="lars12llt", threads=1, device="cpu", eval_every=2)
+    state = tmp_path / "plain.pt"
+    with pytest.raises(SystemExit, match="no state to resume"):
+        learning.run_plain(
+            _tiny_lars12llt(), 4 * 64, SimpleNamespace(**vars(args), resume=True), state=state
+        )
+    monkeypatch.setattr(learning, "SAVE_EVERY_S", -1.0)  # every iteration
+    trained = PlainPPO.train_iteration
+    calls = []
+
+    def killed_at_the_third(self):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the call cut off
+        return trained(self)
+
+    monkeypatch.setattr(PlainPPO, "train_iteration", killed_at_the_third)
+    with pytest.raises(KeyboardInterrupt):  # under a time limit, as on a device call
+        learning.run_plain(_tiny_lars12llt(), 8 * 64, args, time.monotonic() + 3600, state)
+    saved = torch.load(state, weights_only=False)
+    assert (saved["done"], saved["iteration"]) == (False, 2)  # saved before the third
+
+
 def test_a_reference_loop_given_anothers_state_holds_what_it_learned_and_drew():
     from plain_ppo import PlainPPO, PPOArgs
 
