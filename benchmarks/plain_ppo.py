@@ -85,6 +85,9 @@ class PPOArgs:
     advantage_norm: str = "minibatch"
     """minibatch: standardized per minibatch (PPO2, CleanRL) | batch: once over the batch
     (2020's RLlib)."""
+    minibatching: str = "shuffle"
+    """shuffle: a fresh permutation every epoch (PPO2, CleanRL) | fixed: one permutation per
+    update, its minibatches in a fresh order each epoch (2020's RLlib on TensorFlow)."""
     max_grad_norm: float | None = 0.5
     """Global gradient-norm clip; None: none."""
     normalize_reward: bool = True
@@ -144,6 +147,7 @@ class PPOArgs:
             kl_coeff=cfg.kl_coeff,
             kl_target=cfg.kl_target,
             advantage_norm=cfg.advantage_norm,
+            minibatching="fixed" if cfg.minibatching == "fixed" else "shuffle",
             max_grad_norm=cfg.grad_clip,
             normalize_reward=cfg.normalize_reward,
             reward_norm_gamma=cfg.reward_norm_gamma,
@@ -284,7 +288,9 @@ def ppo_update(
     kl_coeff: float = 0.0,
 ) -> dict[str, float]:
     """GAE, then `update_epochs` epochs of `batch_size // minibatch_size` minibatches, each
-    from a fresh `torch.randperm(len(order), generator=generator)` of the real transitions.
+    from a fresh `torch.randperm(len(order), generator=generator)` of the real transitions
+    (`minibatching: fixed`: one for the update, then a `torch.randperm` of the minibatches'
+    order each epoch).
     `order` lists them as (step, env); default time-major (a test passes RLlib's row order so
     that the same permutation picks the same transitions). `logits`: the rollout policy's, for
     the KL penalty at `kl_coeff`. Returns the last minibatch's losses and `kl`, the mean KL of
@@ -322,10 +328,17 @@ def ppo_update(
     vf_clip = args.clip_coef if args.vf_clip is None else args.vf_clip
 
     mb, stats = args.minibatch_size, {}
+    blocks = range(0, args.batch_size, mb)
+    fixed = args.minibatching == "fixed"
+    once = torch.randperm(len(order), generator=generator).to(device) if fixed else None
     for _ in range(args.update_epochs):
-        b_inds = torch.randperm(len(order), generator=generator).to(device)
+        if once is None:
+            b_inds, starts = torch.randperm(len(order), generator=generator).to(device), blocks
+        else:  # one permutation, its minibatches in a fresh order
+            b_inds = once
+            starts = [blocks[j] for j in torch.randperm(len(blocks), generator=generator)]
         kls = []
-        for start in range(0, args.batch_size, mb):
+        for start in starts:
             mb_inds = b_inds[start : start + mb]
             newlogits, newvalue = net(b_obs[mb_inds])
             dist = Categorical(logits=newlogits)

@@ -326,6 +326,11 @@ REVERTS = {
         {"advantage_norm": "minibatch"},
         {},
     ),
+    "minibatching: a fresh shuffle every epoch, not 2020's RLlib's fixed minibatches": (
+        "lars12llt",
+        {"minibatching": "shuffle"},
+        {},
+    ),
 }
 
 

@@ -96,7 +96,7 @@ RULES = {  # every field of a trial: a value its rule refuses, and what the rule
     "train_batch_size": (0, "an integer >= 1, or null"),
     "minibatch_size": (512.0, "an integer >= 1"),
     "num_epochs": (0, "an integer >= 1"),
-    "minibatching": ("cyclic", "shuffle, rllib"),
+    "minibatching": ("cyclic", "shuffle, fixed, rllib"),
     "advantage_norm": ("none", "minibatch, batch, rllib"),
     "adam_eps": (0, "a number > 0"),
     "overlap": ("yes", "true, false"),

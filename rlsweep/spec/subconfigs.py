@@ -50,7 +50,7 @@ TRANSFORMS = ("flip", "rotate", "crop_resize", "translate", "pad_crop")
 """The augmentations proper; `all` draws one of them per sample. Order fixes the op ids."""
 AUGMENTATIONS = ("none", *TRANSFORMS, "all")
 VF_CLIP_MODES = ("loss", "ppo2")
-MINIBATCHINGS = ("shuffle", "rllib")
+MINIBATCHINGS = ("shuffle", "fixed", "rllib")
 ADVANTAGE_NORMS = ("minibatch", "batch", "rllib")
 ALGORITHMS = ("ppo", "impala", "appo", "dqn")
 """RL algorithms (TrialConfig.algorithm); spec.SEARCH_ALGORITHMS are Tune's search algorithms."""
@@ -336,8 +336,11 @@ class AlgorithmConfig(Validated):
     minibatching: str = checked("shuffle", rule=one_of(MINIBATCHINGS))
     """shuffle: every epoch a fresh permutation of the batch's real transitions, cut into
     train_batch / minibatch_size minibatches of exactly minibatch_size (baselines' PPO2,
-    CleanRL, 2020's RLlib) | rllib: RLlib's cyclic iterator over the batch with its bootstrap
-    rows (shuffled only when it wraps around). ppo only."""
+    CleanRL, 2020's RLlib without a multi-GPU optimizer) | fixed: the real transitions shuffled
+    once per batch and cut so, each epoch visiting those minibatches in a fresh order (2020's
+    RLlib on TensorFlow, whose LocalMultiGPUOptimizer loaded the batch shuffled once and then
+    permuted the minibatches' offsets each epoch) | rllib: RLlib's cyclic iterator over the
+    batch with its bootstrap rows (shuffled only when it wraps around). ppo only."""
     advantage_norm: str = checked("minibatch", rule=one_of(ADVANTAGE_NORMS))
     """Standardize advantages over each minibatch (CleanRL's: the unbiased std + 1e-8; PPO2
     takes the biased std) |

@@ -254,11 +254,15 @@ def shuffled_minibatches(
     minibatch_size: int,
     minibatches_per_epoch: int,
     generator: torch.Generator,
+    fixed: bool = False,
 ) -> Iterator[MultiAgentBatch]:
     """PPO2's / CleanRL's minibatch loop: every epoch a fresh permutation of the batch's real
     transitions (bootstrap rows dropped), cut into `minibatches_per_epoch` minibatches of
     exactly `minibatch_size`. The permutation is `torch.randperm(n, generator=generator)`,
     one per epoch: a reference loop given the same generator draws the same minibatches.
+    `fixed` (`minibatching: fixed`, 2020's RLlib on TensorFlow): one permutation for the whole
+    update, then each epoch `torch.randperm(minibatches_per_epoch, generator=generator)`, the
+    order its minibatches come in.
 
     The minibatches hold real rows alone and so no loss mask: the losses take plain means, where
     a mask's boolean indexing would wait for the GPU in every loss term of every minibatch. Each
@@ -277,9 +281,17 @@ def shuffled_minibatches(
                 f"{minibatch_size}"
             )
     devices = {m: next(iter(data.values())).device for m, data in real.items()}
+
+    def permutations() -> dict[str, torch.Tensor]:
+        return {m: torch.randperm(n, generator=generator).to(devices[m]) for m, n in sizes.items()}
+
+    perms = permutations() if fixed else {}
     for _ in range(num_epochs):
-        perms = {m: torch.randperm(n, generator=generator).to(devices[m]) for m, n in sizes.items()}
-        for j in range(minibatches_per_epoch):
+        if fixed:
+            order = torch.randperm(minibatches_per_epoch, generator=generator).tolist()
+        else:
+            perms, order = permutations(), range(minibatches_per_epoch)
+        for j in order:
             policy_batches = {}
             for module_id, data in real.items():
                 idx = perms[module_id][j * minibatch_size : (j + 1) * minibatch_size]
@@ -575,8 +587,9 @@ class RlsweepPPOLearner(ConfigAfterRestore, LearnerHooks, PPOTorchLearner):
     def minibatch_iterator(
         self, *, training_data, num_epochs: int = 1, minibatch_size: int | None = None, **kwargs
     ):
+        minibatching = self.config.learner_config_dict.get(MINIBATCHING)
         if (
-            self.config.learner_config_dict.get(MINIBATCHING) != "shuffle"
+            minibatching not in ("shuffle", "fixed")
             or training_data.data_iterators
             or not minibatch_size
         ):
@@ -592,6 +605,7 @@ class RlsweepPPOLearner(ConfigAfterRestore, LearnerHooks, PPOTorchLearner):
             minibatch_size=minibatch_size,
             minibatches_per_epoch=self.minibatches_per_epoch(minibatch_size),
             generator=self._shuffle_rng,
+            fixed=minibatching == "fixed",
         )
 
     def minibatches_per_epoch(self, minibatch_size: int) -> int:
