@@ -321,3 +321,9 @@ def test_a_setting_without_the_flag_it_sets_is_refused(flag, parent, capsys):
     assert f"{flag.split('=')[0]}: given without {parent}, whose setting it is" in (
         capsys.readouterr().err
     )
+
+
+def test_an_address_with_no_cluster_is_bad_input_at_once(capsys):
+    """Ray's join retried for minutes, its log lines on the console, before a traceback."""
+    assert main(["validate", "search_spaces/demo.yaml", "--address", "127.0.0.1:1"]) == 2
+    assert "--address 127.0.0.1:1: no Ray cluster to join (" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from rlsweep._ray_compat import (
     raylet_messages_to,
 )
 from rlsweep.environ import set_env
+from rlsweep.errors import SpecError
 from rlsweep.experiment.experiment_dir import DRIVER_LOG, append_text
 from rlsweep.formatting import plural
 from rlsweep.plan.placement import cpu_model, starts_local_ray
@@ -111,6 +112,27 @@ def ray_session(
             ray.shutdown()
 
 
+def _check_reachable(address: str | None) -> None:
+    """Raise SpecError where `address` (HOST:PORT) takes no connection within 5 s: Ray's own
+    join retries for minutes, its log lines on the console, before it says so. Auto, ray://
+    and RAY_ADDRESS's are left to Ray (it finds the first, or says at once that there is none)."""
+    import socket
+
+    if not address or address == "auto" or "://" in address or ":" not in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            return
+    except (OSError, ValueError) as e:
+        raise SpecError(
+            None,
+            "",
+            f"--address {address}: no Ray cluster to join ({e}); start one with `ray start "
+            "--head`, or leave --address out to run on this machine",
+        ) from None
+
+
 def _init(
     address: str | None,
     num_cpus: int | None,
@@ -131,18 +153,32 @@ def _init(
         if local
         else contextlib.nullcontext({})
     )
+    if not local:
+        _check_reachable(address)
     with quiet as quiet_kwargs:
-        ctx = ray.init(
-            address=address,
-            num_cpus=num_cpus if local else None,
-            runtime_env=runtime_env(jemalloc),
-            include_dashboard=dashboard is not None if local else None,
-            configure_logging=True,
-            logging_level="WARNING",
-            log_to_driver=verbose,
-            **kwargs,
-            **quiet_kwargs,
-        )
+        try:
+            ctx = ray.init(
+                address=address,
+                num_cpus=num_cpus if local else None,
+                runtime_env=runtime_env(jemalloc),
+                include_dashboard=dashboard is not None if local else None,
+                configure_logging=True,
+                logging_level="WARNING",
+                log_to_driver=verbose,
+                **kwargs,
+                **quiet_kwargs,
+            )
+        except ConnectionError as e:  # no cluster there: bad input, said before anything runs
+            if local:
+                raise
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise SpecError(
+                None,
+                "",
+                f"--address {address or os.environ.get('RAY_ADDRESS')}: no Ray cluster to join "
+                f"({why}); start one with `ray start --head`, or leave --address out to run on "
+                "this machine",
+            ) from None
     if not local:
         joined = (getattr(ctx, "address_info", None) or {}).get("address") or address
         if joined not in _announced:  # once per cluster and process (validate, then run)
