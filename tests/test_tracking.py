@@ -329,3 +329,19 @@ def test_resume_logs_to_wandb_as_the_sweep_did(random_sweep):
     assert (resumed.trials["status"] == "TERMINATED").all()
     jobs = sorted(_run_record(recs).job_type for recs in _runs(result).values())
     assert jobs == ["report", "report"] + ["trial"] * 4  # finished trials were not rerun
+
+
+def test_online_logging_without_credentials_is_bad_input_before_anything_runs(
+    tmp_path, monkeypatch, capsys
+):
+    """wandb raised in the driver once Ray and the sweep had started, leaving a sweep dir that
+    the same run without --wandb then refused (`already holds a sweep`)."""
+    from rlsweep.cli import main
+
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))  # none
+    monkeypatch.setenv("HOME", str(tmp_path))
+    argv = ["run", "search_spaces/demo.yaml", "--storage", str(tmp_path / "r"), "--num-cpus", "1"]
+    assert main([*argv, "--wandb", "online"]) == 2
+    assert "--wandb online: no W&B credentials here" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -147,9 +147,10 @@ def run_sweep(
         spec = laid
     if starts_local_ray(address):  # before Ray starts; a cluster is checked once joined
         check_fits(spec, address, num_cpus)
+    wandb_settings = tracking.settings_from(wandb)
+    tracking.check_credentials(wandb_settings)
     experiment = experiment_path(spec, storage_path)
     refuse_existing(spec, experiment, overwrite)
-    wandb_settings = tracking.settings_from(wandb)
     with (
         quiet_console(experiment, verbose),
         _driver(
@@ -215,6 +216,7 @@ def resume_sweep(
     wandb_settings = tracking.settings_from(
         wandb if wandb is not None else run_info(experiment).get("wandb")
     )
+    tracking.check_credentials(wandb_settings)
     with quiet_console(experiment, verbose):
         restarts = reconcile(experiment)
         points = resume_points(spec, experiment, restarts)

@@ -55,6 +55,21 @@ class WandbSettings:
         return "online" if has_credentials() else "offline"
 
 
+def check_credentials(settings: WandbSettings | None) -> None:
+    """Raise SpecError where `settings` ask for online logging with no credentials here: wandb
+    would raise in the driver once Ray and the sweep had started, leaving a sweep dir behind."""
+    from rlsweep.errors import SpecError
+
+    if settings is not None and settings.mode == "online" and not has_credentials():
+        raise SpecError(
+            None,
+            "",
+            "--wandb online: no W&B credentials here (WANDB_API_KEY, or ~/.netrc's "
+            f"{WANDB_HOST}); log in with `wandb login`, or use --wandb offline (files to sync "
+            "later) or auto (online only with credentials)",
+        )
+
+
 def has_credentials() -> bool:
     """W&B credentials exist (checked, never read out): the env var or a netrc entry."""
     if os.environ.get("WANDB_API_KEY"):
