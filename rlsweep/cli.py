@@ -11,6 +11,7 @@ import argparse
 import math
 import sys
 import warnings
+from pathlib import Path
 
 from rlsweep.errors import SpecError
 from rlsweep.spec.spec import SweepSpec
@@ -36,9 +37,15 @@ def _load(args: argparse.Namespace) -> SweepSpec:
 
 def _read(args: argparse.Namespace, budget: bool = True) -> SweepSpec:
     """`SweepSpec.from_yaml` of `args.spec` with the command line's overrides (`budget=False`:
-    all but --budget)."""
+    all but --budget). A name that is no file (`augmentations`) is a shipped ablation's or
+    study's, as `ablate` takes it."""
+    spec = args.spec
+    if not spec.endswith((".yaml", ".yml")) and not Path(spec).exists():
+        from rlsweep.results.ablate import ablation_path
+
+        spec = str(ablation_path(spec))
     return SweepSpec.from_yaml(
-        args.spec,
+        spec,
         smoke=args.smoke,
         budget=args.budget if budget else None,
         storage_path=args.storage,

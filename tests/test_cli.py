@@ -327,3 +327,9 @@ def test_an_address_with_no_cluster_is_bad_input_at_once(capsys):
     """Ray's join retried for minutes, its log lines on the console, before a traceback."""
     assert main(["validate", "search_spaces/demo.yaml", "--address", "127.0.0.1:1"]) == 2
     assert "--address 127.0.0.1:1: no Ray cluster to join (" in capsys.readouterr().err
+
+
+def test_validate_and_plan_take_a_shipped_ablations_name_as_ablate_does(capsys):
+    assert main(["validate", "augmentations", "--smoke"]) == 0
+    assert "augmentations: ok — 14 trials of 1,024 env steps" in capsys.readouterr().out
+    assert main(["plan", "pooling-bigfish", "--gpus", "1", "--num-cpus", "16"]) == 0

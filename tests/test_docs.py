@@ -72,3 +72,16 @@ def test_every_relative_link_and_anchor_resolves(page):
         if not dest.exists() or missing_anchor:
             broken.append(target)
     assert broken == []
+
+
+def test_the_readmes_complete_example_is_the_shipped_spec():
+    """Its commands run on search_spaces/framestack.yaml: the README's block is that file, and the
+    file is valid, its smoke a few trials."""
+    from rlsweep.spec.spec import SweepSpec
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```yaml\n# search_spaces/framestack.yaml\n", 1)[1].split("```", 1)[0]
+    shipped = ROOT / "search_spaces" / "framestack.yaml"
+    assert shipped.read_text() == block
+    spec = SweepSpec.from_yaml(shipped)
+    assert spec.num_trials == 72 and spec.smoke_spec().num_trials == 3

@@ -153,7 +153,7 @@ def test_figures_come_from_the_last_benchmark_else_the_labelled_defaults(tmp_pat
     monkeypatch.chdir(tmp_path)
     rate = measured_throughput()
     assert (rate.costs, rate.gpu_packed) == (DEFAULT_COSTS, DEFAULT_GPU_PACKED)
-    assert rate.source == "defaults (no benchmark here: make bench-plan)"
+    assert rate.source == "defaults: no benchmark here, make bench-plan measures one"
     assert rate.gpu_source == DEFAULT_GPU_SOURCE
     assert DEFAULT_COSTS.iteration(REFERENCE) > 0
     COSTS_BENCHMARK.parent.mkdir(parents=True)

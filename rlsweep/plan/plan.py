@@ -52,7 +52,7 @@ COSTS_BENCHMARK = Path("results/benchmarks/plan_costs.json")
 """benchmarks/plan_costs.py's last result: the `Costs` fields below, by name."""
 GPU_BENCHMARK = Path("results/benchmarks/gpu.json")
 """benchmarks/gpu.py's last result: `packed`, {K: aggregate env steps/s of K trials on one GPU}."""
-DEFAULT_SOURCE = "defaults (no benchmark here: make bench-plan)"
+DEFAULT_SOURCE = "defaults: no benchmark here, make bench-plan measures one"
 
 
 @dataclass(frozen=True)
@@ -502,7 +502,7 @@ def make_plan(
             row[VARIANT] = variant
         row.update({k: getattr(t, k) for k in spec.grid_keys})
         for k in spec.sampled_keys:
-            row[k] = spec.space[k].to_raw()
+            row[k] = spec.space[k].describe()
         row["samples"] = spec.search.num_samples
         rows.append(row)
     billed = usd = head_usd = None

@@ -153,6 +153,15 @@ class Param:
             raise ConfigError(kind, f"got {arg!r}; allowed: [low, high]")
         return cls(kind, low=arg[0], high=arg[1], q=raw.get("q"), when=when)
 
+    def describe(self) -> str:
+        """The parameter as a table shows it: `loguniform(0.0001, 0.001)`, `choice(none, gap)`,
+        `int(1, 9, q=2)`, `[none, gap]` for a grid."""
+        if self.kind in ("grid", "choice"):
+            values = ", ".join(str(v) for v in self.values)
+            return f"[{values}]" if self.kind == "grid" else f"choice({values})"
+        q = "" if self.q is None else f", q={self.q:g}"
+        return f"{self.kind}({self.low:g}, {self.high:g}{q})"
+
     def to_raw(self) -> Any:
         if self.kind == "grid" and not self.when:
             return list(self.values)
