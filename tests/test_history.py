@@ -107,7 +107,7 @@ def test_a_trials_retries_resumes_and_failure_from_its_files(tmp_path):
     assert "| `coinrun_s0_a` | retried (failure 1) from its checkpoint at iteration 2 | 3 |" in md
     assert "| `coinrun_s0_a` | resumed from its checkpoint at iteration 4 | 5 | — |" in md
     assert "| `coinrun_s1_b` | failed: stopped itself | 1 | training diverged: loss is nan |" in md
-    assert history.history_section([exp], sweeps={"other"})[2].startswith("None: every trial")
+    assert history.history_section([exp], sweeps={"other"})[2].startswith("None: no trial failed")
 
 
 def test_a_trial_that_failed_before_its_params_were_written_is_in_the_history(tmp_path):

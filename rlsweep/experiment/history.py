@@ -232,7 +232,14 @@ def history_section(dirs: Sequence[Path], sweeps: set[str] | None = None) -> lis
                 rows.append(f"| `{e.trial}` | {e.what} | {e.iteration} | {cell} |")
     head = ["## Retries, resumes and failures", ""]
     if not rows:
-        return [*head, "None: every trial ran through without a failure, retry or resume.", ""]
+        return [
+            *head,
+            "None: no trial failed, was retried, or was restored from a checkpoint. (A trial "
+            "that a stop caught before its first checkpoint starts again from scratch at the "
+            "resume, which leaves no mark here: \"Runs and wall time\" lists each run of the "
+            "sweep and how it ended.)",
+            "",
+        ]
     return [
         *head,
         "Each trial that failed, was retried from a checkpoint (Tune's `--max-failures`) or "
