@@ -448,7 +448,7 @@ def test_plan_counts_steps_and_estimates_time():
     assert plan.concurrent == 4 and plan.cpus_per_trial == 1
     # 24 trials in 6 waves, each 62 iterations of 16,384 env steps
     assert plan.est_wall_s == pytest.approx(6 * 62 * 16384 / 100.0)
-    assert plan.rows[0]["lr"] == {"loguniform": [1e-5, 1e-3]}
+    assert plan.rows[0]["lr"] == "loguniform(1e-05, 0.001)"
 
 
 def test_variants_expand_and_validate():
@@ -812,3 +812,17 @@ def test_a_search_key_its_scheduler_or_algorithm_does_not_read_is_warned(tmp_pat
     ]
     assert main(["validate", str(path), "search.scheduler=none"]) == 0
     assert "rlsweep: warning: " + off.unread_warnings()[0] in capsys.readouterr().err
+
+
+def test_an_unknown_param_name_does_not_hide_the_games_and_spaces_errors(tmp_path):
+    """The trials were not built while a name was unknown, so a bad game or grid value waited
+    for the next run of validate; they are built without the unknown names now."""
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "name: s\ngames: [coinrun, BigFish]\nparams: {bogus_key: 1}\n"
+        "space:\n  framestack: [none, gap5]\n"
+    )
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(f)
+    paths = sorted(x.path for x in e.value.errors)
+    assert paths == ["games[1]", "params.bogus_key", "space.framestack[1]"], e.value.errors

@@ -76,6 +76,10 @@ class SpecChecks:
         errors += names + self._search_errors() + self._smoke_errors()
         if not names and not any(e.path in TRIALS_FROM for e in refused):
             errors += self._trial_errors()
+        elif names and not any(e.path in TRIALS_FROM for e in refused) and (
+            known := self._without_unknown_keys(names)
+        ):  # the trials, built without the unknown names: the rest of the spec speaks now
+            errors += known._trial_errors()
         elif names:  # no trial is built: each known param's own rule still speaks now
             errors += self._param_value_errors()
         if self.smoke and not errors:
@@ -85,6 +89,28 @@ class SpecChecks:
                 errors += e.errors
         if errors:
             raise SpecError.several(errors)
+
+    def _without_unknown_keys(self, names: list[SpecError]) -> Any:
+        """A copy of this spec without the unknown `params` and `space` keys that `names`
+        reports (None where it reports more: a variant's, a condition's), for the rest of the
+        spec to be checked with them out of the way; it is used for nothing else."""
+        import copy
+
+        params = self.params if isinstance(self.params, dict) else {}
+        unknown = {"params": set(), "space": set()}
+        for e in names:
+            section, _, key = e.path.partition(".")
+            if section not in unknown or "." in key or not_a_parameter(key) == "":
+                return None
+            unknown[section].add(key)
+        known = copy.copy(self)
+        known.__dict__.pop("_defaults", None)  # cached from the spec with its unknown keys
+        object.__setattr__(
+            known, "params", {k: v for k, v in params.items() if k not in unknown["params"]}
+        )
+        space = {k: v for k, v in self.space.items() if k not in unknown["space"]}
+        object.__setattr__(known, "space", space)
+        return known
 
     def _param_value_errors(self) -> list[SpecError]:
         """Each `params` value its field's own rule refuses (the trials, which check them with
