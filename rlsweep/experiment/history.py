@@ -236,7 +236,7 @@ def history_section(dirs: Sequence[Path], sweeps: set[str] | None = None) -> lis
             *head,
             "None: no trial failed, was retried, or was restored from a checkpoint. (A trial "
             "that a stop caught before its first checkpoint starts again from scratch at the "
-            "resume, which leaves no mark here: \"Runs and wall time\" lists each run of the "
+            'resume, which leaves no mark here: "Runs and wall time" lists each run of the '
             "sweep and how it ended.)",
             "",
         ]

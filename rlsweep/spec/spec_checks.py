@@ -76,8 +76,10 @@ class SpecChecks:
         errors += names + self._search_errors() + self._smoke_errors()
         if not names and not any(e.path in TRIALS_FROM for e in refused):
             errors += self._trial_errors()
-        elif names and not any(e.path in TRIALS_FROM for e in refused) and (
-            known := self._without_unknown_keys(names)
+        elif (
+            names
+            and not any(e.path in TRIALS_FROM for e in refused)
+            and (known := self._without_unknown_keys(names))
         ):  # the trials, built without the unknown names: the rest of the spec speaks now
             errors += known._trial_errors()
         elif names:  # no trial is built: each known param's own rule still speaks now
