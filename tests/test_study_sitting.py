@@ -152,10 +152,8 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert "taken back already" in _take_back(tmp_path, "out2").stdout  # the same, again
     # The first sitting's parts, returned again after the second's: they would put the study
     # back, and the next take-back would delete the second's, kept only in carried.prev then.
-    argv = [sys.executable, str(SITTING), "pooling-bigfish", "--take-back", str(tmp_path / "out1")]
-    argv += ["--carried", str(carried), "--storage", str(tmp_path / "repo")]
-    old = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert old.returncode == 1 and "they are not the next sitting's" in old.stderr, old.stderr
+    with pytest.raises(SystemExit, match="they are not the next sitting's"):
+        study_sitting.take_back(tmp_path / "out1", carried, tmp_path / "repo")
     assert len(list((study / "sittings").iterdir())) == 2
     assert (tmp_path / "carried.prev" / "manifest.json").read_bytes() == (
         tmp_path / "out1" / "carry" / "manifest.json"
