@@ -189,14 +189,18 @@ def _carry_name(sha: str | None) -> str:
     return f"the carry {sha[:12]}" if sha else "no carry (a first sitting's)"
 
 
+def _ask(r: gpu_check.Run, code: str, *args: str) -> str:
+    """What `code` prints, run by the Python the sweep runs with, rlsweep installed (this
+    process has only the stdlib), `args` its sys.argv[1:]."""
+    argv = [sys.executable, "-c", f"import sys; {code}", *args]
+    return subprocess.run(argv, env=r.env, capture_output=True, text=True, check=True).stdout
+
+
 def resumable(r: gpu_check.Run, exp: Path) -> bool:
     """Whether `exp` holds Tune state to resume (`rlsweep.experiment.experiment_dir.
-    can_resume`), asked of the rlsweep the sweep runs with (this process has only the stdlib)."""
-    ask = "import sys; from rlsweep.experiment.experiment_dir import can_resume as c; "
-    ask += "print(c(sys.argv[1]))"
-    argv = [sys.executable, "-c", ask, str(exp)]
-    said = subprocess.run(argv, env=r.env, capture_output=True, text=True, check=True).stdout
-    return said.strip() == "True"
+    can_resume`)."""
+    ask = "from rlsweep.experiment.experiment_dir import can_resume as c; print(c(sys.argv[1]))"
+    return _ask(r, ask, str(exp)).strip() == "True"
 
 
 MOVES_THE_EXPERIMENT = ("name", "storage_path", "--storage")
@@ -209,9 +213,9 @@ def resume_options(r: gpu_check.Run, ablate_args: list[str]) -> list[str]:
     stdlib); the spec's own (max_concurrent=6, --smoke ...) are in the dir's sweep.yaml."""
     if not ablate_args:
         return []
-    ask = "import sys; from rlsweep.cli import resume_options as o; print(*o(sys.argv[1:]))"
-    argv = [sys.executable, "-c", ask, *ablate_args]
-    kept = subprocess.run(argv, env=r.env, capture_output=True, text=True, check=True).stdout
+    kept = _ask(
+        r, "from rlsweep.cli import resume_options as o; print(*o(sys.argv[1:]))", *ablate_args
+    )
     r.log(f"ABLATE ARGS {' '.join(ablate_args)}: the resume takes {kept.strip() or 'none'}")
     return kept.split()
 

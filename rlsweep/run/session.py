@@ -125,12 +125,17 @@ def _check_reachable(address: str | None) -> None:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
             return
     except (OSError, ValueError) as e:
-        raise SpecError(
-            None,
-            "",
-            f"--address {address}: no Ray cluster to join ({e}); start one with `ray start "
-            "--head`, or leave --address out to run on this machine",
-        ) from None
+        raise _no_cluster(address, str(e)) from None
+
+
+def _no_cluster(address: str | None, why: str) -> SpecError:
+    """The bad-input error of an address no cluster answers at (`why`: what said so)."""
+    return SpecError(
+        None,
+        "",
+        f"--address {address}: no Ray cluster to join ({why}); start one with `ray start "
+        "--head`, or leave --address out to run on this machine",
+    )
 
 
 def _init(
@@ -172,13 +177,7 @@ def _init(
             if local:
                 raise
             why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise SpecError(
-                None,
-                "",
-                f"--address {address or os.environ.get('RAY_ADDRESS')}: no Ray cluster to join "
-                f"({why}); start one with `ray start --head`, or leave --address out to run on "
-                "this machine",
-            ) from None
+            raise _no_cluster(address or os.environ.get("RAY_ADDRESS"), why) from None
     if not local:
         joined = (getattr(ctx, "address_info", None) or {}).get("address") or address
         if joined not in _announced:  # once per cluster and process (validate, then run)
