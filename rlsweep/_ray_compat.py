@@ -918,6 +918,9 @@ class TuneTrial:
     trial that one to restore from (its own are of its weights before). None: its own."""
     checkpoint_path: str | None = None
     """Where Tune would load `checkpoint` from, as its state records it."""
+    last_result: dict[str, Any] = field(default_factory=dict)
+    """The trial's last report as the state records it (a resumed Tune shows it until the trial
+    reports again: until it has restored, or, from scratch, until its first iteration)."""
 
 
 TERMINATED, ERROR = "TERMINATED", "ERROR"
@@ -1000,6 +1003,7 @@ class TuneState:
                     dict(trial.get("config") or {}),
                     owner if owner not in (None, trial["relative_logdir"]) else None,
                     latest.checkpoint.path if latest else None,
+                    dict(meta.get("last_result") or {}),
                 )
             )
         return out
@@ -1067,6 +1071,16 @@ class TuneState:
                 path=f"{root}/{owner}/{name}", filesystem=trial["storage"].storage_filesystem
             )
             return
+        raise KeyError(dirname)
+
+    def report_from(self, dirname: str, metrics: dict[str, Any]) -> None:
+        """Record `metrics` as the last report of the trial in `dirname`: the result of the
+        checkpoint it restarts from ({} from scratch), as Tune's restore of it would
+        (`Trial.on_restore`), but from the start of the resume, not from its restore."""
+        for trial, meta in self._trials:
+            if trial["relative_logdir"] == dirname:
+                meta["last_result"] = dict(metrics)
+                return
         raise KeyError(dirname)
 
     def end(self, dirname: str) -> None:

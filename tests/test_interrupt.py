@@ -23,6 +23,7 @@ from rlsweep.experiment.interrupt import (
     bind,
     checkpoint_due,
     ends_in_time,
+    insure_before,
     requested,
     resume_command,
 )
@@ -174,6 +175,27 @@ def test_a_trial_that_times_itself_answers_the_time_limit_alone(
     finally:
         bind(None)
     assert ends_in_time(1e9)  # no limit bound
+
+
+def test_an_evaluation_the_trial_cannot_price_goes_ahead_from_a_checkpoint(monkeypatch):
+    """Under a time limit, a trial whose next iteration is its process's first evaluation
+    checkpoints before it: it cannot tell whether that evaluation ends in time, nor stop for it,
+    and a limit that ended during it cost all the work since the last periodic checkpoint (the
+    old rule took an unpriced evaluation as one that ends in time)."""
+    monkeypatch.setattr("time.time", lambda: 1000.0)
+    clock = IterationClock(eval_steps_at_most=64 * 1000)
+    clock.trained(5.0)
+    assert not insure_before(clock, evaluates_next=True)  # no limit bound: nothing to insure
+    bind(StopFlag("rlsweep-stop-x", end_by=1000.0 + 3600.0))
+    try:
+        assert not insure_before(clock, evaluates_next=False)  # priced: training and a save
+        assert insure_before(clock, evaluates_next=True)  # never evaluated in this process
+        clock.evaluated(10.0, steps=64 * 100)  # worst: 64,000 steps at 1/640 s, 137.5 s in all
+        assert not insure_before(clock, evaluates_next=True)  # well in time
+        bind(StopFlag("rlsweep-stop-x", end_by=1000.0 + 100.0))
+        assert insure_before(clock, evaluates_next=True)  # its worst would not end in time
+    finally:
+        bind(None)
 
 
 class _Trial:

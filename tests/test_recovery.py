@@ -591,3 +591,49 @@ def test_a_trial_pbt_gave_another_trials_checkpoint_goes_on_from_it_and_the_pack
     ]
     assert (restarts["A"].checkpoint, restarts["A"].iteration) == ("checkpoint_000003", 8)
     assert (moved / "B" / "checkpoint_000003").exists()  # deleted by none
+
+
+def test_a_resume_records_each_trials_last_report_as_the_one_it_goes_on_from(tmp_path):
+    """Tune's state of a killed driver holds each trial's last report, from after the trial's
+    checkpoint (or, without one, from a run the resume starts again). The progress line of the
+    resume counts env steps from it and never goes back: it began at 42% with a low ETA for a
+    sweep whose trials all restarted. After `reconcile` the state's last report is the
+    checkpoint's (Tune's restore would set it only once the trial restores), or none."""
+    from ray.train import Checkpoint, CheckpointConfig
+    from ray.train._internal.checkpoint_manager import _CheckpointManager
+    from ray.train._internal.session import _TrainingResult
+    from ray.tune.utils.serialization import TuneFunctionEncoder
+
+    fs, root = pafs.LocalFileSystem(), tmp_path / "sweep"
+
+    def report(it: int) -> dict:
+        return {"training_iteration": it, M.ENV_STEPS: 256.0 * it}
+
+    def entry(name: str, checkpoint_at: int | None, last: int) -> list[str]:
+        (root / name).mkdir(parents=True)
+        rows = "".join(json.dumps(report(k)) + "\n" for k in range(1, last + 1))
+        (root / name / "result.json").write_text(rows)
+        manager = _CheckpointManager(CheckpointConfig(num_to_keep=1))
+        if checkpoint_at is not None:
+            path = root / name / "checkpoint_000000"
+            path.mkdir()
+            write_manifest(str(path), checkpoint_at, 256.0 * checkpoint_at, report(checkpoint_at))
+            checkpoint = Checkpoint(path=str(path), filesystem=fs)
+            manager.register_checkpoint(
+                _TrainingResult(checkpoint=checkpoint, metrics=report(checkpoint_at))
+            )
+        storage = SimpleNamespace(trial_fs_path=f"{root}/{name}", storage_filesystem=fs)
+        trial = {"relative_logdir": name, "status": "PAUSED", "trial_id": name, "storage": storage}
+        meta = {"checkpoint_manager": manager, "last_result": report(last)}
+        return [json.dumps(x, cls=TuneFunctionEncoder) for x in (trial, meta)]
+
+    trial_data = [entry("scratch", None, 7), entry("behind", 4, 6), entry("at", 5, 5)]
+    (root / "experiment_state-2026-11-30_10-00-00.json").write_text(
+        json.dumps({"trial_data": trial_data})
+    )
+    reconcile(str(root))
+    last = {t.dirname: t.last_result for t in TuneState(fs, str(root)).trials}
+    assert last["scratch"] == {}  # from scratch: nothing reported yet
+    assert last["behind"] == report(4)  # the checkpoint's, not iteration 6's
+    assert last["at"] == report(5)
+    assert [r["training_iteration"] for r in _rows(root / "behind")] == [1, 2, 3, 4]

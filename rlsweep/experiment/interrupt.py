@@ -18,6 +18,8 @@ the last iteration that leaves time for the next one and a checkpoint before the
 than the driver's ask, which must allow for any trial's longest iteration (an evaluation's)
 twice. The driver's ask still stops trials that cannot tell (a trainable that does not time
 itself; a trial before its first evaluation in this process), and keeps new ones from starting.
+A trial checkpoints before an evaluation it cannot price, or whose worst case may outlast the
+limit (`insure_before`): the limit then costs it that iteration at most.
 """
 
 from __future__ import annotations
@@ -127,6 +129,18 @@ def ends_in_time(seconds: float | None) -> bool:
     if seconds is None or _flag is None or _flag.end_by is None:
         return True
     return time.time() + seconds <= _flag.end_by
+
+
+def insure_before(clock: IterationClock, evaluates_next: bool) -> bool:
+    """Checkpoint now, before the next iteration: it evaluates, a time limit is bound, and that
+    evaluation may not end before it, at worst (`IterationClock.next_s(worst=True)`) or because
+    this process has not timed an evaluation yet. Unpriced, the trial would neither stop for
+    it (it cannot tell) nor have saved before it: a limit that ends during the process's first
+    evaluation would cost all its work since its last periodic checkpoint."""
+    if not evaluates_next or _flag is None or _flag.end_by is None:
+        return False
+    worst = clock.next_s(evaluates=True, worst=True)
+    return worst is None or not ends_in_time(worst)
 
 
 class IterationClock:

@@ -23,7 +23,10 @@ continues (not TERMINATED):
   at the trial's next checkpoint (what it tracks beyond, its restore would not move with a
   moved or copied experiment dir);
 - progress.csv gets the rows result.json holds and it lacks (Tune's CSV logger writes after
-  its JSON logger).
+  its JSON logger);
+- Tune's state records the checkpoint's report as the trial's last (none without one), as
+  Tune's restore of the trial would, but from the start: until then the progress line would
+  count the steps it reports again.
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
 Works on a local dir and at a URI alike (files read and written through pyarrow).
 
@@ -134,6 +137,12 @@ def reconcile(experiment: str) -> list[Restart]:
             own = checkpoint and not exploited
             if own and (manifest := complete_manifest(fs, f"{trial_dir}/{checkpoint}")):
                 row = _checkpoint_row(fs, trial_dir, trial.trial_id, checkpoint, manifest)
+            # Its last report is where it goes on from, not one it will report again: the
+            # progress line, whose counter never goes back, would start from that one.
+            last = trial.last_result.get(M.TUNE_ITERATION, 0)
+            if last != (trial.metrics.get(M.TUNE_ITERATION, 0) if checkpoint else 0):
+                state.report_from(trial.dirname, trial.metrics if checkpoint else {})
+                changed = True
         finished = bool(row and row.get(M.TRIAL_DONE))
         if finished:  # its last report came with this checkpoint: nothing is left to run
             state.end(trial.dirname)

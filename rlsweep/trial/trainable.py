@@ -286,9 +286,7 @@ def train_trial(config: dict[str, Any]) -> None:
             stop = not finished and interrupt.requested(clock.next_s(evaluates_next))
             metrics[TRIAL_INTERRUPTED] = stop
             # An evaluation that may outlast the time limit goes ahead from a checkpoint.
-            insure = evaluates_next and not interrupt.ends_in_time(
-                clock.next_s(evaluates_next, worst=True)
-            )
+            insure = interrupt.insure_before(clock, evaluates_next)
             due = insure or interrupt.checkpoint_due(cfg, iteration, saved_at)
             if finished or stop or due:
                 trial = {
