@@ -151,3 +151,38 @@ def test_report_study_takes_the_spaces_distributions_else_infers_them():
     inferred = report_study(final, ["lr", "entropy_coeff"]).trials[0].distributions
     assert inferred["lr"].log and not inferred["entropy_coeff"].log
     assert inferred["lr"].low == final["lr"].min()
+
+
+def test_a_reports_studies_log_nothing_and_leave_optunas_verbosity_as_it_was():
+    """`rlsweep report` printed Optuna's "A new study created in memory ..." for each study it
+    built (its figures', its importances'); a sweep's own study still logs as Optuna does."""
+    import logging
+
+    from rlsweep.results.importance import report_study
+
+    class Lines(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.messages: list[str] = []
+
+        def emit(self, record: logging.LogRecord) -> None:
+            self.messages.append(record.getMessage())
+
+    lines = Lines()
+    logger = logging.getLogger("optuna")  # Optuna's own handler writes to stderr: not captured
+    logger.addHandler(lines)
+    before = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO)  # Optuna's default
+    try:
+        spec = SweepSpec(name="r", space=SPACE, search={"algorithm": "random"})
+        assert len(report_study(_final(6), ["lr"], [spec]).trials) == 6
+        assert importances(spec, _final(MIN_TRIALS)) is not None
+        assert lines.messages == []
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO
+        optuna.create_study()  # outside a report: as Optuna logs it
+        assert [m.split(" with name")[0] for m in lines.messages] == [
+            "A new study created in memory"
+        ]
+    finally:
+        logger.removeHandler(lines)
+        optuna.logging.set_verbosity(before)

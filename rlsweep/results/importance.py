@@ -13,7 +13,8 @@ each parameter explains, summing to 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,21 @@ def report_study(final: pd.DataFrame, params: Sequence[str], specs: Sequence[Swe
     return _study(dists, final)
 
 
+@contextmanager
+def _optuna_quiet() -> Iterator[None]:
+    """Optuna's INFO lines off for the block, its verbosity restored after: a report's
+    in-memory studies are its own scaffolding, and "A new study created in memory ..." on
+    the console of `rlsweep report` tells a user nothing (a sweep's own study keeps them)."""
+    import optuna
+
+    verbosity = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        yield
+    finally:
+        optuna.logging.set_verbosity(verbosity)
+
+
 def _study(dists: dict[str, Any], final: pd.DataFrame):
     """A study maximizing the final unseen-level score, with one completed trial per row of
     `final` with a finite score and a value of every parameter of `dists` inside its
@@ -102,7 +118,8 @@ def _study(dists: dict[str, Any], final: pd.DataFrame):
     row is left out)."""
     import optuna
 
-    study = optuna.create_study(direction="maximize")
+    with _optuna_quiet():
+        study = optuna.create_study(direction="maximize")
     trials = []
     for row in final.to_dict("records"):
         value = row[M.TEST_RETURN_NORM]
