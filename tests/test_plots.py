@@ -427,3 +427,64 @@ def test_labels_that_agree_to_3_digits_get_more():
         "lr=0.0005, framestack=gap",
     ]
     assert order == [labels[0], labels[1], labels[3], labels[2]]
+
+
+# --- a search's figures: Optuna's, made readable ---------------------------------------------
+
+
+def _shown_labels(ax, axis: str = "x") -> list:
+    """The tick labels drawn (non-empty, within the axis' limits; either side: a colour bar's
+    are on its right), after `fig.canvas.draw()`."""
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = sorted(a.get_view_interval())
+    ticks = a.get_major_ticks() + a.get_minor_ticks()
+    return [
+        label
+        for t in ticks
+        for label in (t.label1, t.label2)
+        if label.get_visible() and label.get_text() and lo <= t.get_loc() <= hi
+    ]
+
+
+def test_search_params_reads_whole_trials_choices_as_written_and_log_axes_apart():
+    """search_params.png of a search's first 3 trials: its colour bar numbered 0, 1, 2 (not
+    0.25 steps), a choice as the spec writes it (gap, not 'gap' in quotes), lr on a log axis
+    whose labels do not overlap (matplotlib labelled every minor tick of its one decade)."""
+    from rlsweep.results.importance import report_study
+    from rlsweep.spec.spec import SweepSpec
+
+    space = {
+        "lr": {"loguniform": [1e-4, 1e-3]},
+        "framestack": {"choice": ["none", "stack", "gap"]},
+        "widths": {"choice": [[16, 32, 32], [32, 64, 64]]},
+    }
+    spec = SweepSpec(name="s", space=space, search={"algorithm": "optuna"})
+    final = pd.DataFrame(
+        {
+            "lr": [1.1e-4, 3.5e-4, 9e-4],
+            "framestack": ["none", "stack", "gap"],
+            "widths": ["[16, 32, 32]", "[32, 64, 64]", "[16, 32, 32]"],  # as results hold lists
+            M.TEST_RETURN_NORM: [0.2, 0.5, 0.4],
+        }
+    )
+    study = report_study(final, ["lr", "framestack", "widths"], [spec])
+    fig = plots.search_params_figure(study)
+    fig.canvas.draw()
+    panels = {ax.get_xlabel(): ax for ax in fig.axes if ax.get_xlabel()}
+    (bar,) = [ax for ax in fig.axes if ax.get_ylabel() == "trial (order run)"]
+    assert [t.get_text() for t in _shown_labels(bar, "y")] == ["0", "1", "2"]
+    assert [t.get_text() for t in _shown_labels(panels["framestack"])] == ["none", "stack", "gap"]
+    assert [t.get_text() for t in _shown_labels(panels["widths"])] == [
+        "[16, 32, 32]",
+        "[32, 64, 64]",
+    ]
+    lr = panels["lr"]
+    assert lr.get_xscale() == "log"
+    assert [t.get_text() for t in _shown_labels(lr)] == ["1e-4", "2e-4", "5e-4"]
+    for ax in panels.values():
+        boxes = [t.get_window_extent() for t in _shown_labels(ax)]
+        assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]), (
+            ax.get_xlabel(),
+            [t.get_text() for t in _shown_labels(ax)],
+        )
+    plt.close(fig)

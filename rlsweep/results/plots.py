@@ -13,6 +13,8 @@ builds of its trials.
 
 from __future__ import annotations
 
+import ast
+import math
 import textwrap
 import warnings
 from pathlib import Path
@@ -23,9 +25,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.category import UnitData  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    MaxNLocator,
+    NullFormatter,
+)
 
 from rlsweep import formatting  # noqa: E402
 from rlsweep import metrics as M  # noqa: E402
@@ -431,14 +440,21 @@ def _optuna_figure(draw, study) -> Figure:
 
 
 def plot_search_params(study, path: Path) -> None:
-    """Score against each searched hyperparameter, a panel each, every trial a point coloured
-    by when it ran: Optuna's `plot_slice` (log x where the space is log, the choices of a
-    categorical one side by side)."""
-    from optuna.visualization.matplotlib import plot_slice
-
+    """`search_params_figure`, written to `path` (a note where no trial finished)."""
     if not study.trials:
         _empty(path, "no finished trial with every searched value")
         return
+    _save(search_params_figure(study), path)
+
+
+def search_params_figure(study) -> Figure:
+    """Score against each searched hyperparameter, a panel each, every trial a point coloured
+    by when it ran: Optuna's `plot_slice` (log x where the space is log, the choices of a
+    categorical one side by side), its colour bar in whole trial numbers, its choices as
+    written (Optuna's are `repr`s: 'gap' in quotes) and its log axes labelled at a few
+    readable steps (`_log_ticks`)."""
+    from optuna.visualization.matplotlib import plot_slice
+
     fig = _optuna_figure(plot_slice, study)
     n = len(study.trials[0].distributions)
     fig.set_size_inches(min(16.0, max(6.4, 3.2 * n + 1.2)), 4.2)
@@ -450,7 +466,42 @@ def plot_search_params(study, path: Path) -> None:
             ax.set_ylabel("normalized return (unseen levels)")
         if ax.get_ylabel() == "Trial":  # the colour bar
             ax.set_ylabel("trial (order run)")
-    _save(fig, path)
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+            continue
+        if isinstance(ax.xaxis.get_units(), UnitData):  # a choice's panel: categorical units
+            shown = ax.xaxis.get_major_formatter()
+            ax.xaxis.set_major_formatter(
+                FuncFormatter(lambda x, pos, shown=shown: _unquoted(shown(x, pos)))
+            )
+        elif ax.get_xscale() == "log":
+            _log_ticks(ax.xaxis)
+    return fig
+
+
+def _unquoted(label: str) -> str:
+    """A choice as written, from Optuna's `repr` of it: 'gap' -> gap, '[16, 32]' -> [16, 32]."""
+    try:
+        return str(ast.literal_eval(label))
+    except (ValueError, SyntaxError):
+        return label
+
+
+def _log_ticks(axis) -> None:
+    """Labels on a log axis that do not overlap (matplotlib labels each minor tick of a short
+    span: 2e-4 to 9e-4 side by side): where it spans 2 decades or more, at decades
+    (matplotlib's, a few); else at 1, 2 and 5 of each decade; else (a span between two of
+    those) at plain steps. Minor ticks unlabelled; values as `formatting.significant` writes
+    them (1e-4, 2e-4, 0.001)."""
+    lo, hi = sorted(axis.get_view_interval())
+    if math.log10(hi / lo) >= 2:
+        locator = LogLocator(numticks=5)
+    else:
+        decades = range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)
+        ticks = [m * 10.0**d for d in decades for m in (1, 2, 5) if lo <= m * 10.0**d <= hi]
+        locator = FixedLocator(ticks) if len(ticks) >= 2 else MaxNLocator(3)
+    axis.set_major_locator(locator)
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: formatting.significant(x)))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def plot_search_history(study, path: Path) -> None:
