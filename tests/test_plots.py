@@ -355,6 +355,35 @@ def test_bands_are_light_with_edges_in_their_curves_style(three_seeds, demo_like
     plt.close(fig)
 
 
+def test_sample_efficiency_says_whether_it_draws_ci_bands(three_seeds, demo_like):
+    """A band only where a variant has a CI (MIN_CI_RUNS runs of every game), and the title
+    says so: the demo's 2 seeds drew no band under a title of "95% CI"; where some variants
+    have a band, the legend names those without one."""
+    from rlsweep.results import tables as T
+
+    def curves(path: Path) -> dict:
+        exp = load_experiment([path])
+        return {v: T.sample_efficiency(exp, v, n_resamples=100) for v in exp.variants}
+
+    def drawn(curves: dict) -> tuple[str, list[str], int]:
+        fig = plots.sample_efficiency_figure(curves, plots.colors(list(curves)))
+        (ax,) = fig.axes
+        (legend,) = fig.legends
+        got = ax.get_title(), [t.get_text() for t in legend.get_texts()], len(ax.collections)
+        plt.close(fig)
+        return got
+
+    two, three = curves(demo_like), curves(three_seeds)
+    title, labels, bands = drawn(two)
+    assert "95%" not in title and bands == 0 and labels == list(two)
+    assert title.endswith(f"no CI bands: every variant has < {T.MIN_CI_RUNS} runs of some game")
+    title, labels, bands = drawn(three)
+    assert "95% bootstrap CIs" in title and bands == 3 and labels == list(three)
+    title, labels, bands = drawn({"3 seeds": three["framestack=gap"], "2": two["framestack=gap"]})
+    assert bands == 1 and labels == ["3 seeds", "2 (no CI)"]
+    assert f"(none where a game has < {T.MIN_CI_RUNS} runs)" in title
+
+
 def test_a_single_evaluation_is_drawn_inside_the_axes(tmp_path):
     """Issue 40 (6): the demo (one evaluation, at the end; asynchronous sampling ends each
     seed a few env steps apart, as its README table shows) drew its points half clipped at

@@ -380,23 +380,33 @@ def sample_efficiency_figure(
     curves: dict[str, tuple[np.ndarray, list[S.Interval]]], colors: dict[str, tuple]
 ) -> Figure:
     """IQM vs env steps per variant (`tables.sample_efficiency`): a line through the estimates
-    with its CI a band."""
+    with its CI a band, where it has one (MIN_CI_RUNS runs of every game); the title says
+    which, and where others have a band, the legend names the variants without one."""
     fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    some_ci = any(iv.has_ci for _, ivs in curves.values() for iv in ivs)
     for v, (x, ivs) in curves.items():
         color = colors[v]
         y = [iv.value for iv in ivs]
-        ax.plot(x, y, color=color, label=v, marker="o" if len(x) == 1 else None)
-        ax.fill_between(
-            x,
-            [iv.low for iv in ivs],
-            [iv.high for iv in ivs],
-            facecolor=to_rgba(color, BAND_ALPHA),
-            edgecolor=to_rgba(color, 0.6),
-            linewidth=0.8,
-        )
+        band = any(iv.has_ci for iv in ivs)
+        label = v if band or not some_ci else f"{v} (no CI)"
+        ax.plot(x, y, color=color, label=label, marker="o" if len(x) == 1 else None)
+        if band:
+            ax.fill_between(
+                x,
+                [iv.low for iv in ivs],
+                [iv.high for iv in ivs],
+                facecolor=to_rgba(color, BAND_ALPHA),
+                edgecolor=to_rgba(color, 0.6),
+                linewidth=0.8,
+            )
     _steps_axis(ax)
     ax.set_ylabel("IQM normalized return (unseen levels)")
-    ax.set_title("Sample efficiency: IQM over seeds × games, 95% CI", fontsize=10)
+    title = "Sample efficiency: IQM over seeds × games"
+    if some_ci:
+        title += f"\nbands: 95% bootstrap CIs (none where a game has < {MIN_CI_RUNS} runs)"
+    elif curves:  # the same rule as aggregates_figure's
+        title += f"\nno CI bands: every variant has < {MIN_CI_RUNS} runs of some game"
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     if curves:  # below the axes: ten long labels inside would cover the curves
         _fit_legend(fig, ax.get_legend_handles_labels()[0], fontsize=8)
