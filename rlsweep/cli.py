@@ -21,10 +21,22 @@ EXIT_INTERRUPTED = 130
 
 
 def _table(df) -> str:
+    """The trials as run and resume print them: env steps as the count they are
+    (`formatting.count`: 12,378, not the 12378.0 of a float column), and the error column only
+    where some trial has an error (else it is blank on every row)."""
     import pandas as pd
 
+    from rlsweep import formatting
+    from rlsweep.metrics import ENV_STEPS
+
+    drop = ["trial_dir"]
+    if "error" in df and not df["error"].fillna("").astype(str).ne("").any():
+        drop.append("error")
+    df = df.drop(columns=drop, errors="ignore")
+    if ENV_STEPS in df:  # mapped, not a to_string formatter: that one skips NaN ("?" here)
+        df = df.assign(**{ENV_STEPS: df[ENV_STEPS].map(formatting.count)})
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
-        return df.drop(columns=["trial_dir"], errors="ignore").to_string(index=False)
+        return df.to_string(index=False)
 
 
 def _load(args: argparse.Namespace) -> SweepSpec:

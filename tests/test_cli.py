@@ -333,3 +333,35 @@ def test_validate_and_plan_take_a_shipped_ablations_name_as_ablate_does(capsys):
     assert main(["validate", "augmentations", "--smoke"]) == 0
     assert "augmentations: ok — 14 trials of 1,024 env steps" in capsys.readouterr().out
     assert main(["plan", "pooling-bigfish", "--gpus", "1", "--num-cpus", "16"]) == 0
+
+
+def test_the_trials_table_prints_env_steps_as_counts_and_errors_only_where_there_are_some():
+    """run's and resume's table (`SweepResult.trials`): env steps printed 12378.0 (a float
+    column) and an error column blank on every row of a sweep without errors."""
+    import pandas as pd
+
+    from rlsweep import metrics as M
+    from rlsweep.cli import _table
+
+    trials = pd.DataFrame(
+        {
+            "game": ["coinrun", "coinrun"],
+            "seed": [0, 1],
+            M.ENV_STEPS: [12378.0, 12420.0],
+            M.TEST_RETURN_NORM: [0.1875, -0.0625],
+            "status": ["TERMINATED", "TERMINATED"],
+            "error": pd.Series(["", ""], dtype="string"),
+            "trial_dir": ["results/demo/a", "results/demo/b"],
+        }
+    )
+    header, *rows = _table(trials).splitlines()
+    assert header.split() == ["game", "seed", M.ENV_STEPS, M.TEST_RETURN_NORM, "status"]
+    assert [row.split()[2] for row in rows] == ["12,378", "12,420"]
+    failed = trials.assign(
+        status=["TERMINATED", "ERROR"],
+        error=pd.Series(["", "RuntimeError: boom"], dtype="string"),
+        **{M.ENV_STEPS: [12378.0, float("nan")]},  # it never reported
+    )
+    header, *rows = _table(failed).splitlines()
+    assert header.split()[-1] == "error"
+    assert rows[1].split()[2] == "?" and rows[1].endswith("ERROR RuntimeError: boom")
