@@ -431,16 +431,27 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_unpack(args: argparse.Namespace) -> int:
+    """Unpack, then what to do with the dir: resume it, or, where every trial has ended (a
+    resume would run nothing), report it."""
     from pathlib import Path
 
+    from rlsweep.experiment.experiment_dir import sweep_spec
     from rlsweep.experiment.interrupt import resume_command
     from rlsweep.node.carry import CarryError, unpack
+    from rlsweep.results.results import resume_points
+    from rlsweep.storage import user_path
 
     try:
         target = unpack(Path(args.parts), Path(args.dest))
     except CarryError as e:
         raise SpecError(None, "", str(e)) from None
-    print(f"{target}\nresume it: {resume_command(target)}")
+    spec = sweep_spec(target)
+    # resume's own rule: what it would continue or start (the restarts it is given shape its
+    # lines only; pack reconciled the dir already).
+    if spec is not None and not resume_points(spec, str(target), ()).to_run:
+        print(f"{target}\nevery trial has ended; report it: rlsweep report {user_path(target)}")
+    else:
+        print(f"{target}\nresume it: {resume_command(target)}")
     return 0
 
 

@@ -365,3 +365,42 @@ def test_the_trials_table_prints_env_steps_as_counts_and_errors_only_where_there
     header, *rows = _table(failed).splitlines()
     assert header.split()[-1] == "error"
     assert rows[1].split()[2] == "?" and rows[1].endswith("ERROR RuntimeError: boom")
+
+
+def _carried_sweep(root: Path, env_steps: int) -> Path:
+    """An experiment dir of one trial that has reached `env_steps` of its 16,384, as pack takes
+    it (Tune's state, here naming no trial: nothing for pack's reconcile to change)."""
+    import json
+
+    from rlsweep import metrics as M
+
+    spec = SweepSpec(name="carried", games=["coinrun"], seeds=[0], budget=16384)
+    exp = root / "carried"
+    trial = exp / "coinrun_s0_00000"
+    trial.mkdir(parents=True)
+    (exp / "sweep.yaml").write_text(spec.to_yaml())
+    (exp / "experiment_state-2026-11-30_00-00-00.json").write_text('{"trial_data": []}')
+    (trial / "params.json").write_text(json.dumps(spec.trials()[0].to_dict()))
+    row = {M.TUNE_ITERATION: 1, M.ENV_STEPS: env_steps, M.TEST_FRESH: True}
+    row |= dict.fromkeys([M.TRAIN_RETURN, M.TEST_RETURN], 5.0)
+    row |= dict.fromkeys([M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM, M.GAP_NORM], 0.0)
+    (trial / "result.json").write_text(json.dumps(row) + "\n")
+    return exp
+
+
+def test_unpack_of_a_finished_sweep_suggests_its_report_not_a_resume(tmp_path, capsys):
+    """unpack's next step by resume's own rule (`resume_points`): where every trial has ended a
+    resume would run nothing, so it says `rlsweep report`; an unfinished sweep's, `resume`."""
+    for env_steps, name in ((16384, "finished"), (8192, "unfinished")):
+        exp = _carried_sweep(tmp_path / name / "node1", env_steps)
+        parts = str(tmp_path / name / "parts")
+        assert main(["pack", str(exp), "--out", parts]) == 0
+        capsys.readouterr()
+        assert main(["unpack", parts, "--dest", str(tmp_path / name / "node2")]) == 0
+        target = tmp_path / name / "node2" / "carried"
+        next_step = (
+            f"every trial has ended; report it: rlsweep report {target}"
+            if name == "finished"
+            else f"resume it: rlsweep resume {target}"
+        )
+        assert capsys.readouterr().out.splitlines() == [str(target), next_step]
