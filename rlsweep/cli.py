@@ -19,6 +19,13 @@ from rlsweep.spec.spec import SweepSpec
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 
+SMOKE_NOTE = (
+    "smoke run: {budget:,} env steps per trial is far too few to learn anything, so every "
+    "variant scores like a random policy and the cells look alike; it checks the machinery, "
+    "not the {what} (drop --smoke for the real budget)"
+)
+"""What a `--smoke` run's scores are worth: run and ablate end with it (`_smoke_note`)."""
+
 
 def _table(df) -> str:
     """The trials as run and resume print them: env steps as the count they are
@@ -234,7 +241,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     checked = _checked(args, spec, warn=args.allow_long)
     preflight.refuse_long(checked.plan, args.allow_long)
     result = run_sweep(checked.spec, **where)
-    return _summary(result)
+    code = _summary(result)
+    if args.smoke:
+        _smoke_note(checked.spec, "sweep")
+    return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -340,6 +350,11 @@ def _summary(result) -> int:
     return result.exit_code
 
 
+def _smoke_note(spec: SweepSpec, what: str) -> None:
+    """SMOKE_NOTE on stderr, after a `--smoke` run's table: its scores are a random policy's."""
+    print(f"rlsweep: {SMOKE_NOTE.format(budget=spec.budget, what=what)}", file=sys.stderr)
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -373,7 +388,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ablate(args: argparse.Namespace) -> int:
-    from rlsweep.results.ablate import SMOKE_NOTE, load_ablation, write_ablation_table
+    from rlsweep.results.ablate import load_ablation, write_ablation_table
     from rlsweep.run import preflight
     from rlsweep.run.sweep import run_sweep
 
@@ -395,7 +410,7 @@ def cmd_ablate(args: argparse.Namespace) -> int:
     print(table.read_text())
     print(f"table: {table}\nreport: {table.parent / 'report.md'}")
     if args.smoke:
-        print(f"rlsweep: {SMOKE_NOTE.format(budget=spec.budget)}", file=sys.stderr)
+        _smoke_note(spec, "ablation")
     return result.exit_code
 
 

@@ -404,3 +404,40 @@ def test_unpack_of_a_finished_sweep_suggests_its_report_not_a_resume(tmp_path, c
             else f"resume it: rlsweep resume {target}"
         )
         assert capsys.readouterr().out.splitlines() == [str(target), next_step]
+
+
+def test_run_and_ablate_with_smoke_both_say_its_scores_are_a_random_policys(
+    tmp_path, monkeypatch, capsys
+):
+    """`run --smoke` printed no word that its scores mean nothing while `ablate --smoke` did:
+    both end with the one note (SMOKE_NOTE), naming what they ran. The sweep itself is left
+    out (run_sweep returns a finished table at once)."""
+    import pandas as pd
+
+    import rlsweep.results.ablate
+    import rlsweep.run.sweep
+    from rlsweep.run.sweep import SweepResult
+
+    def run_sweep(spec: SweepSpec, **where) -> SweepResult:
+        trials = pd.DataFrame({"status": ["TERMINATED"], "trial_dir": [f"{tmp_path}/t0"]})
+        return SweepResult(spec, tmp_path / spec.name, trials)
+
+    def write_ablation_table(spec: SweepSpec, path, **kw) -> Path:
+        (tmp_path / "ablation.md").write_text("| game |\n")
+        return tmp_path / "ablation.md"
+
+    monkeypatch.setattr(rlsweep.run.sweep, "run_sweep", run_sweep)
+    monkeypatch.setattr(rlsweep.results.ablate, "write_ablation_table", write_ablation_table)
+    framestack = str(Path(DEMO).with_name("framestack.yaml"))
+    storage = ["--storage", str(tmp_path / "results")]
+    for command, spec, budget, what in (
+        ("run", framestack, "4,096", "sweep"),
+        ("ablate", "augmentations", "1,024", "ablation"),
+    ):
+        assert main([command, spec, "--smoke", *storage]) == 0
+        err = capsys.readouterr().err.splitlines()
+        assert [line for line in err if line.startswith("rlsweep: smoke run: ")] == [
+            f"rlsweep: smoke run: {budget} env steps per trial is far too few to learn anything, "
+            "so every variant scores like a random policy and the cells look alike; it checks "
+            f"the machinery, not the {what} (drop --smoke for the real budget)"
+        ], err

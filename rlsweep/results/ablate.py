@@ -31,12 +31,6 @@ STUDIES_DIR = data_dir("search_spaces/studies")
 """The shipped studies (ablations at a real budget, with published numbers beside), found by
 name as ablations are."""
 
-SMOKE_NOTE = (
-    "smoke run: {budget:,} env steps per trial is far too few to learn anything, so every "
-    "variant scores like a random policy and the cells look alike; it checks the machinery, "
-    "not the ablation (drop --smoke for the real budget)"
-)
-
 
 def ablation_names() -> list[str]:
     return sorted(p.stem for p in ABLATIONS_DIR.glob("*.yaml"))
