@@ -1091,6 +1091,28 @@ class TuneState:
                 return
         raise KeyError(dirname)
 
+    def track_only(self, dirname: str, carried: dict[str, set[str]]) -> bool:
+        """Make the trial in `dirname` track, of its checkpoints, only those `carried` names
+        (trial dir -> checkpoint dirs): where the state goes, the others are not. Tune would
+        delete a tracked one beyond num_to_keep at the trial's next checkpoint, and a missing
+        one fails that checkpoint's registration (`_delete_fs_path` raises, Ray 2.60).
+        Whether any was untracked."""
+        for trial, meta in self._trials:
+            if trial["relative_logdir"] != dirname:
+                continue
+            manager = meta["checkpoint_manager"]
+
+            def held(result: Any) -> bool:
+                owner, name = result.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:]
+                return name in carried.get(owner, set())
+
+            kept = [r for r in manager._checkpoint_results if held(r)]
+            if len(kept) == len(manager._checkpoint_results):
+                return False
+            manager._checkpoint_results = kept
+            return True
+        raise KeyError(dirname)
+
     def forget_checkpoints(self, dirname: str) -> None:
         """Make the trial in `dirname` one that never checkpointed: a restore starts it anew
         (its checkpoints are not where the state goes: a carry left them out)."""

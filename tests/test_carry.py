@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pyarrow.fs as pafs
 import pytest
 
 from rlsweep.cli import main
@@ -136,3 +137,42 @@ def test_each_pack_names_the_carry_its_dir_continues(tmp_path, experiment):
         pack(experiment, tmp_path / "four", part_bytes=2000)["continues"]
         == (first["archive_sha256"])
     )
+
+
+def test_a_carried_state_tracks_only_the_checkpoints_the_pack_carries(tmp_path):
+    """keep_checkpoints: 2. The pack carries each unfinished trial's newest checkpoint only, but
+    the state it carried tracked the older one too: at the trial's next checkpoint on the next
+    machine Tune deleted that missing one, and its `_delete_fs_path` raised FileNotFoundError
+    (an ERROR traceback in the resumed sweep's log, the new checkpoint unregistered)."""
+    from ray.train import Checkpoint
+    from ray.train._internal.session import _TrainingResult
+    from tune_state import report, trial_entry, write_state
+
+    from rlsweep._ray_compat import TuneState
+    from rlsweep.manifest import write_manifest
+
+    exp = tmp_path / "node1" / "study"
+    for index, iteration in ((0, 3), (1, 6)):
+        path = exp / "t" / f"checkpoint_{index:06d}"
+        path.mkdir(parents=True)
+        write_manifest(str(path), iteration, 256.0 * iteration, report(iteration))
+    (exp / "t" / "result.json").write_text("")
+    (exp / "sweep.yaml").write_text("name: study\n")
+    tracked = [("t/checkpoint_000000", 3), ("t/checkpoint_000001", 6)]
+    write_state(exp, [trial_entry(exp, "t", tracked, last=6, keep=2)])
+    manifest = pack(exp, tmp_path / "parts", part_bytes=1 << 20)
+    assert manifest["checkpoints_left_out"] == ["t/checkpoint_000000"]
+    elsewhere = unpack(tmp_path / "parts", tmp_path / "node2")
+    state = TuneState(pafs.LocalFileSystem(), str(elsewhere))
+    (trial,) = state.trials
+    assert trial.checkpoint == "checkpoint_000001"  # still the one it restores from
+    # Tune at the trial's next checkpoint there (the paths as Tune's restore moves them):
+    manager = state._trials[0][1]["checkpoint_manager"]
+    for tracked_result in manager._checkpoint_results:
+        name = tracked_result.checkpoint.path.rsplit("/", 1)[-1]
+        tracked_result.checkpoint = Checkpoint(path=f"{elsewhere}/t/{name}")
+    new = elsewhere / "t" / "checkpoint_000002"
+    new.mkdir()
+    manager.register_checkpoint(_TrainingResult(checkpoint=Checkpoint(path=str(new)), metrics={}))
+    assert (elsewhere / "t" / "checkpoint_000001").is_dir()  # kept: two, the newest
+    assert (exp / "t" / "checkpoint_000000").is_dir()  # the source dir is not changed

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pyarrow.fs as pafs
 import pytest
+from tune_state import report, trial_entry, write_state
 
 from rlsweep import formatting
 from rlsweep import metrics as M
@@ -532,12 +533,6 @@ def _pbt_state(root: Path) -> None:
     checkpoint_000002 (iteration 6), as PBT's exploit sets it; the driver then died before B
     wrote one of its own after it. B's own checkpoint_000003 (iteration 7) holds its weights
     from before the exploit; A has gone on to its own checkpoint_000003."""
-    from ray.train import Checkpoint, CheckpointConfig
-    from ray.train._internal.checkpoint_manager import _CheckpointManager
-    from ray.train._internal.session import _TrainingResult
-    from ray.tune.utils.serialization import TuneFunctionEncoder
-
-    fs = pafs.LocalFileSystem()
     for trial, iterations in (("A", (2, 4, 6, 8)), ("B", (2, 4, 5, 7))):
         (root / trial).mkdir(parents=True)
         (root / trial / "params.json").write_text("{}")
@@ -547,21 +542,9 @@ def _pbt_state(root: Path) -> None:
             path = root / trial / f"checkpoint_{index:06d}"
             path.mkdir()
             write_manifest(str(path), it, 256.0 * it, {M.ENV_STEPS: 256.0 * it})
-
-    def entry(name: str, latest: str, it: int) -> list[str]:
-        manager = _CheckpointManager(CheckpointConfig(num_to_keep=None))
-        checkpoint = Checkpoint(path=f"{root}/{latest}/checkpoint_000002", filesystem=fs)
-        result = _TrainingResult(
-            checkpoint=checkpoint, metrics={"training_iteration": it, M.ENV_STEPS: 256.0 * it}
-        )
-        manager.register_checkpoint(result)
-        storage = SimpleNamespace(trial_fs_path=f"{root}/{name}", storage_filesystem=fs)
-        trial = {"relative_logdir": name, "status": "PAUSED", "trial_id": name, "storage": storage}
-        meta = {"checkpoint_manager": manager}
-        return [json.dumps(x, cls=TuneFunctionEncoder) for x in (trial, meta)]
-
-    state = {"trial_data": [entry("A", "A", 6), entry("B", "A", 6)]}
-    (root / "experiment_state-2026-11-30_10-00-00.json").write_text(json.dumps(state))
+    exploited = [("A/checkpoint_000002", 6)]
+    entries = [trial_entry(root, t, exploited, last=None, keep=None) for t in ("A", "B")]
+    write_state(root, entries)
     (root / "sweep.yaml").write_text("name: pbt\n")
 
 
@@ -599,40 +582,22 @@ def test_a_resume_records_each_trials_last_report_as_the_one_it_goes_on_from(tmp
     resume counts env steps from it and never goes back: it began at 42% with a low ETA for a
     sweep whose trials all restarted. After `reconcile` the state's last report is the
     checkpoint's (Tune's restore would set it only once the trial restores), or none."""
-    from ray.train import Checkpoint, CheckpointConfig
-    from ray.train._internal.checkpoint_manager import _CheckpointManager
-    from ray.train._internal.session import _TrainingResult
-    from ray.tune.utils.serialization import TuneFunctionEncoder
-
-    fs, root = pafs.LocalFileSystem(), tmp_path / "sweep"
-
-    def report(it: int) -> dict:
-        return {"training_iteration": it, M.ENV_STEPS: 256.0 * it}
+    root = tmp_path / "sweep"
 
     def entry(name: str, checkpoint_at: int | None, last: int) -> list[str]:
         (root / name).mkdir(parents=True)
         rows = "".join(json.dumps(report(k)) + "\n" for k in range(1, last + 1))
         (root / name / "result.json").write_text(rows)
-        manager = _CheckpointManager(CheckpointConfig(num_to_keep=1))
-        if checkpoint_at is not None:
-            path = root / name / "checkpoint_000000"
-            path.mkdir()
-            write_manifest(str(path), checkpoint_at, 256.0 * checkpoint_at, report(checkpoint_at))
-            checkpoint = Checkpoint(path=str(path), filesystem=fs)
-            manager.register_checkpoint(
-                _TrainingResult(checkpoint=checkpoint, metrics=report(checkpoint_at))
-            )
-        storage = SimpleNamespace(trial_fs_path=f"{root}/{name}", storage_filesystem=fs)
-        trial = {"relative_logdir": name, "status": "PAUSED", "trial_id": name, "storage": storage}
-        meta = {"checkpoint_manager": manager, "last_result": report(last)}
-        return [json.dumps(x, cls=TuneFunctionEncoder) for x in (trial, meta)]
+        if checkpoint_at is None:
+            return trial_entry(root, name, [], last)
+        path = root / name / "checkpoint_000000"
+        path.mkdir()
+        write_manifest(str(path), checkpoint_at, 256.0 * checkpoint_at, report(checkpoint_at))
+        return trial_entry(root, name, [(f"{name}/checkpoint_000000", checkpoint_at)], last)
 
-    trial_data = [entry("scratch", None, 7), entry("behind", 4, 6), entry("at", 5, 5)]
-    (root / "experiment_state-2026-11-30_10-00-00.json").write_text(
-        json.dumps({"trial_data": trial_data})
-    )
+    write_state(root, [entry("scratch", None, 7), entry("behind", 4, 6), entry("at", 5, 5)])
     reconcile(str(root))
-    last = {t.dirname: t.last_result for t in TuneState(fs, str(root)).trials}
+    last = {t.dirname: t.last_result for t in TuneState(*_fs(str(root))).trials}
     assert last["scratch"] == {}  # from scratch: nothing reported yet
     assert last["behind"] == report(4)  # the checkpoint's, not iteration 6's
     assert last["at"] == report(5)

@@ -127,7 +127,8 @@ def pack(
     all (what a transfer brings back); a pack heavier than that leaves out the checkpoints of
     the unfinished trials that got least far, one by one, until it fits, and its Tune state
     has them start anew (`checkpoints_dropped_to_fit`): the progress of a few trials is lost
-    rather than all of it. CarryError where nothing is left to leave out."""
+    rather than all of it. CarryError where nothing is left to leave out. The archived Tune
+    state tracks only the checkpoints carried (the dir's own is not changed)."""
     import pyarrow.fs as pafs
 
     from rlsweep._ray_compat import TuneState
@@ -146,6 +147,13 @@ def pack(
     reconcile(str(experiment))
     carried = carried_checkpoints(experiment)
     state = TuneState(pafs.LocalFileSystem(), str(experiment))
+    # Where it goes, Tune's state tracks no checkpoint the pack leaves out of a trial that will
+    # checkpoint again (keep_checkpoints > 1: the older ones).
+    untracked = [
+        t.dirname
+        for t in state.trials
+        if t.status != TERMINATED and state.track_only(t.dirname, carried)
+    ]
     dropped: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
     for stale in out.glob(f"{ARCHIVE}.part*"):
@@ -153,7 +161,7 @@ def pack(
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         archive = Path(tmp) / ARCHIVE
         while True:
-            changed = state.dumps() if dropped else None
+            changed = state.dumps() if dropped or untracked else None
             left_out, shuffled = _archive(experiment, archive, carried, lean, state.path, changed)
             size = archive.stat().st_size
             if max_bytes is None or size <= max_bytes:
