@@ -433,6 +433,7 @@ class PlainPPO:
             tf32 = "tf32" if a.precision == "tf32" else "ieee"
             torch.backends.cuda.matmul.fp32_precision = tf32
             torch.backends.cudnn.conv.fp32_precision = tf32
+            torch.backends.cudnn.benchmark = True  # as a trial has it (deterministic: false)
         self.net = ImpalaActorCritic(self.next_obs.shape[1:], num_actions, a.model()).to(a.device)
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=a.lr_at(0), eps=a.adam_eps)
         self.normalizer = VecNormalize(a.num_envs, a.reward_norm_gamma, a.reward_clip)
