@@ -826,3 +826,24 @@ def test_an_unknown_param_name_does_not_hide_the_games_and_spaces_errors(tmp_pat
         SweepSpec.from_yaml(f)
     paths = sorted(x.path for x in e.value.errors)
     assert paths == ["games[1]", "params.bogus_key", "space.framestack[1]"], e.value.errors
+
+
+def test_a_params_error_does_not_hide_the_games_and_spaces_errors(tmp_path):
+    """Every trial starts from the params' defaults (`_defaults`, built without a game), so a
+    value they refuse, by its own rule (a quoted `num_levels: "200"`) or by a rule across keys
+    (a minibatch larger than the batch), failed each trial alone, and a bad game or grid value
+    waited for the next run of validate."""
+    f = tmp_path / "s.yaml"
+    cases = {
+        'num_levels: "200", gamma: 2': ["params.gamma", "params.num_levels"],
+        "rollout_length: 16, num_envs_per_env_runner: 16": ["params.minibatch_size"] * 2,
+    }
+    for params, said in cases.items():
+        f.write_text(
+            f"name: s\ngames: [coinrun, BigFish]\nparams: {{{params}}}\n"
+            "space:\n  framestack: [none, gap5]\n"
+        )
+        with pytest.raises(SpecError) as e:
+            SweepSpec.from_yaml(f)
+        paths = sorted(x.path for x in e.value.errors)
+        assert paths == sorted(["games[1]", *said, "space.framestack[1]"]), e.value.errors

@@ -634,7 +634,10 @@ class SweepSpec(SpecChecks):
             d.update(self.variants[variant])
         d.update(overrides)
         try:
-            defaults = self._defaults
+            try:
+                defaults = self._defaults
+            except ConfigError:  # the params refused: each trial's build says so, with its own
+                defaults = TrialConfig().to_dict()
             return TrialConfig.from_dict(apply_conditions({**defaults, **d}, self.space, defaults))
         except ConfigError as e:
             raise e.each(
