@@ -167,6 +167,26 @@ def test_smoke_section_is_validated_with_the_spec():
         SweepSpec(name="plain").smoke_spec()
 
 
+def test_the_smokes_errors_come_with_the_specs_own_each_once():
+    """The smoke was checked only once the rest of the spec was right, so its errors waited for
+    another run of validate; now they come together, less the ones the smoke inherits (the
+    spec's bad game again, at smoke.games[0]). A key refused whole leaves no smoke to build."""
+    with pytest.raises(SpecError) as e:
+        SweepSpec(
+            name="ab",
+            games=["coinrunn"],
+            smoke={"seeds": ["a"], "params": {"num_epochs": 0}},
+        )
+    assert sorted(x.path for x in e.value.errors) == [
+        "games[0]",
+        "smoke.params.num_epochs",
+        "smoke.seeds[0]",
+    ], e.value.errors
+    with pytest.raises(SpecError) as e:
+        SweepSpec(name="ab", params=5, smoke={"params": {"gamma": 3}})
+    assert [x.path for x in e.value.errors] == ["params"]
+
+
 def test_overrides_keep_track_of_what_the_file_chose(tmp_path):
     f = tmp_path / "m.yaml"
     f.write_text("name: m\ngames: [heist]\n")

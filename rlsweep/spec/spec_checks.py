@@ -45,6 +45,11 @@ def not_a_parameter(key: Any) -> str:
     return RENAMED.get(key) or unknown("parameter", str(key), PARAMETERS)
 
 
+def _unsmoked(path: str) -> str:
+    """A `smoke_spec` error's key path as the spec's own (`smoke.games[1]`: `games[1]`)."""
+    return path.removeprefix("smoke.")
+
+
 RESTORED_FROM_CHECKPOINT = {
     "kl_coeff": "a restored trial goes on with the KL coefficient the updates of the trial it "
     "copies adapted (rlsweep.trial.checkpoint.LEARNING_FILE), not a perturbed start",
@@ -84,11 +89,17 @@ class SpecChecks:
             errors += known._trial_errors()
         elif names:  # no trial is built: each known param's own rule still speaks now
             errors += self._param_value_errors()
-        if self.smoke and not errors:
+        # A key refused whole, or the smoke section's shape: no smoke to build.
+        unbuilt = any(
+            e.path.startswith("smoke") or ("." not in e.path and "[" not in e.path) for e in errors
+        )
+        if self.smoke and not unbuilt:
             try:
                 self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
             except SpecError as e:
-                errors += e.errors
+                # Less what the smoke inherits and the spec's own errors said already.
+                said = {(x.path, x.message) for x in errors}
+                errors += [x for x in e.errors if (_unsmoked(x.path), x.message) not in said]
         if errors:
             raise SpecError.several(errors)
 
