@@ -125,9 +125,17 @@ def _check_local(path: Path) -> None:
     if not existing.is_dir():
         raise SpecError(None, "", f"{path}: cannot be made: {existing} is a file")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
+        for attempt in range(3):
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+                with tempfile.TemporaryFile(dir=path):
+                    pass
+                break
+            except FileNotFoundError:
+                # Another check of the same path (validate and plan at once, two tests) took
+                # away the dirs it had made between this one's mkdir and its write.
+                if attempt == 2:
+                    raise
     except OSError as e:
         why = e.strerror or str(e)
         raise SpecError(None, "", f"{path}: cannot be written: {why}") from None

@@ -60,6 +60,24 @@ def test_overrides_set_any_key_and_are_validated_as_the_file_is():
         SweepSpec.from_yaml(DEMO, overrides=["games.x=1"])
 
 
+def test_an_override_sets_a_key_the_file_gets_wrong(tmp_path):
+    """The file was validated alone before the command line's keys were set, so no override or
+    flag could fix a key it got wrong (`--budget 20000` over `budget: 100`), and a bad override
+    was not reported while the file had errors. An error at a key an override set a key under
+    names it too."""
+    f = tmp_path / "s.yaml"
+    f.write_text("name: s\ngames: [coinrun, coinrun]\nbudget: 100\nsearch: {algorithm: randm}\n")
+    games = overrides.list_flag("--games", "games", "coinrun")
+    spec = SweepSpec.from_yaml(f, budget=20_000, overrides=[games, "search.algorithm=grid"])
+    assert (spec.games, spec.budget, spec.search.algorithm) == (["coinrun"], 20_000, "grid")
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(f, budget=20_000, overrides=["search.algorithm=grid", "params.lr.x=3"])
+    assert [str(x).split(": ", 1)[1] for x in e.value.errors] == [
+        "games: got ['coinrun', 'coinrun']; allowed: a non-empty list of distinct games",
+        "params.lr (from params.lr.x=3): got {'x': 3}; allowed: a number > 0",
+    ]
+
+
 def test_games_and_seeds_flags_and_what_sweep_yaml_records(tmp_path):
     from rlsweep.experiment.experiment_dir import SWEEP_FILE, record_run, sweep_spec
 

@@ -167,6 +167,14 @@ def test_smoke_section_is_validated_with_the_spec():
         SweepSpec(name="plain").smoke_spec()
 
 
+def test_a_key_the_trials_are_built_from_refused_whole_does_not_hide_the_params_errors():
+    """`seeds: 0` (or duplicate games, a missing baseline) refuses a key every trial is built
+    from, so no trial is built; the params' own rules were not asked either."""
+    with pytest.raises(SpecError) as e:
+        SweepSpec(name="s", seeds=0, params={"lr": -1, "gamma": 1.5})
+    assert [x.path for x in e.value.errors] == ["seeds", "params.lr", "params.gamma"]
+
+
 def test_the_smokes_errors_come_with_the_specs_own_each_once():
     """The smoke was checked only once the rest of the spec was right, so its errors waited for
     another run of validate; now they come together, less the ones the smoke inherits (the

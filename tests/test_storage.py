@@ -75,6 +75,26 @@ def test_bad_s3_uri():
         storage.filesystem("s3:///prefix")
 
 
+def test_a_local_check_outlasts_another_check_taking_its_dirs_away(tmp_path, monkeypatch):
+    """Two checks of one path at once (validate and plan of a spec, two tests): the other
+    removed the dirs it had made between this check's mkdir and its write, and this one said
+    the dir "cannot be written". It makes them again; what it made it removes."""
+    import tempfile
+
+    real, taken = tempfile.TemporaryFile, []
+
+    def racing(*args, dir=None, **kw):
+        if not taken:  # the other check's cleanup, once
+            taken.append(dir)
+            Path(dir).rmdir()
+        return real(*args, dir=dir, **kw)
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", racing)
+    storage.check_storage(tmp_path / "results" / "demo")
+    assert taken == [tmp_path / "results" / "demo"]
+    assert not (tmp_path / "results").exists()  # nothing left behind
+
+
 def test_cache_dir_and_report_out(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert storage.cache_dir("s3://b/sweeps/x/") == tmp_path / "rlsweep/s3/b/sweeps/x"

@@ -37,9 +37,12 @@ class Override:
         return ".".join(self.path)
 
     def covers(self, error_path: str) -> bool:
-        """Whether an error at the spec key path `error_path` is about what this override set."""
+        """Whether an error at the spec key path `error_path` is about what this override set:
+        the key it set, one below it, or one it set a key under (`params.lr.x=3` makes
+        `params.lr` a mapping)."""
         key = self.key
-        return error_path == key or error_path.startswith((f"{key}.", f"{key}["))
+        below = error_path.startswith((f"{key}.", f"{key}["))
+        return error_path == key or below or key.startswith(f"{error_path}.")
 
 
 def parse(text: str) -> Override:

@@ -374,20 +374,23 @@ class SweepSpec(SpecChecks):
                 None, "", "from_yaml takes a file path; for YAML text use SweepSpec.from_yaml_text"
             )
         given = [o if isinstance(o, Override) else parse_override(o) for o in overrides]
-        # A file that names no sweep (a baseline) runs under its own name.
-        spec = cls.from_dict(read_yaml(path), source=str(path), default_name=Path(path).stem)
-        spec = spec._overridden([o for o in given if o.path[0] == "smoke"])
-        if smoke:
-            spec = spec.smoke_spec()
-        spec = spec._overridden([o for o in given if o.path[0] != "smoke"])
         flags = {("budget", "--budget"): budget, ("storage_path", "--storage"): storage_path}
         set_by = [
             Override((k,), v, f"{flag} {v}") for (k, flag), v in flags.items() if v is not None
         ]
+        # The file as the command line sets it is what is validated, so that an override or a
+        # flag may set a key the file gets wrong. With `smoke`, the file as its smoke section
+        # is set; the rest of the command line sets the smoke's run, once it is made.
+        run = [o for o in given if o.path[0] != "smoke"] + set_by
+        on_file = [o for o in given if o.path[0] == "smoke"] + ([] if smoke else run)
         try:
-            spec = spec.with_overrides(**{o.key: o.value for o in set_by})
-        except SpecError as e:  # an error at a key a flag set names the flag
-            raise name_overrides(e, set_by) from None
+            d = apply_overrides(read_yaml(path), on_file)
+            # A file that names no sweep (a baseline) runs under its own name.
+            spec = cls.from_dict(d, source=str(path), default_name=Path(path).stem)
+        except SpecError as e:  # an error at a key one set names it
+            raise name_overrides(e, on_file) from None
+        if smoke:
+            spec = spec.smoke_spec()._overridden(run)
         spec._overrides = tuple(o.text for o in given)
         return spec
 

@@ -79,15 +79,13 @@ class SpecChecks:
         errors += [self._placed(e) for e in refused]
         names = self._parameter_errors()
         errors += names + self._search_errors() + self._smoke_errors()
-        if not names and not any(e.path in TRIALS_FROM for e in refused):
+        unbuilt = any(e.path in TRIALS_FROM for e in refused)  # a key they are built from
+        if not names and not unbuilt:
             errors += self._trial_errors()
-        elif (
-            names
-            and not any(e.path in TRIALS_FROM for e in refused)
-            and (known := self._without_unknown_keys(names))
-        ):  # the trials, built without the unknown names: the rest of the spec speaks now
+        elif names and not unbuilt and (known := self._without_unknown_keys(names)):
+            # the trials, built without the unknown names: the rest of the spec speaks now
             errors += known._trial_errors()
-        elif names:  # no trial is built: each known param's own rule still speaks now
+        else:  # no trial is built: each known param's own rule still speaks now
             errors += self._param_value_errors()
         # A key refused whole, or the smoke section's shape: no smoke to build.
         unbuilt = any(
