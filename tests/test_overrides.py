@@ -111,8 +111,13 @@ def test_the_cli_takes_overrides_on_validate_plan_run_and_ablate(tmp_path, monke
 
     assert main(["validate", DEMO, *SEARCH, "--games", "bigfish", "--seeds", "0,1,2"]) == 0
     assert f"{DEMO}: ok — 48 trials of 12,288 env steps" in capsys.readouterr().out
-    assert main(["plan", DEMO, "--seeds", "0,1,2", "search.num_samples=2"]) == 0
+    sampled = ["search.algorithm=random", "space.lr={loguniform: [1e-4, 1e-3]}"]
+    assert main(["plan", DEMO, "--seeds", "0,1,2", *sampled, "search.num_samples=2"]) == 0
     assert "demo: 12 trials x budget" in capsys.readouterr().out
+    # Without a sampled parameter, each trial would run twice alike.
+    assert main(["plan", DEMO, "search.num_samples=2"]) == 2
+    err = capsys.readouterr().err
+    assert "search.num_samples (from search.num_samples=2): got 2 with no sampled parameter" in err
     assert main(["validate", DEMO, "--games", "BigFish"]) == 2
     assert "games[0] (from --games BigFish): got 'BigFish' (did you mean" in capsys.readouterr().err
 

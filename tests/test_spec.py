@@ -175,6 +175,16 @@ def test_a_key_the_trials_are_built_from_refused_whole_does_not_hide_the_params_
     assert [x.path for x in e.value.errors] == ["seeds", "params.lr", "params.gamma"]
 
 
+def test_a_refused_search_is_not_judged_against_the_space_as_a_grid():
+    """`search: {algorithm: random, num_samples: 0}` fell back to a neutral (grid) search for
+    the other checks, which then said the sampled lr needs random or optuna."""
+    lr = {"lr": {"loguniform": [1e-4, 1e-3]}}
+    for search in ({"algorithm": "random", "num_samples": 0}, {"algorithm": "randm"}):
+        with pytest.raises(SpecError) as e:
+            SweepSpec(name="s", space=lr, search=search)
+        assert [x.path for x in e.value.errors] == [f"search.{next(reversed(search))}"]
+
+
 def test_the_smokes_errors_come_with_the_specs_own_each_once():
     """The smoke was checked only once the rest of the spec was right, so its errors waited for
     another run of validate; now they come together, less the ones the smoke inherits (the

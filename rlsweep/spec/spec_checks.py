@@ -78,7 +78,10 @@ class SpecChecks:
         refused = check_each_field(self)
         errors += [self._placed(e) for e in refused]
         names = self._parameter_errors()
-        errors += names + self._search_errors() + self._smoke_errors()
+        # A refused search is judged as a neutral one (grid): its rules against the space would
+        # speak of an algorithm nobody wrote.
+        search_refused = any(e.path.startswith("search") for e in errors)
+        errors += names + ([] if search_refused else self._search_errors()) + self._smoke_errors()
         unbuilt = any(e.path in TRIALS_FROM for e in refused)  # a key they are built from
         if not names and not unbuilt:
             errors += self._trial_errors()
@@ -217,6 +220,16 @@ class SpecChecks:
                     f"space.{sampled[0]}",
                     "a sampled parameter needs search.algorithm random or optuna "
                     "(grid runs lists only)",
+                )
+            )
+        # A PBT population diverges as its mutations perturb it; any other repeats itself.
+        if s.num_samples > 1 and not sampled and s.scheduler != "pbt":
+            found.append(
+                (
+                    "search.num_samples",
+                    f"got {s.num_samples} with no sampled parameter in space: every trial "
+                    f"would run {s.num_samples} times alike (the seeds repeat a trial); "
+                    "allowed: 1, or a sampled parameter ({choice|uniform|loguniform|int: ...})",
                 )
             )
         if s.algorithm == "optuna" and self.grid_keys:
