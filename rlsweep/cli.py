@@ -422,9 +422,8 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
     try:
         most = None if args.max_mb is None else int(args.max_mb * 2**20)
-        m = pack(
-            Path(args.dir), Path(args.out), int(args.part_mb * 2**20), args.lean, max_bytes=most
-        )
+        part = max(1, int(args.part_mb * 2**20))  # a byte at least, however small the MiB
+        m = pack(Path(args.dir), Path(args.out), part, args.lean, max_bytes=most)
     except CarryError as e:
         raise SpecError(None, "", str(e)) from None
     for name in m["checkpoints_dropped_to_fit"]:
@@ -434,7 +433,9 @@ def cmd_pack(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     size = sum(p["bytes"] for p in m["parts"])
-    left = f"{formatting.plural(len(m['checkpoints_left_out']), 'checkpoint')} no resume loads"
+    # Those dropped to fit are named above: a resume would have loaded them.
+    unread = len(m["checkpoints_left_out"]) - len(m["checkpoints_dropped_to_fit"])
+    left = f"{formatting.plural(unread, 'checkpoint')} no resume loads"
     if args.lean:
         left += ", TensorBoard's event files and the report"
     print(
@@ -765,7 +766,9 @@ def parser() -> argparse.ArgumentParser:
         help="pool trials of different sweeps whose configs agree except seed (default: one "
         "report per sweep)",
     )
-    rep.add_argument("--resamples", type=int, help="bootstrap resamples (default: the report's)")
+    rep.add_argument(
+        "--resamples", type=positive_int, help="bootstrap resamples (default: the report's)"
+    )
     rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)
 
@@ -782,7 +785,10 @@ def parser() -> argparse.ArgumentParser:
     pk.add_argument("dir", metavar="DIR", help="experiment dir (e.g. results/demo)")
     pk.add_argument("--out", required=True, help="folder for the parts and manifest.json")
     pk.add_argument(
-        "--part-mb", type=float, default=16.0, help="largest part, MiB (default %(default)s)"
+        "--part-mb",
+        type=positive_number,
+        default=16.0,
+        help="largest part, MiB (default %(default)s)",
     )
     pk.add_argument(
         "--lean",
@@ -792,7 +798,7 @@ def parser() -> argparse.ArgumentParser:
     )
     pk.add_argument(
         "--max-mb",
-        type=float,
+        type=positive_number,
         help="the most the parts may weigh, MiB: where more, the checkpoints of the unfinished "
         "trials that got least far are left out, one by one, and those trials start anew",
     )

@@ -406,6 +406,46 @@ def test_unpack_of_a_finished_sweep_suggests_its_report_not_a_resume(tmp_path, c
         assert capsys.readouterr().out.splitlines() == [str(target), next_step]
 
 
+def test_pack_and_report_refuse_sizes_and_counts_below_one_by_flag(tmp_path, capsys):
+    """`pack --part-mb 0` packed the whole dir, then a traceback (exit 1); `report --resamples
+    0` an IndexError, -5 an error naming no flag."""
+    exp = _carried_sweep(tmp_path, 8192)
+    for argv in (
+        ["pack", str(exp), "--out", str(tmp_path / "p"), "--part-mb", "0"],
+        ["pack", str(exp), "--out", str(tmp_path / "p"), "--max-mb", "-1"],
+        ["report", str(exp), "--resamples", "0"],
+        ["report", str(exp), "--resamples", "-5"],
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2, argv
+        assert f"argument {argv[-2]}: got {argv[-1]!r}; allowed: " in capsys.readouterr().err
+    assert not (tmp_path / "p").exists()
+
+
+def test_pack_counts_apart_the_checkpoints_it_drops_to_fit(tmp_path, capsys):
+    """A checkpoint left out to fit --max-mb is one a resume would load: the summary counted it
+    among those "no resume loads"."""
+    import random
+
+    from tune_state import report, trial_entry, write_state
+
+    from rlsweep.manifest import write_manifest
+
+    exp = tmp_path / "study"
+    checkpoint = exp / "t" / "checkpoint_000000"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "weights.bin").write_bytes(random.Random(0).randbytes(1 << 20))
+    write_manifest(str(checkpoint), 2, 512.0, report(2))
+    (exp / "t" / "result.json").write_text("")
+    (exp / "sweep.yaml").write_text("name: study\n")
+    write_state(exp, [trial_entry(exp, "t", [("t/checkpoint_000000", 2)], last=2)])
+    assert main(["pack", str(exp), "--out", str(tmp_path / "p"), "--max-mb", "0.5"]) == 0
+    out, err = capsys.readouterr()
+    assert "t/checkpoint_000000: left out to fit --max-mb 0.5: its trial starts anew" in err
+    assert "left out: 0 checkpoints no resume loads" in out
+
+
 def test_run_and_ablate_with_smoke_both_say_its_scores_are_a_random_policys(
     tmp_path, monkeypatch, capsys
 ):
