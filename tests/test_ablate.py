@@ -25,6 +25,8 @@ def test_names_and_paths_resolve(tmp_path):
     assert ablation_path("model") == ABLATIONS_DIR / "model.yaml"
     with pytest.raises(SpecError, match=r"unknown ablation 'augs'; allowed: algorithm, augment"):
         ablation_path("augs")
+    with pytest.raises(SpecError, match=r"'reward_shapin' \(did you mean 'reward_shaping'\?\)"):
+        ablation_path("reward_shapin")
     plain = tmp_path / "plain.yaml"
     plain.write_text("name: plain\n")
     with pytest.raises(SpecError, match=r"plain.yaml: variants: an ablation needs variants"):

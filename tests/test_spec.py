@@ -386,6 +386,8 @@ BAD = [
         "params.distribution_mode: got 'extreme'; allowed for coinrun",
     ),
     ({"extends": "nope"}, "extends: got 'nope'; allowed: aicrowd_starter"),
+    ({"extends": "cobe2019"}, "extends: got 'cobe2019' (did you mean 'cobbe2019'?); allowed: "),
+    ({"extends": "../nosuch.yaml"}, "extends: got '../nosuch.yaml': no file ../nosuch.yaml"),
     ({"extends": 3}, "extends: got 3; allowed: a baseline's name or a YAML path, or null"),
     ({"metric": "reward"}, "metric: got 'reward'; allowed: env_steps, train/return"),
     (

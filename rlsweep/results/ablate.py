@@ -21,6 +21,7 @@ from rlsweep import formatting
 from rlsweep import metrics as M
 from rlsweep.spec.overrides import Override
 from rlsweep.spec.spec import SpecError, SweepSpec, data_dir
+from rlsweep.spec.validators import did_you_mean
 
 if TYPE_CHECKING:
     from rlsweep.results.results import Experiment
@@ -50,8 +51,11 @@ def ablation_path(name: str) -> Path:
         path = next((p for p in found if p.exists()), found[0])
     if not path.exists():
         studies = f" (studies: {', '.join(study_names())})" if study_names() else ""
+        hint = did_you_mean(name, [*ablation_names(), *study_names()])
         raise SpecError(
-            None, "", f"unknown ablation {name!r}; allowed: {', '.join(ablation_names())}{studies}"
+            None,
+            "",
+            f"unknown ablation {name!r}{hint}; allowed: {', '.join(ablation_names())}{studies}",
         )
     return path
 

@@ -743,8 +743,14 @@ def load_baseline(ref: str | None, source: str | None = None) -> dict[str, Any]:
     if source and not path.is_absolute() and ref.endswith((".yaml", ".yml")):
         path = Path(source).parent / path
     if not path.exists():
+        if ref.endswith((".yaml", ".yml")):  # a path: say where it was looked for
+            why = f"no file {path}" + (" (a path is read from the spec's folder)" if source else "")
+            raise SpecError(source, "extends", f"got {ref!r}: {why}")
+        names = baseline_names()
         raise SpecError(
-            source, "extends", f"got {ref!r}; allowed: {', '.join(baseline_names())} or a path"
+            source,
+            "extends",
+            f"got {ref!r}{did_you_mean(ref, names)}; allowed: {', '.join(names)} or a path",
         )
     return dict(_baseline_params(str(path), path.stat().st_mtime_ns))
 
