@@ -186,3 +186,30 @@ def test_a_reports_studies_log_nothing_and_leave_optunas_verbosity_as_it_was():
     finally:
         logger.removeHandler(lines)
         optuna.logging.set_verbosity(before)
+
+
+def test_a_grid_list_is_a_parameter_of_the_study_and_one_parameter_gets_no_table(tmp_path):
+    """The study held the sampled parameters only: a grid's share of the score's variance went
+    to them, and with one sampled parameter its importance was 1 whatever it did. The grid list
+    is a choice of the study now; one searched parameter gets a note, not a table of 1.000."""
+    from types import SimpleNamespace
+
+    from rlsweep.results.report import importance_section
+
+    space = {"lr": {"loguniform": [1e-5, 1e-3]}, "framestack": ["none", "gap"]}
+    spec = SweepSpec(name="r", space=space, search={"algorithm": "random", "num_samples": 4})
+    final = _final(8).assign(framestack=["none", "gap"] * 4)
+    study = study_from_trials(spec, final)
+    assert set(study.trials[0].params) == {"lr", "framestack"}
+
+    one = SweepSpec(name="one", space={"lr": space["lr"]}, search={"algorithm": "random"})
+    d = tmp_path / "one"
+    d.mkdir()
+    (d / "sweep.yaml").write_text(one.to_yaml())
+    counted = _final(8).assign(sweep="one")
+    lines, files = importance_section([d], SimpleNamespace(counted=counted), tmp_path)
+    assert files == [] and not (tmp_path / "importance.csv").exists()
+    assert (
+        "`one`: one searched parameter, `lr`: its share of the variance is 1 by construction"
+        in ("\n".join(lines))
+    )

@@ -5,9 +5,10 @@ whatever a sweep's own `metric` and `mode` (a report ranks several sweeps by one
 Optuna sweep persists its study (`search.optuna_storage`, SQLite by default); that study is what
 gets evaluated where it optimized the same score. Otherwise, and for random-search sweeps, which
 have no study, one is built from their finished trials: each trial's sampled values with their
-declared distributions, and its final score. Either way the evaluator is Optuna's default,
-fANOVA (a random-forest functional ANOVA): the importances are the share of the score's variance
-each parameter explains, summing to 1.
+declared distributions (its grid values too, as choices), and its final score. Either way the
+evaluator is Optuna's default, fANOVA (a random-forest functional ANOVA): the importances are
+the share of the score's variance each parameter explains, summing to 1 (for a single parameter,
+1 by construction: the report says so instead of a table).
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ def _inside(dist, value: Any) -> bool:
 
 
 def study_from_trials(spec: SweepSpec, final: pd.DataFrame):
-    """An in-memory Optuna study with one completed trial per finished sweep trial."""
-    dists = {k: distribution(spec.space[k]) for k in spec.sampled_keys}
+    """An in-memory Optuna study with one completed trial per finished sweep trial, over every
+    parameter the space searches: a grid list's as a choice too (left out, its share of the
+    score's variance would go to the sampled ones)."""
+    dists = {k: distribution(spec.space[k]) for k in spec.space}
     return _study(dists, final)
 
 

@@ -165,7 +165,7 @@ def _write_report(
         body, figures = _search_body(exp, specs, out, kind_why=why, kw=kw, raw=raw)
     else:
         body, figures = _ablation_body(exp, out, kind_why=why, kw=kw, raw=raw)
-    importance = importance_section(dirs, exp, out)
+    importance, extra = importance_section(dirs, exp, out)
     md = [
         *_header(exp),
         *notes(exp),
@@ -183,7 +183,6 @@ def _write_report(
             else ["None: every trial finished."]
         ),
     ]
-    extra = ["importance.csv", "importance.png"] if importance else []
     files = [*written, *FILES[2:-1], *figures, *extra]
     md += ["", "## Files", "", *(f"- `{f}`" for f in files), ""]
     (out / "report.md").write_text("\n".join(md))
@@ -569,9 +568,11 @@ def _curves_section(top: int = 0, others: int = 0, raw: bool = False) -> list[st
 # --- per sweep: hyperparameter importance, cost -------------------------------------------
 
 
-def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list[str]:
-    """Importances of each sweep's sampled parameters (sweeps that sampled any); writes
-    importance.csv and importance.png when there are any."""
+def importance_section(
+    dirs: Sequence[Path], exp: Experiment, out: Path
+) -> tuple[list[str], list[str]]:
+    """Importances of each sweep's searched parameters (sweeps that sampled any), and the files
+    written: importance.csv and importance.png, where any sweep has two or more."""
     from rlsweep.results.importance import importances
 
     found: dict[str, pd.Series] = {}
@@ -585,10 +586,17 @@ def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list
         if got is None:
             notes.append(f"`{d.name}`: too few finished trials for importances.")
             continue
-        found[d.name], source = got
+        scores, source = got
+        if len(scores) == 1:  # the share of one is 1: nothing to rank
+            notes.append(
+                f"`{d.name}`: one searched parameter, `{scores.index[0]}`: its share of the "
+                "variance is 1 by construction (its effect: search_params.png)."
+            )
+            continue
+        found[d.name] = scores
         notes.append(f"`{d.name}`: from {source}.")
     if not found:
-        return []
+        return (["## Hyperparameter importance", "", *notes, ""] if notes else []), []
     table = pd.concat(found, names=["sweep", "param"]).reset_index()
     table.to_csv(out / "importance.csv", index=False)
     plots.plot_importance(found, out / "importance.png")
@@ -596,8 +604,8 @@ def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list
     return [
         "## Hyperparameter importance",
         "",
-        "fANOVA (Optuna's importance module) over each sweep's sampled parameters: the share of "
-        "the final unseen-level score's variance each explains.",
+        "fANOVA (Optuna's importance module) over each sweep's searched parameters (a grid "
+        "list's too): the share of the final unseen-level score's variance each explains.",
         "",
         *T.md_table(["sweep", "parameter", "importance"], rows),
         "",
@@ -605,7 +613,7 @@ def importance_section(dirs: Sequence[Path], exp: Experiment, out: Path) -> list
         "",
         "![hyperparameter importance](importance.png)",
         "",
-    ]
+    ], ["importance.csv", "importance.png"]
 
 
 def cost_section(
