@@ -156,19 +156,16 @@ def time_limit(text: str) -> float:
     """argparse type of `--time-limit`: a duration (8m30s, 2h, 540), in seconds, longer than
     what the limit keeps for the sweep's end (`interrupt.SHUTDOWN_S`): a limit within it would
     stop the sweep before any trial could start."""
-    from rlsweep.experiment.interrupt import SHUTDOWN_S
+    from rlsweep.experiment.interrupt import SHUTDOWN_S, check_time_limit
     from rlsweep.formatting import parse_duration
 
     try:
-        seconds = parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    if seconds <= SHUTDOWN_S:
+        return check_time_limit(parse_duration(text))
+    except ValueError:
         raise argparse.ArgumentTypeError(
             f"got {text!r}; allowed: a duration > {SHUTDOWN_S:g}s, the time it keeps for the "
             "sweep's end (8m30s, 2h)"
-        )
-    return seconds
+        ) from None
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -300,3 +300,28 @@ def test_resume_refuses_trials_this_rlsweep_does_not_run_before_ray_starts(tmp_p
     assert "resume with that one, or run the sweep anew" in run.stderr
     assert "Token authentication" not in run.stderr  # ray.init's first words
     assert sorted((p, p.stat().st_mtime_ns) for p in first.path.rglob("*")) == before
+
+
+def test_run_sweep_refuses_what_the_cli_refuses_before_ray_starts(tmp_path):
+    """From Python, an unwritable storage path started Ray and died in a chained traceback, a
+    5 s time limit started Ray and left a sweep dir that the next call refused, `num_cpus=0`
+    blamed `params.num_cpus`, and `time_limit="1m"` was a bare TypeError. Each is refused
+    before the sweep starts now (nothing written), as `rlsweep run` refuses it."""
+    from rlsweep.errors import SpecError
+
+    spec = SweepSpec(name="x", games=["coinrun"], seeds=[0], budget=16384)
+    spec = spec.with_overrides(storage_path=str(tmp_path))
+    file = tmp_path / "file"
+    file.write_text("")
+    cases = [
+        ({"storage_path": str(file)}, SpecError, "storage_path: "),
+        ({"time_limit": 5}, ValueError, "time limit: got 5; allowed: seconds > 20"),
+        ({"time_limit": "1m"}, ValueError, "time limit: got '1m'; allowed: "),
+        ({"num_cpus": 0}, ValueError, "num_cpus: got 0; allowed: an integer >= 1"),
+    ]
+    for kw, kind, message in cases:
+        with pytest.raises(kind, match=message):
+            run_sweep(spec, trainable=fake_trial, **kw)
+    assert list(tmp_path.iterdir()) == [file]  # no sweep dir left behind
+    with pytest.raises(ValueError, match="num_cpus: got 0"):
+        resume_sweep(tmp_path / "x", num_cpus=0)

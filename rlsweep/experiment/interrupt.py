@@ -231,14 +231,26 @@ def wait_to_be_stopped() -> NoReturn:
 # --- driver side -----------------------------------------------------------------------------
 
 
+def check_time_limit(seconds: object) -> float:
+    """`seconds` as a sweep's time limit: a number of seconds longer than what the limit keeps
+    for the sweep's end (`SHUTDOWN_S`), which would otherwise stop it before any trial could
+    start. ValueError naming what is allowed."""
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if not ok or not seconds > SHUTDOWN_S:  # NaN too
+        raise ValueError(
+            f"time limit: got {seconds!r}; allowed: seconds > {SHUTDOWN_S:g}, the time it keeps "
+            "for the sweep's end"
+        )
+    return float(seconds)
+
+
 class TimeLimit:
     """A sweep's time limit, counted from its start: when to ask the running trials to stop
     (`ask_at`: early enough for each to finish its current iteration and checkpoint), and when
     to stop them whatever they are doing (`end_at`), so that the process exits by the limit."""
 
     def __init__(self, seconds: float, start: float | None = None) -> None:
-        if not seconds > 0:
-            raise ValueError(f"a time limit is > 0 seconds, got {seconds}")
+        seconds = check_time_limit(seconds)
         if threading.current_thread() is not threading.main_thread():
             # The sweep ends its Tune loop as Ctrl-C does: Tune handles that signal only there.
             raise ValueError("a time limit needs run_sweep/resume_sweep called in the main thread")

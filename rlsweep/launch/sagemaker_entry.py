@@ -382,13 +382,13 @@ def sweep(args: argparse.Namespace, spec, address: str, summary: dict[str, Any])
     """Run the job's sweep within what is left of its time limit (`--time-limit`, counted from
     the entry's start over all the job's attempts: JOB_CLOCK), write the summary (and where it
     stopped early, SageMaker's failure reason: how to go on); the job's exit code (rlsweep's)."""
-    from rlsweep.experiment.interrupt import SweepInterrupted
+    from rlsweep.experiment.interrupt import SHUTDOWN_S, SweepInterrupted
 
     storage = args.storage or args.checkpoint_dir
     clock = JobClock(Path(args.checkpoint_dir), job_name(), args.started)
     left = None
-    if args.time_limit is not None:
-        left = max(1.0, args.time_limit - clock.run_s())
+    if args.time_limit is not None:  # the least a limit takes: it stops the sweep at once
+        left = max(SHUTDOWN_S + 1.0, args.time_limit - clock.run_s())
     summary = {**summary, "storage": storage, "earlier_attempts_s": round(clock.before, 1)}
     try:
         trainable = args.trainable_fn

@@ -109,11 +109,14 @@ def on_target(
     return laid_out(spec, target_machine(address, num_cpus))
 
 
-def check_spec_storage(spec: SweepSpec, remote: bool = True) -> None:
-    """`storage.check_storage` of the spec's results dir, its error at the spec's
-    `storage_path` (`spec.yaml: storage_path: /proc/nope/demo: cannot be written: ...`)."""
+def check_spec_storage(
+    spec: SweepSpec, remote: bool = True, storage_path: str | None = None
+) -> None:
+    """`storage.check_storage` of the spec's results dir (under `storage_path` where given), its
+    error at the spec's `storage_path` (`spec.yaml: storage_path: /proc/nope/demo: cannot be
+    written: ...`)."""
     try:
-        check_storage(experiment_path(spec), remote=remote)
+        check_storage(experiment_path(spec, storage_path), remote=remote)
     except SpecError as e:
         raise SpecError(spec.source, "storage_path", e.message) from None
 

@@ -43,7 +43,7 @@ from rlsweep.results.results import (
 )
 from rlsweep.run import tracking
 from rlsweep.run.fits import check_fits
-from rlsweep.run.preflight import on_target, plan_on
+from rlsweep.run.preflight import check_spec_storage, on_target, plan_on
 from rlsweep.run.session import Dashboard, machine_record, quiet_console, ray_session
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
@@ -138,6 +138,7 @@ def run_sweep(
     from rlsweep.run.tune_bridge import build_tuner
 
     limit = TimeLimit(time_limit) if time_limit is not None else None
+    _check_cpus(num_cpus)
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
     # Trials laid out where they run, as `rlsweep run` lays them out (it passes a laid-out spec).
@@ -149,6 +150,9 @@ def run_sweep(
         check_fits(spec, address, num_cpus)
     wandb_settings = tracking.settings_from(wandb)
     tracking.check_credentials(wandb_settings)
+    # Where the results go can be written, before Ray starts (a bucket is asked by
+    # `rlsweep run`'s preflight, or by Ray once it writes there).
+    check_spec_storage(spec, remote=False, storage_path=storage_path)
     experiment = experiment_path(spec, storage_path)
     refuse_existing(spec, experiment, overwrite)
     with (
@@ -202,6 +206,7 @@ def resume_sweep(
     from rlsweep.run.tune_bridge import check_restorable, restore_tuner
 
     limit = TimeLimit(time_limit) if time_limit is not None else None
+    _check_cpus(num_cpus)
     experiment = filesystem(experiment)[1] if not is_uri(str(experiment)) else str(experiment)
     if not can_resume(experiment):
         raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
@@ -239,6 +244,15 @@ def resume_sweep(
             )
             _fit(tuner, wandb_settings)
     return _finish(spec, experiment, wandb_settings, interrupts)
+
+
+def _check_cpus(num_cpus: object) -> None:
+    """`num_cpus` as run_sweep and resume_sweep take it (the CLI's `--num-cpus` checks the same
+    at its parse): None, or an integer >= 1."""
+    if num_cpus is None:
+        return
+    if not isinstance(num_cpus, int) or isinstance(num_cpus, bool) or num_cpus < 1:
+        raise ValueError(f"num_cpus: got {num_cpus!r}; allowed: an integer >= 1, or None")
 
 
 def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:
