@@ -245,3 +245,32 @@ def test_a_sweep_whose_trials_cannot_start_says_why_within_seconds():
             "(others hold 1)"
         )
     )
+
+
+def test_the_sweeps_own_starting_trials_are_not_taken_for_other_jobs(monkeypatch):
+    """The placement groups of other jobs were taken as those there were at the first ask of
+    Ray, which came only once no trial had run for STARVED_S: by then the sweep's own were
+    made, so its trials starting (actors slow to come up on 2 cores) read as "no trial can
+    start ... (others hold 2)". They are taken before Tune's loop (`start`) now."""
+    import sys
+    import types
+
+    from rlsweep.run.progress import STARVED_S
+
+    groups: dict[str, dict] = {"other-job": {"state": "CREATED"}}
+    fake = types.SimpleNamespace(
+        is_initialized=lambda: True,
+        cluster_resources=lambda: {"CPU": 2.0},
+        available_resources=lambda: {"CPU": 0.0},
+        nodes=lambda: [{"Alive": True, "Resources": {"CPU": 2.0}}],
+    )
+    util = types.ModuleType("ray.util")
+    util.placement_group_table = lambda: dict(groups)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setitem(sys.modules, "ray.util", util)
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR, live=False)
+    view.start()  # before Tune's loop: the other job's group only
+    groups["sweep-trial-0"] = {"state": "CREATED"}  # Tune made the trial's; its actor comes up
+    pending = [_trial(i, "PENDING") for i in range(4)]
+    view.measure(pending, now=0.0)
+    assert view.measure(pending, now=STARVED_S).waiting is None

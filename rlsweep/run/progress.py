@@ -216,6 +216,9 @@ class ProgressView:
             print(f"[{time.strftime('%H:%M:%S')}] {text}", file=self.stream, flush=True)
 
     def start(self) -> None:
+        """Called before Tune's loop: the placement groups there are now are other jobs' (a
+        trial's, made later, says it is starting: `Resources.starting`)."""
+        self._resources()
         if not self.live:
             return
         from rich.console import Console
