@@ -14,8 +14,9 @@ moves the ETA only as far as it differs from the evaluations before it, not by t
 ETA from env steps per second drops while trials evaluate, and jumps when they are back). The
 remaining trials run as many at once as have run, and between reports each running trial's
 remainder counts down with the clock. A trial a scheduler stops early (ASHA) takes its remaining
-work off the sweep. "best" is the best score any trial has reported so far: it never goes down,
-although a trial's latest evaluation may. The env-step counter never goes back (a resumed trial
+work off the sweep. "best" is the best score any trial has reported so far in this run (a
+resume starts from its trials' checkpoints' scores): it never goes down, although a trial's
+latest evaluation may. The env-step counter never goes back (a resumed trial
 reports again from its checkpoint's steps) nor past the total (a trial's last batch may overshoot
 its budget). Where no trial runs or starts for `STARVED_S` while some wait, the line says that
 no trial can start, what they need and what the cluster has free (others may hold it).
