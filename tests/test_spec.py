@@ -185,6 +185,22 @@ def test_a_refused_search_is_not_judged_against_the_space_as_a_grid():
         assert [x.path for x in e.value.errors] == [f"search.{next(reversed(search))}"]
 
 
+def test_python_declares_what_yaml_does_budgets_numpy_seeds_and_tuples():
+    """In Python `25e6` is a float, numpy's integers are not `int`, and a tuple is a sequence
+    as a list is: each was refused, with messages that contradicted themselves (`seeds: got
+    (0, 1); allowed: a non-empty list of distinct seeds`). They are held as YAML holds them."""
+    import numpy as np
+
+    spec = SweepSpec(name="s", budget=25e6, seeds=list(np.arange(2)), games=("coinrun",))
+    assert (spec.budget, spec.seeds, spec.games) == (25_000_000, [0, 1], ["coinrun"])
+    assert [type(x) for x in (spec.budget, *spec.seeds)] == [int, int, int]
+    assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
+    with pytest.raises(SpecError, match=r"budget: got 2\.5; allowed: an integer >= 1"):
+        SweepSpec(name="s", budget=2.5)
+    with pytest.raises(SpecError, match=r"seeds\[0\]: got True; allowed: an integer >= 0"):
+        SweepSpec(name="s", seeds=[True])
+
+
 def test_the_smokes_errors_come_with_the_specs_own_each_once():
     """The smoke was checked only once the rest of the spec was right, so its errors waited for
     another run of validate; now they come together, less the ones the smoke inherits (the

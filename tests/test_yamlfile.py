@@ -59,7 +59,7 @@ def test_a_quoted_number_in_a_spec_is_refused_with_the_hint_to_unquote_it(tmp_pa
         SweepSpec.from_yaml(f)
     assert str(e.value) == (
         f"{f}: budget: got '4e6' (a string, in quotes; unquoted, 4e6 is allowed);"
-        " allowed: an integer >= 1"
+        " allowed: an integer >= 1 (25e6 too)"
     )
     f.write_text("name: s\nbudget: 4e6\n")
     assert SweepSpec.from_yaml(f).budget == 4_000_000

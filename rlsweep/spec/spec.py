@@ -39,6 +39,7 @@ from rlsweep.spec.validators import (
     build,
     checked,
     did_you_mean,
+    env_steps,
     failures,
     flag,
     integer,
@@ -48,6 +49,7 @@ from rlsweep.spec.validators import (
     non_negative,
     one_of,
     optional,
+    plain,
     refused,
     text,
     unknown,
@@ -110,10 +112,15 @@ _SQLALCHEMY_URL = Rule(
 
 
 def _distinct_list(what: str) -> Rule:
-    return Rule(
-        lambda v: isinstance(v, list) and len(v) > 0 and len(set(map(repr, v))) == len(v),
-        f"a non-empty list of distinct {what}",
-    )
+    """A list (a tuple too, from Python) of distinct items, held as a list of plain values."""
+
+    def items(v: Any) -> list:
+        return [plain(x) for x in v]
+
+    def test(v: Any) -> bool:
+        return isinstance(v, list | tuple) and 0 < len(v) == len(set(map(repr, items(v))))
+
+    return Rule(test, f"a non-empty list of distinct {what}", convert=items)
 
 
 @dataclass(frozen=True)
@@ -180,7 +187,7 @@ class Reference(Validated):
     """The levels it was measured on, and so the score it is set beside: train (the training
     levels: `train/return`; also a run on the full level distribution's) | test (unseen levels:
     `test/return`)."""
-    budget: int = checked(rule=integer(1))
+    budget: int = checked(rule=env_steps)
     """Env steps it was measured at (4e6)."""
     seeds: int | None = checked(rule=optional(integer(1), "(unknown)"))
     """Runs it is over: 1 = a single run; null: unknown (write it: null is not a default)."""
@@ -216,7 +223,7 @@ class SweepSpec(SpecChecks):
     """Procgen games (always a grid axis)."""
     seeds: list[int] = checked(rule=_distinct_list("seeds"), factory=lambda: [TrialConfig.seed])
     """Trial seeds (always a grid axis)."""
-    budget: int = checked(TrialConfig.total_env_steps, rule=integer(1))
+    budget: int = checked(TrialConfig.total_env_steps, rule=env_steps)
     """Env steps per trial (TrialConfig.total_env_steps)."""
     params: dict[str, Any] = checked(rule=mapping, factory=dict)
     """Fixed TrialConfig values shared by every trial (over the baseline's)."""

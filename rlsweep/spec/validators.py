@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
@@ -24,8 +25,15 @@ T = TypeVar("T")
 
 
 def is_int(v: object, minimum: int | None = None) -> bool:
-    """An int that is not a bool, and >= `minimum` when given."""
-    return isinstance(v, int) and not isinstance(v, bool) and (minimum is None or v >= minimum)
+    """An integer that is not a bool (a numpy one too: `seeds=list(np.arange(3))`), and
+    >= `minimum` when given."""
+    whole = isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    return whole and (minimum is None or v >= minimum)
+
+
+def plain(v: Any) -> Any:
+    """`v` as YAML and Tune hold it: a numpy integer as an int, anything else as it is."""
+    return int(v) if is_int(v) and not isinstance(v, int) else v
 
 
 def is_number(v: object) -> bool:
@@ -80,7 +88,15 @@ def _plain_yaml(text: str) -> Any:
 
 
 def integer(minimum: int) -> Rule:
-    return Rule(lambda v: is_int(v, minimum), f"an integer >= {minimum}")
+    return Rule(lambda v: is_int(v, minimum), f"an integer >= {minimum}", convert=plain)
+
+
+env_steps = Rule(
+    lambda v: is_int(v, 1) or (is_number(v) and v >= 1 and float(v).is_integer()),
+    "an integer >= 1 (25e6 too)",
+    convert=int,
+)
+"""A budget: in Python `25e6` is a float, as YAML's `25e6` and `--budget 25e6` are numbers."""
 
 
 positive = Rule(lambda v: is_number(v) and v > 0, "a number > 0")
