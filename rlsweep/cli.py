@@ -195,6 +195,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if value and args.instance is None:
             raise SpecError(None, "", f"{flag} needs --instance TYPE")
     spec = _load(args)
+    preflight.refuse_repeats(spec)
     preflight.check_spec_storage(spec, remote=not args.no_storage_check)
     if args.budget is not None:
         for line in scaling_warnings(_read(args, budget=False), spec):

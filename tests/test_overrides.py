@@ -117,7 +117,7 @@ def test_the_cli_takes_overrides_on_validate_plan_run_and_ablate(tmp_path, monke
     # Without a sampled parameter, each trial would run twice alike.
     assert main(["plan", DEMO, "search.num_samples=2"]) == 2
     err = capsys.readouterr().err
-    assert "search.num_samples (from search.num_samples=2): got 2 with no sampled parameter" in err
+    assert "demo.yaml: search.num_samples: got 2 with no sampled parameter in space" in err
     assert main(["validate", DEMO, "--games", "BigFish"]) == 2
     assert "games[0] (from --games BigFish): got 'BigFish' (did you mean" in capsys.readouterr().err
 

@@ -163,3 +163,20 @@ def test_a_path_for_results_on_a_cluster_of_several_nodes_is_warned():
     assert local_storage_on_nodes(on_s3, two) is None
     one = cluster_machine({"CPU": 8.0}, [{"CPU": 8.0}])
     assert local_storage_on_nodes(local, one) is None
+
+
+def test_a_sweep_that_would_repeat_its_trials_is_refused_and_one_recorded_so_still_reads(tmp_path):
+    """`search.num_samples: 2` with nothing sampled runs each trial twice alike: validate,
+    plan, run and ablate refuse it before Ray starts. A rule of the spec, it also refused the
+    sweeps recorded with it (`report`, `resume`, `unpack` read their sweep.yaml): it is a
+    check of the sweeps that start."""
+    from rlsweep.errors import SpecError
+    from rlsweep.experiment.experiment_dir import sweep_spec
+    from rlsweep.run import preflight
+    from rlsweep.spec.spec import SweepSpec
+
+    spec = SweepSpec(name="r", search={"algorithm": "random", "num_samples": 2})
+    (tmp_path / "sweep.yaml").write_text(spec.to_yaml())
+    assert sweep_spec(tmp_path) == spec
+    with pytest.raises(SpecError, match="search.num_samples: got 2 with no sampled parameter"):
+        preflight.check(spec)

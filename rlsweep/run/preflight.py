@@ -42,6 +42,7 @@ def check(
     """The checks of validate, run and ablate (see the module docstring), in order: storage,
     the layout on the target (this machine, or the cluster at `address`), fits, the plan.
     `remote_storage=False`: the URI's store is not asked (`SKIP_REMOTE_CHECK`)."""
+    refuse_repeats(spec)
     check_spec_storage(spec, remote=remote_storage)
     machine = target_machine(address, num_cpus)
     if why := local_storage_on_nodes(spec, machine):
@@ -109,6 +110,22 @@ def on_target(
     return laid_out(spec, target_machine(address, num_cpus))
 
 
+def refuse_repeats(spec: SweepSpec) -> None:
+    """SpecError for a sweep that would run each trial `search.num_samples` times alike: more
+    than one sample with nothing sampled (PBT perturbs sampled parameters: it has some). A rule
+    for the sweeps that start (validate, plan, run, ablate, `run_sweep`), not of the spec: a
+    sweep recorded with it still reads (its report counts each trial once)."""
+    s = spec.search
+    if s.num_samples > 1 and not spec.sampled_keys:
+        raise SpecError(
+            spec.source,
+            "search.num_samples",
+            f"got {s.num_samples} with no sampled parameter in space: every trial would run "
+            f"{s.num_samples} times alike (the seeds repeat a trial); allowed: 1, or a sampled "
+            "parameter ({choice|uniform|loguniform|int: ...})",
+        )
+
+
 def check_spec_storage(
     spec: SweepSpec, remote: bool = True, storage_path: str | None = None
 ) -> None:
@@ -150,4 +167,5 @@ __all__ = [
     "long_warning",
     "plan_on",
     "refuse_long",
+    "refuse_repeats",
 ]

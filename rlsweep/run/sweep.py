@@ -43,7 +43,7 @@ from rlsweep.results.results import (
 )
 from rlsweep.run import tracking
 from rlsweep.run.fits import check_fits
-from rlsweep.run.preflight import check_spec_storage, on_target, plan_on
+from rlsweep.run.preflight import check_spec_storage, on_target, plan_on, refuse_repeats
 from rlsweep.run.session import Dashboard, machine_record, quiet_console, ray_session
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
@@ -150,6 +150,7 @@ def run_sweep(
         check_fits(spec, address, num_cpus)
     wandb_settings = tracking.settings_from(wandb)
     tracking.check_credentials(wandb_settings)
+    refuse_repeats(spec)
     # Where the results go can be written, before Ray starts (a bucket is asked by
     # `rlsweep run`'s preflight, or by Ray once it writes there).
     check_spec_storage(spec, remote=False, storage_path=storage_path)

@@ -222,16 +222,6 @@ class SpecChecks:
                     "(grid runs lists only)",
                 )
             )
-        # A PBT population diverges as its mutations perturb it; any other repeats itself.
-        if s.num_samples > 1 and not sampled and s.scheduler != "pbt":
-            found.append(
-                (
-                    "search.num_samples",
-                    f"got {s.num_samples} with no sampled parameter in space: every trial "
-                    f"would run {s.num_samples} times alike (the seeds repeat a trial); "
-                    "allowed: 1, or a sampled parameter ({choice|uniform|loguniform|int: ...})",
-                )
-            )
         if s.algorithm == "optuna" and self.grid_keys:
             found.append(
                 (
