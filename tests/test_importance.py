@@ -201,6 +201,11 @@ def test_a_grid_list_is_a_parameter_of_the_study_and_one_parameter_gets_no_table
     final = _final(8).assign(framestack=["none", "gap"] * 4)
     study = study_from_trials(spec, final)
     assert set(study.trials[0].params) == {"lr", "framestack"}
+    # A choice of null reads back as a missing value (NaN): its trials stay in the study.
+    space = {"lr": space["lr"], "num_levels": [None, 200]}
+    spec = SweepSpec(name="r", space=space, search={"algorithm": "random", "num_samples": 4})
+    final = _final(8).assign(num_levels=[None, 200] * 4)
+    assert len(study_from_trials(spec, final).trials) == 8
 
     one = SweepSpec(name="one", space={"lr": space["lr"]}, search={"algorithm": "random"})
     d = tmp_path / "one"

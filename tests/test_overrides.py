@@ -76,6 +76,10 @@ def test_an_override_sets_a_key_the_file_gets_wrong(tmp_path):
         "games: got ['coinrun', 'coinrun']; allowed: a non-empty list of distinct games",
         "params.lr (from params.lr.x=3): got {'x': 3}; allowed: a number > 0",
     ]
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n")  # not a spec: said so, not a traceback from the override
+    with pytest.raises(SpecError, match="a spec is a mapping of keys, got list"):
+        SweepSpec.from_yaml(listed, budget=20_000, overrides=["search.algorithm=grid"])
 
 
 def test_games_and_seeds_flags_and_what_sweep_yaml_records(tmp_path):

@@ -195,6 +195,17 @@ def test_python_declares_what_yaml_does_budgets_numpy_seeds_and_tuples():
     assert (spec.budget, spec.seeds, spec.games) == (25_000_000, [0, 1], ["coinrun"])
     assert [type(x) for x in (spec.budget, *spec.seeds)] == [int, int, int]
     assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
+    # Inside params, variants and space too: once accepted, they broke sweep.yaml after Ray
+    # started (yaml.safe_dump writes no numpy scalar).
+    spec = SweepSpec(
+        name="s",
+        params={"num_levels": np.int64(200), "widths": (16, 32, 32)},
+        variants={"a": {"gamma": np.float64(0.99)}},
+        space={"framestack": ("none", "gap")},
+    )
+    assert spec.params == {"num_levels": 200, "widths": [16, 32, 32]}
+    assert type(spec.params["num_levels"]) is int and type(spec.variants["a"]["gamma"]) is float
+    assert SweepSpec.from_yaml_text(spec.to_yaml()) == spec
     with pytest.raises(SpecError, match=r"budget: got 2\.5; allowed: an integer >= 1"):
         SweepSpec(name="s", budget=2.5)
     with pytest.raises(SpecError, match=r"seeds\[0\]: got True; allowed: an integer >= 0"):
@@ -219,6 +230,15 @@ def test_the_smokes_errors_come_with_the_specs_own_each_once():
     with pytest.raises(SpecError) as e:
         SweepSpec(name="ab", params=5, smoke={"params": {"gamma": 3}})
     assert [x.path for x in e.value.errors] == ["params"]
+    # A smoke made of a variant that is no mapping: the spec's error, not a traceback.
+    with pytest.raises(SpecError) as e:
+        SweepSpec(name="ab", variants={"a": 3}, smoke={"seeds": [0]})
+    assert [x.path for x in e.value.errors] == ["variants.a"]
+    # What the smoke's batch makes of the spec's own bad minibatch is said once, at its key.
+    tiny = {"num_envs_per_env_runner": 16, "rollout_length": 64, "minibatch_size": 384}
+    with pytest.raises(SpecError) as e:
+        SweepSpec(name="ab", params=tiny, smoke={"params": {"rollout_length": 32}})
+    assert [x.path for x in e.value.errors] == ["params.minibatch_size"]
 
 
 def test_overrides_keep_track_of_what_the_file_chose(tmp_path):
@@ -903,3 +923,14 @@ def test_a_params_error_does_not_hide_the_games_and_spaces_errors(tmp_path):
             SweepSpec.from_yaml(f)
         paths = sorted(x.path for x in e.value.errors)
         assert paths == sorted(["games[1]", *said, "space.framestack[1]"]), e.value.errors
+    # The trials' fallback takes a sampled parameter at its first candidate, as the defaults
+    # do: not at TrialConfig's (minibatch_size 2,048, over this batch of 1,024).
+    with pytest.raises(SpecError) as e:
+        SweepSpec(
+            name="s",
+            budget=512,
+            params={"rollout_length": 64, "num_envs_per_env_runner": 16},
+            space={"minibatch_size": {"choice": [256, 512]}},
+            search={"algorithm": "random"},
+        )
+    assert [x.path for x in e.value.errors] == ["budget"], e.value.errors

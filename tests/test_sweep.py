@@ -325,3 +325,10 @@ def test_run_sweep_refuses_what_the_cli_refuses_before_ray_starts(tmp_path):
     assert list(tmp_path.iterdir()) == [file]  # no sweep dir left behind
     with pytest.raises(ValueError, match="num_cpus: got 0"):
         resume_sweep(tmp_path / "x", num_cpus=0)
+    # What Python hands over otherwise stands: numpy's numbers too.
+    import numpy as np
+
+    from rlsweep.experiment.interrupt import check_time_limit
+    from rlsweep.run.sweep import _check_cpus
+
+    assert (check_time_limit(np.int64(3600)), _check_cpus(np.int64(2))) == (3600.0, 2)

@@ -25,6 +25,7 @@ limit (`insure_before`): the limit then costs it that iteration at most.
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 import signal
 import threading
@@ -235,7 +236,7 @@ def check_time_limit(seconds: object) -> float:
     """`seconds` as a sweep's time limit: a number of seconds longer than what the limit keeps
     for the sweep's end (`SHUTDOWN_S`), which would otherwise stop it before any trial could
     start. ValueError naming what is allowed."""
-    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    ok = isinstance(seconds, numbers.Real) and not isinstance(seconds, bool)
     if not ok or not seconds > SHUTDOWN_S:  # NaN too
         raise ValueError(
             f"time limit: got {seconds!r}; allowed: seconds > {SHUTDOWN_S:g}, the time it keeps "

@@ -131,7 +131,12 @@ def _study(dists: dict[str, Any], final: pd.DataFrame):
         params = {}
         for k, dist in dists.items():
             v = row.get(k)
-            if v is None or (isinstance(v, float) and np.isnan(v)) or not _inside(dist, v):
+            if v is None or (isinstance(v, float) and np.isnan(v)):
+                # A choice of null (`num_levels: [null, 200]`) reads back as a missing value.
+                v = None
+                if None not in getattr(dist, "choices", ()):
+                    break
+            elif not _inside(dist, v):
                 break
             if isinstance(dist, optuna.distributions.IntDistribution):
                 v = int(v)

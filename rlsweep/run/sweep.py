@@ -47,6 +47,7 @@ from rlsweep.run.preflight import check_spec_storage, on_target, plan_on, refuse
 from rlsweep.run.session import Dashboard, machine_record, quiet_console, ray_session
 from rlsweep.run.tracking import WandbSettings
 from rlsweep.spec.spec import SweepSpec
+from rlsweep.spec.validators import is_int
 from rlsweep.storage import filesystem, is_uri, user_path
 
 EXIT_FAILED_TRIALS = 1
@@ -138,7 +139,7 @@ def run_sweep(
     from rlsweep.run.tune_bridge import build_tuner
 
     limit = TimeLimit(time_limit) if time_limit is not None else None
-    _check_cpus(num_cpus)
+    num_cpus = _check_cpus(num_cpus)
     if not isinstance(spec, SweepSpec):
         spec = SweepSpec.from_yaml(spec)
     # Trials laid out where they run, as `rlsweep run` lays them out (it passes a laid-out spec).
@@ -207,7 +208,7 @@ def resume_sweep(
     from rlsweep.run.tune_bridge import check_restorable, restore_tuner
 
     limit = TimeLimit(time_limit) if time_limit is not None else None
-    _check_cpus(num_cpus)
+    num_cpus = _check_cpus(num_cpus)
     experiment = filesystem(experiment)[1] if not is_uri(str(experiment)) else str(experiment)
     if not can_resume(experiment):
         raise FileNotFoundError(f"{experiment}: no Tune experiment state to resume from")
@@ -247,13 +248,14 @@ def resume_sweep(
     return _finish(spec, experiment, wandb_settings, interrupts)
 
 
-def _check_cpus(num_cpus: object) -> None:
+def _check_cpus(num_cpus: object) -> int | None:
     """`num_cpus` as run_sweep and resume_sweep take it (the CLI's `--num-cpus` checks the same
-    at its parse): None, or an integer >= 1."""
+    at its parse): None, or an integer >= 1 (a numpy one too), as an int."""
     if num_cpus is None:
-        return
-    if not isinstance(num_cpus, int) or isinstance(num_cpus, bool) or num_cpus < 1:
+        return None
+    if not is_int(num_cpus, 1):
         raise ValueError(f"num_cpus: got {num_cpus!r}; allowed: an integer >= 1, or None")
+    return int(num_cpus)
 
 
 def run_or_resume(spec: SweepSpec | str | Path, **kwargs) -> SweepResult:

@@ -50,6 +50,7 @@ from rlsweep.spec.validators import (
     one_of,
     optional,
     plain,
+    plain_tree,
     refused,
     text,
     unknown,
@@ -265,6 +266,9 @@ class SweepSpec(SpecChecks):
 
     def __post_init__(self) -> None:
         errors: list[SpecError] = []
+        # Written in Python, they may hold numpy scalars and tuples: held as YAML holds them.
+        for key in ("params", "space", "variants", "smoke", "reference"):
+            object.__setattr__(self, key, plain_tree(getattr(self, key)))
         self.search = self._search(errors)
         self.reference = self._references(errors)
         space_errors: list[ConfigError] = []
@@ -391,7 +395,9 @@ class SweepSpec(SpecChecks):
         run = [o for o in given if o.path[0] != "smoke"] + set_by
         on_file = [o for o in given if o.path[0] == "smoke"] + ([] if smoke else run)
         try:
-            d = apply_overrides(read_yaml(path), on_file)
+            d = read_yaml(path)
+            if isinstance(d, dict):  # else from_dict says what a spec is
+                d = apply_overrides(d, on_file)
             # A file that names no sweep (a baseline) runs under its own name.
             spec = cls.from_dict(d, source=str(path), default_name=Path(path).stem)
         except SpecError as e:  # an error at a key one set names it
@@ -647,7 +653,7 @@ class SweepSpec(SpecChecks):
             try:
                 defaults = self._defaults
             except ConfigError:  # the params refused: each trial's build says so, with its own
-                defaults = TrialConfig().to_dict()
+                defaults = {**TrialConfig().to_dict(), **self._never_defaults()}
             return TrialConfig.from_dict(apply_conditions({**defaults, **d}, self.space, defaults))
         except ConfigError as e:
             raise e.each(

@@ -90,19 +90,33 @@ class SpecChecks:
             errors += known._trial_errors()
         else:  # no trial is built: each known param's own rule still speaks now
             errors += self._param_value_errors()
-        # A key refused whole, or the smoke section's shape: no smoke to build.
-        unbuilt = any(
-            e.path.startswith("smoke") or ("." not in e.path and "[" not in e.path) for e in errors
-        )
-        if self.smoke and not unbuilt:
+        if self.smoke and not errors:
             try:
                 self.smoke_spec()  # the smoke run must be valid too, whether or not it is used
             except SpecError as e:
-                # Less what the smoke inherits and the spec's own errors said already.
-                said = {(x.path, x.message) for x in errors}
-                errors += [x for x in e.errors if (_unsmoked(x.path), x.message) not in said]
+                errors += e.errors
+        elif self.smoke:
+            errors += self._smoke_errors_beside(errors)
         if errors:
             raise SpecError.several(errors)
+
+    def _smoke_errors_beside(self, errors: list[SpecError]) -> list[SpecError]:
+        """The smoke run's own errors, said with the spec's `errors` rather than once they are
+        fixed: less those at a key the spec's errors are at already (the smoke inherits them,
+        whatever its batch makes of them). None where no smoke can be made of this spec (a key
+        refused whole, the smoke section's shape, a variant that is no mapping)."""
+        if any(
+            e.path.startswith("smoke") or ("." not in e.path and "[" not in e.path) for e in errors
+        ):
+            return []
+        try:
+            self.smoke_spec()
+        except SpecError as e:
+            said = {x.path for x in errors}
+            return [x for x in e.errors if _unsmoked(x.path) not in said]
+        except (TypeError, ValueError, KeyError, AttributeError):  # made of what is refused
+            return []
+        return []
 
     def _without_unknown_keys(self, names: list[SpecError]) -> Any:
         """A copy of this spec without the unknown `params` and `space` keys that `names`

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
+import numpy as np
+
 from rlsweep.errors import ConfigError, SpecError
 
 T = TypeVar("T")
@@ -32,8 +34,19 @@ def is_int(v: object, minimum: int | None = None) -> bool:
 
 
 def plain(v: Any) -> Any:
-    """`v` as YAML and Tune hold it: a numpy integer as an int, anything else as it is."""
-    return int(v) if is_int(v) and not isinstance(v, int) else v
+    """`v` as YAML and Tune hold it: a numpy scalar as the Python one (`yaml.safe_dump` writes
+    none of numpy's integers, floats or bools), anything else as it is."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def plain_tree(v: Any) -> Any:
+    """`v` with every value in it `plain`, its tuples lists: a mapping, list or value written in
+    Python (`params={"widths": (16, 32, 32), "num_levels": np.int64(200)}`) as YAML writes it."""
+    if isinstance(v, dict):
+        return {k: plain_tree(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [plain_tree(x) for x in v]
+    return plain(v)
 
 
 def is_number(v: object) -> bool:
