@@ -459,7 +459,10 @@ def cmd_unpack(args: argparse.Namespace) -> int:
         target = unpack(Path(args.parts), Path(args.dest))
     except CarryError as e:
         raise SpecError(None, "", str(e)) from None
-    spec = sweep_spec(target)
+    try:
+        spec = sweep_spec(target)
+    except SpecError:  # recorded under rules since changed: unpacked all the same
+        spec = None
     # resume's own rule: what it would continue or start (the restarts it is given shape its
     # lines only; pack reconciled the dir already).
     if spec is not None and not resume_points(spec, str(target), ()).to_run:

@@ -404,6 +404,13 @@ def test_unpack_of_a_finished_sweep_suggests_its_report_not_a_resume(tmp_path, c
             else f"resume it: rlsweep resume {target}"
         )
         assert capsys.readouterr().out.splitlines() == [str(target), next_step]
+    # A sweep.yaml recorded under rules since changed: unpacked all the same, resume suggested.
+    exp = _carried_sweep(tmp_path / "old" / "node1", 8192)
+    (exp / "sweep.yaml").write_text("name: carried\nbudgett: 1\n")
+    assert main(["pack", str(exp), "--out", str(tmp_path / "old" / "parts")]) == 0
+    capsys.readouterr()
+    assert main(["unpack", str(tmp_path / "old" / "parts"), "--dest", str(tmp_path / "o2")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("resume it: rlsweep resume ")
 
 
 def test_pack_and_report_refuse_sizes_and_counts_below_one_by_flag(tmp_path, capsys):
