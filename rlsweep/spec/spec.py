@@ -49,7 +49,6 @@ from rlsweep.spec.validators import (
     non_negative,
     one_of,
     optional,
-    plain,
     plain_tree,
     refused,
     text,
@@ -115,13 +114,10 @@ _SQLALCHEMY_URL = Rule(
 def _distinct_list(what: str) -> Rule:
     """A list (a tuple too, from Python) of distinct items, held as a list of plain values."""
 
-    def items(v: Any) -> list:
-        return [plain(x) for x in v]
-
     def test(v: Any) -> bool:
-        return isinstance(v, list | tuple) and 0 < len(v) == len(set(map(repr, items(v))))
+        return isinstance(v, list | tuple) and 0 < len(v) == len(set(map(repr, plain_tree(v))))
 
-    return Rule(test, f"a non-empty list of distinct {what}", convert=items)
+    return Rule(test, f"a non-empty list of distinct {what}", convert=plain_tree)
 
 
 @dataclass(frozen=True)
