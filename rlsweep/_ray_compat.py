@@ -930,6 +930,13 @@ ENDED = (TERMINATED, ERROR)
 """The statuses of a trial Tune runs no more in this run."""
 
 
+def _trial_and_dir(tracked: Any) -> tuple[str, str]:
+    """(trial dir, checkpoint dir) of a checkpoint Tune tracks (a `_TrainingResult`), from its
+    path: `.../<trial dir>/checkpoint_000003`."""
+    owner, name = tracked.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:]
+    return owner, name
+
+
 class TuneState:
     """The newest experiment state file of an experiment dir (`experiment_state-*.json`), the
     one `Tuner.restore` reads: `trials` as it records them, `point_at` to make a trial restore
@@ -989,7 +996,7 @@ class TuneState:
         out = []
         for trial, meta in self._trials:
             latest = meta["checkpoint_manager"]._latest_checkpoint_result
-            where = latest.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:] if latest else []
+            where = list(_trial_and_dir(latest)) if latest else []
             name = where[-1] if where else None
             owner = where[0] if len(where) == 2 else None
             metrics = dict(latest.metrics) if latest else {}
@@ -1051,7 +1058,7 @@ class TuneState:
                 return []
             beyond = manager._checkpoint_results[:-keep]
             manager._checkpoint_results = manager._checkpoint_results[-keep:]
-            return [r.checkpoint.path.rstrip("/").rsplit("/", 1)[-1] for r in beyond]
+            return [_trial_and_dir(r)[1] for r in beyond]
         raise KeyError(dirname)
 
     def reroot(self, dirname: str, root: str) -> None:
@@ -1066,7 +1073,7 @@ class TuneState:
             if trial["relative_logdir"] != dirname:
                 continue
             latest = meta["checkpoint_manager"]._latest_checkpoint_result
-            owner, name = latest.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:]
+            owner, name = _trial_and_dir(latest)
             latest.checkpoint = Checkpoint(
                 path=f"{root}/{owner}/{name}", filesystem=trial["storage"].storage_filesystem
             )
@@ -1103,7 +1110,7 @@ class TuneState:
             manager = meta["checkpoint_manager"]
 
             def held(result: Any) -> bool:
-                owner, name = result.checkpoint.path.rstrip("/").rsplit("/", 2)[-2:]
+                owner, name = _trial_and_dir(result)
                 return name in carried.get(owner, set())
 
             kept = [r for r in manager._checkpoint_results if held(r)]
