@@ -1,7 +1,10 @@
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 
+import numpy as np
 import pytest
+import yaml
 
 from rlsweep.errors import ConfigError
 from rlsweep.spec.validators import (
@@ -40,7 +43,19 @@ def test_is_int_refuses_bools_and_floats(value, minimum, ok):
 
 @pytest.mark.parametrize(
     ("value", "ok"),
-    [(1, True), (0.5, True), (False, False), (math.nan, False), (math.inf, False), ("1", False)],
+    [
+        (1, True),
+        (0.5, True),
+        (np.float32(0.5), True),
+        (np.int64(2), True),
+        (False, False),
+        (np.bool_(True), False),
+        (math.nan, False),
+        (np.float32("inf"), False),
+        (math.inf, False),
+        ("1", False),
+        (Fraction(1, 2), False),  # YAML cannot write it
+    ],
 )
 def test_is_number_is_finite_and_not_a_bool(value, ok):
     assert is_number(value) is ok
@@ -127,6 +142,15 @@ def test_a_value_that_passes_is_converted_and_a_refused_one_is_shown_as_given():
     assert Part(values=None).values is None
     with pytest.raises(ConfigError, match=r"^values: got 3; allowed: a list, or null$"):
         Part(values=3)
+
+
+def test_a_numpy_value_is_held_as_the_python_one_yaml_and_tune_hold():
+    from rlsweep.spec.config import TrialConfig
+
+    config = TrialConfig(lr=np.float32(2.5e-4), gamma=np.float64(0.99), num_levels=np.int64(200))
+    assert [type(v) for v in (config.lr, config.gamma, config.num_levels)] == [float, float, int]
+    assert config.lr == pytest.approx(2.5e-4) and config.num_levels == 200
+    assert yaml.safe_load(yaml.safe_dump(config.to_dict()))["gamma"] == 0.99
 
 
 def test_check_each_field_returns_the_errors_instead():

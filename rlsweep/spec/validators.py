@@ -50,8 +50,10 @@ def plain_tree(v: Any) -> Any:
 
 
 def is_number(v: object) -> bool:
-    """A finite int or float that is not a bool."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite int or float that is not a bool (a numpy one too: `np.float32(3e-4)`; not a
+    Fraction or Decimal, which YAML cannot write)."""
+    real = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+    return real and math.isfinite(v)
 
 
 # --- rules declared with each field of a config dataclass -----------------------------------
@@ -174,14 +176,15 @@ def refused(key: str, value: Any, allowed: str, hint: str = "") -> ConfigError:
 
 def check_each_field(obj: Any) -> list[ConfigError]:
     """Every field of the dataclass `obj` against its rule: the errors of the values refused, in
-    field order; each value that passed is converted in place (`Rule.convert`)."""
+    field order; each value that passed is converted in place (`Rule.convert`), a numpy scalar
+    first to its Python value (`plain`), which YAML and Tune hold."""
     errors = []
     for name, rule in _rules(type(obj)).items():
-        value = getattr(obj, name)
+        value = plain(getattr(obj, name))
         if not rule(value):
             errors.append(refused(name, value, rule.allowed, rule.hint(value)))
-        elif rule.convert is not None:
-            object.__setattr__(obj, name, rule.convert(value))
+        else:
+            object.__setattr__(obj, name, value if rule.convert is None else rule.convert(value))
     return errors
 
 
