@@ -137,7 +137,7 @@ def _checked(args: argparse.Namespace, spec: SweepSpec, warn: bool = True):
 
 
 def _warn_defaults(spec: SweepSpec) -> None:
-    for line in spec.default_warnings() + spec.unread_warnings():
+    for line in spec.default_warnings() + spec.unread_warnings() + spec.setting_warnings():
         print(f"rlsweep: warning: {line}", file=sys.stderr, flush=True)
 
 

@@ -44,6 +44,22 @@ def test_reward_normalizer_divides_by_the_std_of_discounted_returns():
         ret[done] = 0.0
 
 
+@pytest.mark.parametrize(("values", "undone"), [((10.0,), True), ((1.0, 10.0), False)])
+def test_the_normalizer_undoes_shaping_only_where_a_game_has_one_reward(values, undone):
+    """What `SweepSpec.setting_warnings` says of `procgen.ONE_REWARD_GAMES`: shaping a game's
+    one reward (coinrun's 10) is a rescale, which the normalizer undoes; shaping bigfish's 1 and
+    10 is not."""
+    rng = np.random.default_rng(0)
+    raw, shaped = (RewardNormalizer(num_envs=4, gamma=0.99, clip=10.0) for _ in range(2))
+    real, a, b = np.ones(4, bool), [], []
+    for _ in range(300):
+        r = np.where(rng.random(4) < 0.05, rng.choice(values, size=4), 0.0)
+        done = rng.random(4) < 0.02
+        a.append(raw(r, done, real))
+        b.append(shaped(shape_reward(r), done, real))
+    assert np.allclose(a, b, rtol=1e-4) is undone
+
+
 def test_reward_normalizer_clips():
     norm = RewardNormalizer(num_envs=1, gamma=0.0, clip=2.0)
     real = np.array([True])

@@ -890,6 +890,33 @@ def test_a_search_key_its_scheduler_or_algorithm_does_not_read_is_warned(tmp_pat
     assert "rlsweep: warning: " + off.unread_warnings()[0] in capsys.readouterr().err
 
 
+def test_reward_shaping_the_normalizer_undoes_is_warned_where_it_is_set(tmp_path, capsys):
+    """Shaped and normalized, a game with one reward trains as unshaped (the normalizer undoes
+    the rescale: tests/test_envs.py); the shipped reward_shaping ablation does not normalize."""
+    from rlsweep.cli import main
+    from rlsweep.results.ablate import load_ablation
+
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\ngames: [leaper, bigfish, maze]\nseeds: [0, 1]\nbudget: 16384\n"
+        "variants: {Raw: {}, Shaped: {reward_shaping: true}}\n"
+    )
+    spec = SweepSpec.from_yaml(path)
+    assert spec.setting_warnings() == [
+        f"{path}: variants.Shaped.reward_shaping: true does nothing under normalize_reward: "
+        "true in leaper, maze: shaping only rescales a game's one reward (a level's "
+        "completion), and the normalizer undoes any rescale; set normalize_reward: false to "
+        "compare shaped rewards"
+    ]
+    assert main(["validate", str(path)]) == 0
+    assert "rlsweep: warning: " + spec.setting_warnings()[0] in capsys.readouterr().err
+    assert (
+        SweepSpec.from_yaml(path, overrides=["params.normalize_reward=false"]).setting_warnings()
+        == []
+    )
+    assert load_ablation("reward_shaping").setting_warnings() == []
+
+
 def test_an_unknown_param_name_does_not_hide_the_games_and_spaces_errors(tmp_path):
     """The trials were not built while a name was unknown, so a bad game or grid value waited
     for the next run of validate; they are built without the unknown names now."""

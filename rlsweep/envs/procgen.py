@@ -33,6 +33,10 @@ _NORMALIZATION: dict[str, tuple[float, float, float, float]] = {
 
 GAMES: tuple[str, ...] = tuple(sorted(_NORMALIZATION))
 
+ONE_REWARD_GAMES = frozenset({"coinrun", "heist", "jumper", "leaper", "maze", "ninja"})
+"""Games whose only reward is a level's completion, 10 (procgen 0.10.7, src/games/<game>.cpp:
+the one `step_data.reward` each sets): any reshaping of their rewards is a constant rescale."""
+
 # envpool's task-id suffix per mode, and which games offer which mode (procgen's game.cpp).
 _MODE_SUFFIX = {
     "easy": "Easy",

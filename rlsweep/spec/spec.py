@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from rlsweep.envs.procgen import GAMES, SPLITS
+from rlsweep.envs.procgen import GAMES, ONE_REWARD_GAMES, SPLITS
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
 from rlsweep.spec.config import TrialConfig, recorded_config
@@ -464,6 +464,27 @@ class SweepSpec(SpecChecks):
                     f"(this spec's is {chosen})"
                 )
         return lines
+
+    def setting_warnings(self) -> list[str]:
+        """One line per setting of the spec's trials that does nothing: `reward_shaping` under
+        `normalize_reward` in a game whose one reward shaping only rescales
+        (`ONE_REWARD_GAMES`), which the normalizer's division by the return's std
+        undoes: those trials train as unshaped ones do, to the bit."""
+        where = f"{self.source}: " if self.source else ""
+        cancelled: dict[str, list[str]] = {}
+        for variant, trial in self.labelled_trials():
+            shaped = trial.reward_shaping and trial.normalize_reward
+            if shaped and trial.game in ONE_REWARD_GAMES:
+                key = self._locate("reward_shaping", trial.game, trial.seed, {}, variant)
+                if trial.game not in cancelled.setdefault(key, []):
+                    cancelled[key].append(trial.game)
+        return [
+            f"{where}{key}: true does nothing under normalize_reward: true in "
+            f"{', '.join(games)}: shaping only rescales a game's one reward (a level's "
+            "completion), and the normalizer undoes any rescale; set normalize_reward: false "
+            "to compare shaped rewards"
+            for key, games in cancelled.items()
+        ]
 
     def default_warnings(self) -> list[str]:
         """One line per `DEFAULTED` key the spec's file left out (empty for Python specs)."""

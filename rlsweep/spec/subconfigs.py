@@ -108,7 +108,9 @@ class EnvConfig(ConfigPart):
     framestack_k: int = checked(4, rule=integer(2))
     """k for 'stack' and 'gap'."""
     reward_shaping: bool = checked(False, rule=flag)
-    """Train on sign(r)*(sqrt(|r|+1)-1) + 0.001*r; reported returns stay raw."""
+    """Train on sign(r)*(sqrt(|r|+1)-1) + 0.001*r; reported returns stay raw. Under
+    `normalize_reward` it changes nothing in a game whose one reward it only rescales
+    (`procgen.ONE_REWARD_GAMES`; a spec warns of it)."""
     normalize_reward: bool = checked(False, rule=flag)
     """Scale rewards by a running std of the discounted return, then clip: baselines'
     VecNormalize(ob=False) (train-procgen), gymnasium's NormalizeReward + clip (CleanRL).
