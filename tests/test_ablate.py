@@ -33,6 +33,20 @@ def test_names_and_paths_resolve(tmp_path):
         load_ablation(str(plain))
 
 
+def test_a_missing_file_is_said_to_be_missing_and_a_file_named_as_an_ablation_is_pointed_to(
+    tmp_path, monkeypatch
+):
+    for path in (str(tmp_path / "widht.yaml"), f"{tmp_path}/width"):
+        with pytest.raises(SpecError, match=r"cannot read: No such file or directory"):
+            load_ablation(path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "width.yaml").write_text("name: width\n")
+    with pytest.raises(
+        SpecError, match=r"'width' \(for the file here, give its path: width.yaml\)"
+    ):
+        ablation_path("width")
+
+
 def test_the_pooling_study_is_found_by_name_and_asks_issue_38s_question():
     from rlsweep.plan.plan import make_plan
 

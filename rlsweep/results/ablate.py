@@ -43,15 +43,17 @@ def study_names() -> list[str]:
 
 def ablation_path(name: str) -> Path:
     """`name` of a shipped ablation (search_spaces/ablations/NAME.yaml) or study
-    (search_spaces/studies/NAME.yaml), or a YAML path."""
-    if name.endswith((".yaml", ".yml")):
-        path = Path(name)
-    else:
-        found = [d / f"{name}.yaml" for d in (ABLATIONS_DIR, STUDIES_DIR)]
-        path = next((p for p in found if p.exists()), found[0])
+    (search_spaces/studies/NAME.yaml), or a YAML path (as it is: its loader says if it cannot
+    be read)."""
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        return Path(name)
+    found = [d / f"{name}.yaml" for d in (ABLATIONS_DIR, STUDIES_DIR)]
+    path = next((p for p in found if p.exists()), found[0])
     if not path.exists():
         studies = f" (studies: {', '.join(study_names())})" if study_names() else ""
         hint = did_you_mean(name, [*ablation_names(), *study_names()])
+        if not hint and (here := Path(f"{name}.yaml")).is_file():
+            hint = f" (for the file here, give its path: {here})"
         raise SpecError(
             None,
             "",
