@@ -206,7 +206,10 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         # the better trial has no checkpoint yet ("[pbt]: no checkpoint ... Skip exploit"),
         # most likely what happened.
         budget=6 * 256,
-        params={k: v for k, v in TINY.items() if k != "game"},  # PBT evaluates at each step
+        # PBT evaluates at each step (spec.search_params), but its metric is no score: one
+        # episode per split and one epoch do (the claim is the lr the learner trained with).
+        params={k: v for k, v in TINY.items() if k != "game"}
+        | {"eval_episodes": 1, "num_epochs": 1},
         space={"lr": {"loguniform": [1e-6, 1e-3]}},
         # Rank on a metric that never ties: untrained leaper scores do (in one CI run both
         # trials read test/return 5.0 at every perturbation, so PBT never exploited).
