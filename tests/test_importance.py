@@ -77,7 +77,7 @@ def test_a_quantized_int_searched_by_tune_gives_a_study():
 def test_importances_from_finished_trials():
     spec = SweepSpec(name="r", space=SPACE, search={"algorithm": "random"})
     scores, source = importances(spec, _final(24))
-    assert source == "finished trials (24 trials)"
+    assert source == "finished trials (24 configurations)"
     assert set(scores.index) == {"lr", "entropy_coeff"}
     assert scores.sum() == pytest.approx(1.0) and scores["lr"] > 0.8
     assert importances(spec, _final(MIN_TRIALS - 1)) is None
@@ -87,7 +87,7 @@ def test_importances_from_finished_trials():
 def test_importances_from_the_persisted_study(tmp_path):
     spec = SweepSpec(name="tpe", space=SPACE, search={"algorithm": "optuna"})
     experiment = tmp_path / "tpe"
-    assert importances(spec, _final(8), experiment)[1] == "finished trials (8 trials)"
+    assert importances(spec, _final(8), experiment)[1] == "finished trials (8 configurations)"
     # What OptunaSearch persists during a sweep: the study named after it, in optuna.db.
     study = optuna.create_study(
         study_name="tpe", storage=spec.optuna_storage_url(experiment, create=True)
@@ -131,7 +131,7 @@ def test_a_sweep_that_optimized_another_metric_is_explained_by_the_reports_score
             params={"lr": 1e-4}, distributions={"lr": distribution(spec.space["lr"])}, value=0.0
         )
     )
-    assert importances(spec, final, experiment)[1] == "finished trials (8 trials)"
+    assert importances(spec, final, experiment)[1] == "finished trials (8 configurations)"
 
 
 def test_report_study_takes_the_spaces_distributions_else_infers_them():
@@ -211,7 +211,10 @@ def test_a_grid_list_is_a_parameter_of_the_study_and_one_parameter_gets_no_table
     d = tmp_path / "one"
     d.mkdir()
     (d / "sweep.yaml").write_text(one.to_yaml())
-    counted = _final(8).assign(sweep="one")
+    counted = _final(8).assign(  # a report's counted trials: a configuration each
+        sweep="one", game="coinrun", seed=0, variant=[f"c{i}" for i in range(8)]
+    )
+    counted["trial_id"] = [f"coinrun_s0_x_{i:05d}" for i in range(8)]
     lines, files = importance_section([d], SimpleNamespace(counted=counted), tmp_path)
     assert files == [] and not (tmp_path / "importance.csv").exists()
     assert (

@@ -498,7 +498,7 @@ def _section(md: str, title: str) -> list[str]:
     return rows[2:]
 
 
-def test_a_search_of_300_trials_is_ranked(tmp_path):
+def test_a_search_of_300_trials_is_ranked(tmp_path, monkeypatch):
     """100 sampled configurations x 3 seeds, written as Tune writes them (the benchmark's
     `write_search`): the report is a search's, ranked. Its parts: the top 10 with a CI each
     (the seeds repeat), score against each searched hyperparameter and the search's history
@@ -510,8 +510,21 @@ def test_a_search_of_300_trials_is_ranked(tmp_path):
     from rlsweep.results.report import PAIRWISE_TOP, SEARCH_FILES, TOP
 
     exp = write_search(tmp_path, 300, seeds=(0, 1, 2))
+    drawn = {}  # the study the history is drawn from, then drawn as the report draws it
+    history = plots.plot_search_history
+    monkeypatch.setattr(
+        plots,
+        "plot_search_history",
+        lambda study, path: history(drawn.setdefault("s", study), path),
+    )
     report = build_report([exp], n_resamples=200)
     out, md = report.parent, report.read_text()
+    # The search's figures and importances are of its configurations, scored as ranked: 100
+    # points, not the 300 trials whose seeds score apart; its best is the top-ranked score.
+    ranked = pd.read_csv(out / "ranking.csv")
+    assert len(drawn["s"].trials) == 100
+    assert drawn["s"].best_value == pytest.approx(ranked["score"].iloc[0])
+    assert "`search`: from finished trials (100 configurations)." in md
     assert (
         "**A search's report**: the spec samples `lr` (loguniform), `gamma` (uniform) with "
         "random search: 100 configurations." in md

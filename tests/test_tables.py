@@ -177,6 +177,27 @@ def test_a_search_is_ranked_in_one_pass_with_a_ci_where_seeds_repeat():
     assert len(rows) == 4  # the top 2 only
 
 
+def test_a_searchs_configurations_are_scored_as_ranked_in_the_order_their_first_trial_ran():
+    """Two games x two seeds a configuration: one row each, scored as `ranking` scores it (the
+    mean over games of the mean over seeds), not a row per trial."""
+    counted = pd.DataFrame(
+        {
+            "trial_id": [f"{g}_s{s}_x_{n:05d}" for n, (g, s) in enumerate([("a", 0)] * 8)],
+            "variant": ["lr=2"] * 4 + ["lr=1"] * 4,
+            "lr": [2.0] * 4 + [1.0] * 4,
+            "game": ["coinrun", "coinrun", "maze", "maze"] * 2,
+            "seed": [0, 1] * 4,
+            M.TEST_RETURN_NORM: [0.1, 0.3, 0.5, 0.9, 0.0, 0.0, 0.4, 0.6],
+            "sweep": "s",
+        }
+    ).iloc[[4, 0, 1, 2, 3, 5, 6, 7]]  # lr=1's first trial ran after lr=2's
+    configs = T.configurations(counted, ["lr"])
+    assert configs["variant"].tolist() == ["lr=2", "lr=1"]
+    assert configs["lr"].tolist() == [2.0, 1.0]
+    assert configs[M.TEST_RETURN_NORM].tolist() == pytest.approx([(0.2 + 0.7) / 2, 0.25])
+    assert T.configuration_scores(counted).to_dict() == pytest.approx({"lr=2": 0.45, "lr=1": 0.25})
+
+
 def test_trials_in_the_order_tune_started_them():
     final = pd.DataFrame(
         {

@@ -4,8 +4,10 @@ The score is the report's: the final unseen-level score (`test/return_norm`), hi
 whatever a sweep's own `metric` and `mode` (a report ranks several sweeps by one score). An
 Optuna sweep persists its study (`search.optuna_storage`, SQLite by default); that study is what
 gets evaluated where it optimized the same score. Otherwise, and for random-search sweeps, which
-have no study, one is built from their finished trials: each trial's sampled values with their
-declared distributions (its grid values too, as choices), and its final score. Either way the
+have no study, one is built from their finished trials: one trial of it per configuration (its
+sampled values with their declared distributions, its grid values too, as choices), scored as a
+report ranks it (`tables.configurations`: the mean over the games it ran of its mean over
+seeds). Either way the
 evaluator is Optuna's default, fANOVA (a random-forest functional ANOVA): the importances are
 the share of the score's variance each parameter explains, summing to 1 (for a single parameter,
 1 by construction: the report says so instead of a table).
@@ -28,7 +30,7 @@ from rlsweep.spec.space import Param
 from rlsweep.spec.spec import SweepSpec
 
 MIN_TRIALS = 4
-"""Fewer finished trials than this tell nothing about importance; none is computed."""
+"""Fewer finished configurations than this tell nothing about importance; none is computed."""
 
 
 def distribution(p: Param):
@@ -64,7 +66,8 @@ def _inside(dist, value: Any) -> bool:
 
 
 def study_from_trials(spec: SweepSpec, final: pd.DataFrame):
-    """An in-memory Optuna study with one completed trial per finished sweep trial, over every
+    """An in-memory Optuna study with one completed trial per row of `final` (a configuration,
+    `tables.configurations`, or a finished sweep trial), over every
     parameter the space searches: a grid list's as a choice too (left out, its share of the
     score's variance would go to the sampled ones)."""
     dists = {k: distribution(spec.space[k]) for k in spec.space}
@@ -89,9 +92,10 @@ def inferred_distribution(values: pd.Series):
 
 
 def report_study(final: pd.DataFrame, params: Sequence[str], specs: Sequence[SweepSpec] = ()):
-    """An in-memory study of a search's finished trials (`final`, in the order they ran), for
-    its figures: each of `params` with the distribution the first spec that searches it
-    declares (log where the space is), else one inferred from its values."""
+    """An in-memory study of a search's configurations (`final`: `tables.configurations`, in
+    the order they ran), for its figures: each of `params` with the distribution the first
+    spec that searches it declares (log where the space is), else one inferred from its
+    values."""
     dists = {}
     for k in params:
         declared = next((s.space[k] for s in specs if k in s.space), None)
@@ -175,18 +179,19 @@ def importances(
     seed: int = 0,
 ) -> tuple[pd.Series, str] | None:
     """(importance per sampled parameter, highest first; where it came from), or None when the
-    sweep sampled nothing or finished fewer than MIN_TRIALS trials."""
+    sweep sampled nothing or finished fewer than MIN_TRIALS configurations. `final`: one row
+    per configuration (`tables.configurations`)."""
     import optuna
     from optuna.importance import FanovaImportanceEvaluator, get_param_importances
 
     if not spec.sampled_keys:
         return None
     study = persisted_study(spec, experiment) if experiment is not None else None
-    source = "the persisted Optuna study"
+    source, unit = "the persisted Optuna study", "trials"
     if study is None:
-        study, source = study_from_trials(spec, final), "finished trials"
+        study, source, unit = study_from_trials(spec, final), "finished trials", "configurations"
     complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if len(complete) < MIN_TRIALS:
         return None
     scores = get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=seed))
-    return pd.Series(scores, name="importance"), f"{source} ({len(complete)} trials)"
+    return pd.Series(scores, name="importance"), f"{source} ({len(complete)} {unit})"

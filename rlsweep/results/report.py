@@ -265,9 +265,7 @@ def _search_body(
     _plot_efficiency(exp, complete, out, colors, kw)
 
     params = [p for p in exp.by if p != "sweep"]
-    counted = exp.counted
-    counted = counted.loc[T.trial_order(counted).sort_values().index]
-    study = report_study(counted, params, specs)
+    study = report_study(T.configurations(exp.counted, params), params, specs)
     plots.plot_search_params(study, out / "search_params.png")
     plots.plot_search_history(study, out / "search_history.png")
 
@@ -285,14 +283,16 @@ def _search_body(
         "",
         "## Score against each hyperparameter",
         "",
-        "Every finished trial a point, coloured by when it ran (Optuna's `plot_slice`; log axes "
-        "where the space is log).",
+        "Every configuration with a finished run a point, its score as ranked above (the mean "
+        "over the games it ran of its mean over seeds), coloured by when its first trial ran "
+        "(Optuna's `plot_slice`; log axes where the space is log).",
         "",
         "![score against each hyperparameter](search_params.png)",
         "",
         "## Search history",
         "",
-        "Each trial's score in the order the trials ran, and the best so far (Optuna's "
+        "Each configuration's score as ranked, in the order their first trials ran, and the "
+        "best so far (Optuna's "
         "`plot_optimization_history`).",
         "",
         "![search history](search_history.png)",
@@ -582,9 +582,9 @@ def importance_section(
         if spec is None or not spec.sampled_keys:
             continue
         sweep = exp.counted[exp.counted["sweep"] == d.name]
-        got = importances(spec, sweep, d)
+        got = importances(spec, T.configurations(sweep, list(spec.space)), d)
         if got is None:
-            notes.append(f"`{d.name}`: too few finished trials for importances.")
+            notes.append(f"`{d.name}`: too few finished configurations for importances.")
             continue
         scores, source = got
         if len(scores) == 1:  # the share of one is 1: nothing to rank
@@ -604,7 +604,8 @@ def importance_section(
     return [
         "## Hyperparameter importance",
         "",
-        "fANOVA (Optuna's importance module) over each sweep's searched parameters (a grid "
+        "fANOVA (Optuna's importance module) over each sweep's configurations, scored as "
+        "ranked, and its searched parameters (a grid "
         "list's too): the share of the final unseen-level score's variance each explains.",
         "",
         *T.md_table(["sweep", "parameter", "importance"], rows),

@@ -261,11 +261,10 @@ def ranking(exp: Experiment) -> pd.DataFrame:
     cols = ["variant", "score", "runs", "games", "seeds", "trials"]
     if c.empty:
         return pd.DataFrame(columns=cols)
-    per_game = c.groupby(["variant", "game"], sort=False)[M.TEST_RETURN_NORM].mean()
     g = c.groupby("variant", sort=False)
     out = pd.DataFrame(
         {
-            "score": per_game.groupby(level="variant", sort=False).mean(),
+            "score": configuration_scores(c),
             "runs": g.size(),
             "games": g["game"].nunique(),
             "seeds": g["seed"].agg(lambda x: sorted(set(x), key=_seed_order)),
@@ -276,6 +275,24 @@ def ranking(exp: Experiment) -> pd.DataFrame:
     out["order"] = [order.get(v, len(order)) for v in out.index]
     out = out.sort_values(["score", "order"], ascending=[False, True], kind="stable")
     return out.drop(columns="order").rename_axis("variant").reset_index()[cols]
+
+
+def configuration_scores(counted: pd.DataFrame) -> pd.Series:
+    """Each variant's (configuration's) score, as `ranking` ranks it: the mean over the games
+    it ran of its mean unseen-level score over seeds."""
+    per_game = counted.groupby(["variant", "game"], sort=False)[M.TEST_RETURN_NORM].mean()
+    return per_game.groupby(level="variant", sort=False).mean()
+
+
+def configurations(counted: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame:
+    """One row per configuration of a search's counted trials, in the order its first trial
+    started (`trial_order`): `variant`, its `params` and, as `test/return_norm`, its score
+    (`configuration_scores`): what a search's figures and importances plot, not its trials,
+    whose games and seeds score apart."""
+    first = counted.loc[trial_order(counted).sort_values().index].drop_duplicates("variant")
+    scores = configuration_scores(counted)
+    out = first[["variant", *params]].assign(**{M.TEST_RETURN_NORM: first["variant"].map(scores)})
+    return out.reset_index(drop=True)
 
 
 def _seed_order(seed: Any) -> tuple[bool, Any]:
