@@ -208,6 +208,27 @@ def test_trials_in_the_order_tune_started_them():
     assert T.trial_order(final).tolist() == [1, 2, 0, 3]  # by Tune's number, not by name
 
 
+def test_a_reference_to_a_game_the_sweep_did_not_run_gets_its_own_rows_marked_not_run():
+    """Kept through a `--games` cut, a published number of another game is set beside "not
+    run here", not beside a row of no finished runs per variant and levels, which read as
+    crashed trials."""
+    exp = _experiment({(v, "coinrun", s): (0.5, 0.25) for v in ("A", "B") for s in range(3)})
+    exp.final[M.TRAIN_RETURN] = exp.final[M.TEST_RETURN] = 1.0
+    refs = [
+        Reference(
+            game="bigfish", variant="A", value=17.7, split="train", budget=4e6, seeds=1, source="L"
+        ),
+        Reference(game="bigfish", value=16.46, split="train", budget=25e6, seeds=3, source="C"),
+    ]
+    rows = [r.split(" | ") for r in T.reference_table(exp, refs, n_resamples=100)[2:]]
+    bigfish = [r[1:5] + [r[6]] for r in rows if r[0] == "| bigfish"]
+    assert bigfish == [
+        ["A", "training", T.NOT_RUN, "", "17.7"],
+        ["(context)", "training", "", "", "16.46"],
+    ]
+    assert len([r for r in rows if r[0] == "| coinrun"]) == 4  # A and B, each split: ours
+
+
 def test_every_game_shows_its_references_of_a_variant_the_columns_split():
     """A reference to variant `A`, whose runs the table splits by a searched value (`A,
     lr=...`), gets a row of its own on each of its games, not only on the first."""

@@ -146,7 +146,7 @@ def _raw_sections(spec: SweepSpec, exp: Experiment, n_resamples: int | None) -> 
             "Published: a number as its source gives it (its ± and what that is, where said), "
             "with the env steps and runs it was measured at, on the row of the levels it was "
             "measured on; set beside rlsweep's, never averaged into it. (context): a number from "
-            "another setup, for scale."
+            f"another setup, for scale. {tables.NOT_RUN}: a game this sweep did not run."
         )
     if len(exp.variants) > 1:
         x, others = exp.variants[0], exp.variants[1:]

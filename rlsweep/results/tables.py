@@ -401,6 +401,10 @@ def _published(r: Reference | None) -> list[str]:
     ]
 
 
+NOT_RUN = "not run here"
+"""rlsweep's cell of a game the sweep did not run, beside a published number of it."""
+
+
 def reference_table(
     exp: Experiment,
     references: Sequence[Reference],
@@ -413,8 +417,9 @@ def reference_table(
     `references` (a spec's `reference:`) in columns of its own, on the row of its game, variant
     and levels, never in the statistics. A reference without a variant (context) gets a row of
     its own, as does one whose variant the table splits further (`A, lr=0.0001`, `A, lr=0.0005`:
-    a `space:` beside the variants); a game the sweep did not run shows no rlsweep numbers. The
-    published columns only where there are references."""
+    a `space:` beside the variants); a game the sweep did not run (a reference kept through a
+    `--games` cut) gets its references' rows alone, marked `NOT_RUN`, not a row of no finished
+    runs per variant. The published columns only where there are references."""
     games = list(dict.fromkeys([*exp.games, *(r.game for r in references)]))
     kw = {"n_resamples": n_resamples, "seed": seed}
     ours: dict[tuple[str, str | None, str], list[str]] = {}
@@ -433,15 +438,18 @@ def reference_table(
     published_only = [r.variant for r in references if r.variant and r.variant not in exp.variants]
     rows = []
     for game in games:
+        ran = game in exp.games
         for v in [*exp.variants, *dict.fromkeys(published_only), None]:
             for split in SPLIT_METRICS:
                 refs = [r for r in references if (r.game, r.variant, r.split) == (game, v, split)]
-                if v not in exp.variants and not refs:  # a published number's row alone
+                if (v not in exp.variants or not ran) and not refs:  # a published number alone
                     continue
                 label = [game, "(context)" if v is None else _md(v), SPLIT_NAMES[split]]
                 for i, r in enumerate(refs or [None]):
                     # rlsweep's cells once per game, variant and levels, however many references
                     cells = ours.get((game, v, split), [""] * 3) if i == 0 else [""] * 3
+                    if not ran and v in exp.variants:
+                        cells = [NOT_RUN, "", ""]
                     rows.append(label + cells + (_published(r) if references else []))
     header = ["game", "variant", "levels", "rlsweep: mean [95% CI]", "runs", "env steps"]
     if references:
