@@ -36,9 +36,9 @@ too few for a CI) |
 
 Normalized return on unseen levels (`test/return_norm`) at the end of training; columns by \
 `framestack`.
-Cells: mean over seeds ± half-width of its 95% bootstrap CI; (n=k): fewer finished seeds than \
-the fullest cell; (k runs: too few for a CI): fewer than 3 runs, the mean alone (a bootstrap of \
-2 runs that agree gives a CI of width 0); —: no finished seed.
+Cells: mean over seeds [95% bootstrap CI]; (n=k): fewer finished seeds than the fullest cell; \
+(k runs: too few for a CI): fewer than 3 runs, the mean alone (a bootstrap of 2 runs that agree \
+gives a CI of width 0); —: no finished seed.
 IQM: interquartile mean of all seeds × games [95% CI, bootstrap stratified by game, where every \
 game has 3+ runs]; — where a game has no finished seed.
 Percentile bootstrap, 2000 resamples, seed 0. Counted: 9 finished trials; not counted: 1 ERROR, \
@@ -330,7 +330,7 @@ def test_pooled_only_where_configs_agree_except_seed(folder, tmp_path, capsys):
         # 2 runs (6,144 env steps): the mean alone, too few for a CI (issue 40)
         few = budget == 6144
         assert (
-            cell == f"{mean} (2 runs: too few for a CI)" if few else cell.startswith(f"{mean} ± ")
+            cell == f"{mean} (2 runs: too few for a CI)" if few else cell.startswith(f"{mean} [")
         )
     assert "—" not in _iqm_row(table) and "nan" not in table
     assert "columns by `entropy_coeff`, `total_env_steps` (`total_env_steps` added" in table

@@ -5,7 +5,7 @@ table's columns; its `smoke:` section (spec overrides, see `SweepSpec.smoke`) ru
 machinery in minutes (`--smoke`). A study (`search_spaces/studies/NAME.yaml`) is one too, for
 one question asked at a real budget, with the published numbers it sets its answer beside
 (`reference:`). The output, next to the sweep's results: `ablation.md` (rows = games, columns =
-variants in the file's order, cells = normalized unseen-level score, mean ± CI over seeds; then
+variants in the file's order, cells = normalized unseen-level score, mean [95% CI] over seeds; then
 the final raw returns beside the spec's published numbers, and the first variant against each
 other one: differences and P(X > Y) with CIs, and, while trials are unfinished, those
 differences so far), `ablation.csv`, and the full report (`report.md`, plots) of `rlsweep report`.

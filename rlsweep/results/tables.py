@@ -110,7 +110,7 @@ def usd_text(x: float) -> str:
 
 def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: int = 0) -> str:
     """Markdown: rows = games, columns = variants, cells = final unseen-level score over seeds
-    (mean ± CI half-width, or the mean alone below MIN_CI_RUNS runs, saying so), and an IQM
+    (mean [95% CI], or the mean alone below MIN_CI_RUNS runs, saying so), and an IQM
     row; then a note saying how to read it. Every variant has a column, "—" where it has no
     finished run."""
     kw = {"n_resamples": n_resamples, "seed": seed}
@@ -127,7 +127,9 @@ def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: i
         iv, n = c
         if not iv.has_ci:
             return f"{fmt(iv.value)} ({too_few(n)})"
-        text = f"{fmt(iv.value)} ± {fmt(iv.half_width)}"
+        # [lo, hi], not ± a half-width: a percentile bootstrap's interval of a few runs is
+        # rarely symmetric (0.583 [0.250, 0.750] is no 0.583 ± 0.250).
+        text = interval_text(iv)
         return f"{text} (n={n})" if n < max_n else text
 
     lines = [
@@ -168,7 +170,7 @@ def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: i
         "",
         f"Normalized return on unseen levels (`{M.TEST_RETURN_NORM}`) at the end of training; "
         f"columns by {by}.",
-        "Cells: mean over seeds ± half-width of its 95% bootstrap CI; (n=k): fewer finished "
+        "Cells: mean over seeds [95% bootstrap CI]; (n=k): fewer finished "
         f"seeds than the fullest cell; (k runs: too few for a CI): fewer than {MIN_CI_RUNS} "
         "runs, the mean alone (a bootstrap of 2 runs that agree gives a CI of width 0); —: no "
         "finished seed.",
