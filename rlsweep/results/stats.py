@@ -58,12 +58,6 @@ class Interval:
     high: float
 
     @property
-    def half_width(self) -> float:
-        """Half the CI's width: the `±` of a `mean ± x` cell (the percentile CI need not be
-        symmetric around the point estimate)."""
-        return (self.high - self.low) / 2
-
-    @property
     def has_ci(self) -> bool:
         return bool(np.isfinite(self.low) and np.isfinite(self.high))
 
