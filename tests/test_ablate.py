@@ -146,13 +146,16 @@ def test_ablation_table_has_the_write_up_layout(tmp_path, start_ray):
     table = write_ablation_table(spec, result.path, n_resamples=200).read_text()
     lines = table.splitlines()
     assert lines[0] == "# ablation-augmentations-smoke"
-    # report.md's note on short trials heads it, whichever command wrote it.
+    # report.md's notes head it, whichever command wrote it: how its scores were measured,
+    # and that its trials are short.
     report = (result.path / "report" / "report.md").read_text()
-    assert lines[2].startswith("> **Short trials**: none ran more than 1,0") and lines[2] in report
-    assert lines[4] == (
+    assert lines[2].startswith("**How scores are measured**: trained on easy mode, 200 levels")
+    assert lines[4].startswith("> **Short trials**: none ran more than 1,0")
+    assert lines[2] in report and lines[4] in report
+    assert lines[6] == (
         "| game | No Augs | All Augs | Flip | Rotate | Crop Resize | Translate | Pad Crop |"
     )
-    assert lines[6].startswith("| leaper | ")
+    assert lines[8].startswith("| leaper | ")
     assert (result.path / "report" / "ablation.csv").exists()
     assert (result.path / "report" / "report.md").exists()
 

@@ -329,9 +329,7 @@ def test_pooled_only_where_configs_agree_except_seed(folder, tmp_path, capsys):
         mean = f"{runs[M.TEST_RETURN_NORM].mean():.3f}"
         # 2 runs (6,144 env steps): the mean alone, too few for a CI (issue 40)
         few = budget == 6144
-        assert (
-            cell == f"{mean} (2 runs: too few for a CI)" if few else cell.startswith(f"{mean} [")
-        )
+        assert cell == f"{mean} (2 runs: too few for a CI)" if few else cell.startswith(f"{mean} [")
     assert "—" not in _iqm_row(table) and "nan" not in table
     assert "columns by `entropy_coeff`, `total_env_steps` (`total_env_steps` added" in table
     assert "Counted: 10 finished trials; not counted: 4 repeating a counted trial's" in table
@@ -462,6 +460,37 @@ def _levels_experiment(exp: Path, trials: list[tuple[str, str, int | None]]):
             params.update(distribution_mode=mode, num_levels=levels)
             (d / "params.json").write_text(json.dumps(params))
     return R.experiment(R.load_curves(exp), [exp])
+
+
+def test_the_top_says_how_every_score_was_measured_each_setting_that_differs_with_each_value():
+    from types import SimpleNamespace
+
+    from rlsweep.results.report import setup_note
+
+    final = pd.DataFrame(
+        {
+            "game": ["bigfish", "bigfish", "coinrun"],
+            "distribution_mode": ["easy", "easy", "hard"],
+            "num_levels": [None, 100, None],  # None: the mode's default, 200 or 500
+            "start_level": [0, 1000, 0],
+            "eval_episodes": [32, 32, 8],
+            "eval_interval": [10, 10, 10],
+            "total_env_steps": [4_000_000] * 3,
+        }
+    )
+    (line, blank) = setup_note(SimpleNamespace(final=final))
+    assert blank == "" and line == (
+        "**How scores are measured**: trained on easy mode, 200 levels (level seeds 0-199) or "
+        "easy mode, 100 levels (level seeds 1000-1099) or hard mode, 500 levels (level seeds "
+        "0-499), scored there (training levels, `train/`) and on unseen levels (`test/`: "
+        "procgen's whole level distribution, seeds 0 to 2^31 − 1, the training ones among "
+        "them); an evaluation plays one episode in each of 32 or 8 envs per split, actions "
+        "sampled, every 10 iterations and at the end, and a final score is the last one's "
+        "mean; 4,000,000 env steps per trial; `_norm` = (R − min) / (max − min), with "
+        "train-procgen's (min, max) (Cobbe et al. 2019): bigfish easy (1, 40), coinrun hard "
+        "(5, 10)."
+    )
+    assert setup_note(SimpleNamespace(final=final.drop(columns="eval_interval"))) == []
 
 
 def test_trials_without_unseen_levels_are_named_at_the_top(tmp_path):

@@ -16,8 +16,9 @@ among its top PAIRWISE_TOP. Either way the work grows linearly with the trials.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -420,7 +421,60 @@ def _header(exp: Experiment) -> list[str]:
 def notes(exp: Experiment) -> list[str]:
     """What the top of a report (and of an ablation's table) says before any table: how to read
     its scores."""
-    return [*short_trials_note(exp), *no_unseen_levels_note(exp)]
+    return [*setup_note(exp), *short_trials_note(exp), *no_unseen_levels_note(exp)]
+
+
+_SETUP_COLUMNS = ("game", "distribution_mode", "num_levels", "start_level", "eval_episodes")
+
+
+def setup_note(exp: Experiment) -> list[str]:
+    """How every score was measured, from the trials' own configs: the levels trained on and
+    those scored as unseen, what an evaluation plays and when, the budget, the normalization
+    constants. A setting the trials differ in is given with each of its values."""
+    t = exp.final
+    if t.empty or any(c not in t for c in (*_SETUP_COLUMNS, "eval_interval", "total_env_steps")):
+        return []
+
+    def each(texts: Iterable[str]) -> str:
+        return " or ".join(dict.fromkeys(texts))
+
+    def levels(mode: str, n: Any, start: Any) -> str:
+        if mode == "exploration":
+            return "exploration mode's one fixed level per game"
+        n = procgen.DEFAULT_NUM_LEVELS[mode] if pd.isna(n) else int(n)
+        start = 0 if pd.isna(start) else int(start)
+        return (
+            f"{mode} mode, {n} levels (level seeds {start}-{start + n - 1})"
+            if n
+            else (f"{mode} mode, every level")
+        )
+
+    rows = t[list(_SETUP_COLUMNS)].drop_duplicates().itertuples(index=False)
+    rows = list(rows)
+    trained = each(levels(r.distribution_mode, r.num_levels, r.start_level) for r in rows)
+    episodes = each(str(int(n)) for n in t["eval_episodes"].dropna())
+    every = each(str(int(n)) for n in t["eval_interval"].dropna())
+    budget = each(formatting.count(n) for n in t["total_env_steps"].dropna())
+    ranges = []
+    for r in rows:
+        low, high = procgen.score_range(r.game, r.distribution_mode)
+        if np.isfinite(low):
+            ranges.append(f"{r.game} {r.distribution_mode} ({low:g}, {high:g})")
+    normalized = (
+        f"; `_norm` = (R − min) / (max − min), with train-procgen's (min, max) (Cobbe et al. "
+        f"2019): {', '.join(dict.fromkeys(ranges))}"
+        if ranges
+        else ""
+    )
+    return [
+        f"**How scores are measured**: trained on {trained}, scored there (training levels, "
+        "`train/`) and on unseen levels (`test/`: procgen's whole level distribution, seeds "
+        "0 to 2^31 − 1, the training ones among them); an evaluation plays one episode in "
+        f"each of {episodes} envs per split, actions sampled, every {every} iterations and at "
+        f"the end, and a final score is the last one's mean; {budget} env steps per "
+        f"trial{normalized}.",
+        "",
+    ]
 
 
 def no_unseen_levels_note(exp: Experiment) -> list[str]:
