@@ -554,6 +554,7 @@ def test_a_search_of_300_trials_is_ranked(tmp_path, monkeypatch):
     assert len(drawn["s"].trials) == 100
     assert drawn["s"].best_value == pytest.approx(ranked["score"].iloc[0])
     assert "`search`: from finished trials (100 configurations)." in md
+    assert "winner's curse" not in md  # its seeds repeat
     assert (
         "**A search's report**: the spec samples `lr` (loguniform), `gamma` (uniform) with "
         "random search: 100 configurations." in md
@@ -585,3 +586,9 @@ def test_a_search_of_300_trials_is_ranked(tmp_path, monkeypatch):
     # Past TRIAL_ROWS trials, their wall times are summed up by device, not listed one by one.
     (by_device,) = _section(md, "Runs and wall time")
     assert by_device.startswith("| ? | 300 | ")
+
+
+def test_a_search_of_single_runs_says_its_best_reads_high(tmp_path):
+    """The best of many single-seed runs is picked by luck too: said under the ranking."""
+    md = build_report([write_search(tmp_path, 12)], n_resamples=100).read_text()
+    assert "the best of 12 single runs is chosen by its luck" in md
