@@ -917,6 +917,30 @@ def test_reward_shaping_the_normalizer_undoes_is_warned_where_it_is_set(tmp_path
     assert load_ablation("reward_shaping").setting_warnings() == []
 
 
+@pytest.mark.parametrize(
+    ("variants", "error"),
+    [
+        ("variant: {Base: {}}", "variant: unknown key (did you mean 'variants'?)"),
+        ("variants: [Base]", "variants: got ['Base']; allowed: a mapping label -> params"),
+    ],
+)
+def test_a_references_variant_is_not_refused_for_a_variants_section_refused_itself(
+    tmp_path, variants, error
+):
+    """A misspelt or ill-formed `variants:` said also that the references' labels were wrong
+    ("allowed: null (the spec has no variants)"), which hid the one mistake."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        f"name: s\ngames: [leaper]\nseeds: [0]\n{variants}\nreference:\n"
+        "  - {game: leaper, variant: Base, value: 7, split: train, budget: 1e6, seeds: 1, "
+        "source: x}\n"
+    )
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(path)
+    (only,) = e.value.errors
+    assert str(only).startswith(f"{path}: {error}")
+
+
 def test_an_unknown_param_name_does_not_hide_the_games_and_spaces_errors(tmp_path):
     """The trials were not built while a name was unknown, so a bad game or grid value waited
     for the next run of validate; they are built without the unknown names now."""

@@ -64,6 +64,9 @@ SCHEDULERS = ("none", "asha", "pbt")
 OPTUNA_DB = "optuna.db"
 
 
+_REFERENCE_VARIANT = re.compile(r"reference\[\d+\]\.variant")
+
+
 def data_dir(name: str) -> Path:
     """`name`/ (baselines, search_spaces/ablations) of the checkout beside the package, else
     where the wheel installed it (pyproject's data-files: <prefix>/share/rlsweep/<last part>)."""
@@ -300,7 +303,8 @@ class SweepSpec(SpecChecks):
             allowed = f"a list of mappings, each of {', '.join(Reference.required())} and more"
             errors.append(self._placed(refused("reference", raw, allowed)))
             return []
-        labels = [str(k) for k in self.variants] if isinstance(self.variants, dict) else []
+        # None: `variants` is refused itself, and there are no labels to hold references to
+        labels = [str(k) for k in self.variants] if isinstance(self.variants, dict) else None
         context = "or null (context for the game)" if labels else "null (the spec has no variants)"
         built = []
         for i, entry in enumerate(raw):
@@ -321,7 +325,7 @@ class SweepSpec(SpecChecks):
             except ConfigError as e:  # one error per problem, each placed (several fields' too)
                 errors += list(self._placed(e.under(at)).errors)
                 continue
-            if ref.variant is not None and ref.variant not in labels:
+            if ref.variant is not None and labels is not None and ref.variant not in labels:
                 hint = did_you_mean(ref.variant, labels)
                 why = f"got {ref.variant!r}{hint}; allowed: {', '.join([*labels, context])}"
                 errors.append(self._error(f"{at}.variant", why))
@@ -354,7 +358,12 @@ class SweepSpec(SpecChecks):
         try:
             spec = cls(**{"name": default_name or "spec", **given}, source=source)
         except SpecError as e:
-            raise SpecError.several(errors + list(e.errors)) from None
+            later = list(e.errors)
+            misspelt = {did_you_mean(k, known) for k in d if k not in known}
+            if did_you_mean("variants", known) in misspelt:
+                # `variant:` for `variants:`: its references' labels are not wrong as well
+                later = [x for x in later if not _REFERENCE_VARIANT.fullmatch(x.path)]
+            raise SpecError.several(errors + later) from None
         if errors:
             raise SpecError.several(errors)
         spec._given = frozenset(given)
