@@ -752,13 +752,17 @@ def parser() -> argparse.ArgumentParser:
         "  rlsweep report results/demo\n"
         "  rlsweep report results/            # every sweep in it, one report each\n"
         "  rlsweep report results/a results/b --pool --by lr --out report/\n",
+        "Tables with 95% bootstrap CIs, plots and report.md from finished, stopped or running\n"
+        "sweeps (an ablation's dir: ablation.md too, as `ablate` writes it). Exit code 0; 2: a\n"
+        "directory that cannot be read or holds no sweep.",
     )
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="experiment (or storage) directories")
     rep.add_argument(
         "--by",
         action="append",
         metavar="PARAM",
-        help="variant parameter(s), repeat or comma-separate (default: the swept ones)",
+        help="variant parameter(s), repeat or comma-separate (default: the swept ones, or an "
+        "ablation's variant)",
     )
     rep.add_argument("--out", help="output directory (default: DIR/report)")
     rep.add_argument(
@@ -768,7 +772,9 @@ def parser() -> argparse.ArgumentParser:
         "report per sweep)",
     )
     rep.add_argument(
-        "--resamples", type=positive_int, help="bootstrap resamples (default: the report's)"
+        "--resamples",
+        type=positive_int,
+        help="bootstrap resamples (default: rlsweep.results.tables.REPORT_RESAMPLES)",
     )
     rep.add_argument("--prices", help="price table for the cost section (default: shipped)")
     rep.set_defaults(func=cmd_report)
