@@ -157,7 +157,7 @@ def test_ablation_table_has_the_write_up_layout(tmp_path, start_ray):
     )
     assert lines[8].startswith("| leaper | ")
     assert (result.path / "report" / "ablation.csv").exists()
-    assert (result.path / "report" / "report.md").exists()
+    assert "- `ablation.md`\n- `ablation.csv`\n" in report  # its list of the files beside it
 
 
 # (variant, seed): final raw returns (training levels, unseen levels) on bigfish; the fp32

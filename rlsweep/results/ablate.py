@@ -110,7 +110,8 @@ def write_ablation_table(
 
     n = {"n_resamples": n_resamples} if n_resamples is not None else {}
     out = Path(experiment_dir) / "report"
-    report.build_report([experiment_dir], by=["variant"], out=out, prices=prices, **n)
+    also = ["ablation.md", "ablation.csv"]
+    report.build_report([experiment_dir], by=["variant"], out=out, prices=prices, also=also, **n)
     # Every variant of the spec, in its file's order ("—" where none finished), split further
     # where the trials of one variant differ (a `space:` beside the variants).
     exp = results.load_experiment([experiment_dir], by=["variant"], spec=spec)

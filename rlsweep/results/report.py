@@ -88,10 +88,12 @@ def build_report(
     n_resamples: int = T.REPORT_RESAMPLES,
     seed: int = 0,
     prices: str | Path | None = None,
+    also: Sequence[str] = (),
 ) -> Path:
     """Write the report files (FILES) into `out` (default: `default_out(paths)`); returns the
     path of report.md. `prices`: a price table for the cost section (default: the shipped
-    `rlsweep/plan/prices.yaml`).
+    `rlsweep/plan/prices.yaml`); `also`: files its caller writes beside it, which report.md's
+    list of files names too (an ablation's ablation.md).
 
     Several sweeps are reported one by one, each in `out/<sweep>/`, under an index (report.md
     and table.md in `out`): trials of different sweeps never share a column. `pool`: trials
@@ -114,7 +116,7 @@ def build_report(
         parts = {name: R.experiment(c, dirs, by) for name, c in loaded.items()}
         notes = _repeated_across(loaded)
     if len(parts) == 1:
-        return _write_report(next(iter(parts.values())), dirs, out, **kw)
+        return _write_report(next(iter(parts.values())), dirs, out, also=also, **kw)
     for name, exp in parts.items():
         _write_report(exp, dirs, out / name, **kw)
     return _write_index(parts, out, pool, notes)
@@ -151,9 +153,11 @@ def _write_report(
     n_resamples: int,
     seed: int,
     prices: str | Path | None,
+    also: Sequence[str] = (),
 ) -> Path:
     """One report (FILES) of `exp` into `out`; `dirs`: the experiment dirs it was loaded from
-    (those of its sweeps give its kind, its importance and cost sections)."""
+    (those of its sweeps give its kind, its importance and cost sections); `also`: files its
+    caller writes beside it."""
     out.mkdir(parents=True, exist_ok=True)
     kw = {"n_resamples": n_resamples, "seed": seed}
 
@@ -184,7 +188,7 @@ def _write_report(
             else ["None: every trial finished."]
         ),
     ]
-    files = [*written, *FILES[2:-1], *figures, *extra]
+    files = [*also, *written, *FILES[2:-1], *figures, *extra]
     md += ["", "## Files", "", *(f"- `{f}`" for f in files), ""]
     (out / "report.md").write_text("\n".join(md))
     return out / "report.md"
