@@ -5,6 +5,7 @@ sweep (Tune's real path, the fake trainable).
     .venv/bin/python benchmarks/report_scale.py                    # both parts, ~20 min, 2 cores
     .venv/bin/python benchmarks/report_scale.py --report 300 2000  # the reports only
     .venv/bin/python benchmarks/report_scale.py --sweep 300        # the driver only
+    .venv/bin/python benchmarks/report_scale.py --report 300 --keep /tmp/scale   # to read it
 
 Reports: each directory is written directly in the layout Tune writes (`write_search`: a trial
 dir per trial with trial.json, params.json and result.json, one JSON line per iteration holding
@@ -27,6 +28,7 @@ machine are slower than on an idle one: the load average is printed and stored.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -270,7 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--report", type=int, nargs="*", default=None, help="trials per report")
     parser.add_argument("--sweep", type=int, nargs="*", default=None, help="trials per sweep")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"the figures' JSON (default: {DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="write the synthetic searches (and their reports) under DIR and keep them, to read "
+        "(default: a temporary dir, removed)",
+    )
     args = parser.parse_args(argv)
     both = args.report is None and args.sweep is None
     reports = args.report if args.report is not None else ([300, 2000] if both else [])
@@ -282,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         "reports": [],
         "sweeps": [],
     }
-    with tempfile.TemporaryDirectory() as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = args.keep or stack.enter_context(tempfile.TemporaryDirectory())
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for n in reports:
             got = time_report(n, Path(tmp))
             record["reports"].append(got)
