@@ -326,6 +326,13 @@ def test_the_checkpoints_row_is_written_where_a_file_lacks_it(tmp_path):
         "3,770.5,True,",
     ]
     assert [r["training_iteration"] for r in _rows(tmp_path)] == [1, 2, 3]
+    # A file that has the row anywhere keeps its own: here a retry reported 2 again after 3.
+    (tmp_path / "result.json").write_text(
+        "".join(json.dumps({"training_iteration": k}) + "\n" for k in (1, 2, 3, 2))
+    )
+    _trim_results(pafs.LocalFileSystem(), str(tmp_path), 3, row)
+    assert [r["training_iteration"] for r in _rows(tmp_path)].count(3) == 1
+    assert row not in _rows(tmp_path)
 
 
 def test_progress_csv_gets_the_rows_a_kill_between_tunes_two_loggers_left_out(tmp_path):
