@@ -562,10 +562,16 @@ def test_a_field_no_trial_runs_at_its_default_is_judged_at_the_values_that_run(s
         SweepSpec(name="mb", budget=65536, params=params, **too_big)
 
 
-def test_pbt_trials_evaluate_at_each_perturbation_in_plan_as_in_tune():
-    """What validate and plan count is what Tune's param_space runs: PBT's interval."""
+def test_pbt_trials_evaluate_at_each_perturbation_in_plan_as_in_tune(tmp_path):
+    """What validate and plan count is what Tune's param_space runs: PBT's interval, over
+    the baseline's own (every 6 iterations here)."""
+    from rlsweep.plan.plan import make_plan
+
+    (tmp_path / "base.yaml").write_text("params: {eval_interval: 6, checkpoint_interval: 6}\n")
     spec = SweepSpec(
         name="p",
+        extends=str(tmp_path / "base.yaml"),
+        budget=30 * 16_384,
         space={"lr": {"loguniform": [1e-5, 1e-3]}},
         search={
             "algorithm": "random",
@@ -576,6 +582,7 @@ def test_pbt_trials_evaluate_at_each_perturbation_in_plan_as_in_tune():
     )
     assert {(t.eval_interval, t.checkpoint_interval) for t in spec.trials()} == {(5, 5)}
     assert (spec.defaults()["eval_interval"], spec.defaults()["checkpoint_interval"]) == (5, 5)
+    assert make_plan(spec, cpus=2).longest.evaluations == 6  # at 5, 10, ..., 30
 
 
 # --- a spec's defaults: one definition, read once (issue 12 item 2) ---------------------------
