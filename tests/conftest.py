@@ -170,6 +170,30 @@ def ray_local():
         yield
 
 
+@pytest.fixture
+def no_ray_running():
+    """No Ray in this test's process when it starts (another test's is shut down): a sweep the
+    test runs starts its own, with the test's environment (an env var another module's Ray
+    would not carry), and whether the test started one can be told after."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+@pytest.fixture
+def ray_sessions(monkeypatch) -> list[dict]:
+    """The Ray sessions `run_sweep`/`resume_sweep` open (the one place they start or join Ray:
+    `rlsweep.run.session.ray_session`), each as its keyword arguments; each is opened as ever.
+    Whether Ray runs after cannot tell: a module's own Ray may run, and a session that started
+    one shuts it down as it ends."""
+    from rlsweep.run import sweep
+
+    opened, real = [], sweep.ray_session
+    monkeypatch.setattr(sweep, "ray_session", lambda **kw: opened.append(kw) or real(**kw))
+    return opened
+
+
 @pytest.fixture(scope="session")
 def rlsweep_cli():
     """`run_cli` for test modules (conftest is not importable from them)."""

@@ -59,14 +59,6 @@ def test_python_m_on_an_old_path_runs_the_module_now_there():
     assert out.returncode == 0 and out.stdout.startswith("usage: wheelhouse"), out.stderr
 
 
-@pytest.fixture
-def no_ray_running():
-    import ray
-
-    if ray.is_initialized():  # resume_sweep starts Ray with this test's env
-        ray.shutdown()
-
-
 def test_an_experiment_dir_from_before_the_move_resumes_and_reports(
     tmp_path, monkeypatch, no_ray_running
 ):

@@ -42,14 +42,6 @@ BUDGET = 30 * ITER
 SAME = (M.ENV_STEPS, M.TRAIN_RETURN, M.TEST_RETURN, M.TRAIN_RETURN_NORM, M.TEST_RETURN_NORM)
 
 
-@pytest.fixture
-def no_ray_running():
-    import ray
-
-    if ray.is_initialized():  # each run_sweep below starts Ray with this test's env
-        ray.shutdown()
-
-
 def _rows(trial_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (trial_dir / "result.json").read_text().splitlines()]
 
@@ -491,15 +483,16 @@ def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
     assert parser().parse_args(["run", "s.yaml", "--time-limit", "21s"]).time_limit == 21
 
 
-def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts():
+def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts(tmp_path, ray_sessions):
     """Tune ends its loop on a signal it handles only in the main thread."""
     import threading
 
+    spec = SweepSpec(name="t", games=["coinrun"], seeds=[0], storage_path=str(tmp_path))
     errors = []
 
     def limited():
         try:
-            TimeLimit(60)
+            run_sweep(spec, trainable=fake_trial, time_limit=60)
         except ValueError as e:
             errors.append(str(e))
 
@@ -507,6 +500,7 @@ def test_a_time_limit_is_refused_off_the_main_thread_before_ray_starts():
     thread.start()
     thread.join()
     assert errors == ["a time limit needs run_sweep/resume_sweep called in the main thread"]
+    assert ray_sessions == [] and list(tmp_path.iterdir()) == []
 
 
 def test_a_trial_retried_within_the_run_reports_each_iteration_once(tmp_path, no_ray_running):

@@ -187,7 +187,9 @@ def test_run_or_resume_runs_anew_a_sweep_that_stopped_before_tune_started_it(tmp
     assert (result.trials["status"] == "TERMINATED").all() and can_resume(result.path)
 
 
-def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsys, monkeypatch):
+def test_table_reads_as_the_report_optuna_variants_stopped_early(
+    tmp_path, capsys, monkeypatch, ray_sessions
+):
     """The table `run` prints is `results.final_scores` (`rlsweep report`'s loader): an Optuna
     sweep with variants whose trials ended at half their budget lists each trial's variant and
     INCOMPLETE (a table of Tune's own results said `variant NaN, TERMINATED`). A resume finds
@@ -221,12 +223,13 @@ def test_table_reads_as_the_report_optuna_variants_stopped_early(tmp_path, capsy
         ],
         to_run=0,
     )
-    recorded = runs(tmp_path / "early")
+    recorded, sessions = runs(tmp_path / "early"), len(ray_sessions)
     monkeypatch.setenv("HOME", str(tmp_path))  # the Python API expands ~ as the shell does
     again = resume_sweep("~/early", trainable=fake_trial, num_cpus=2)
     assert list(again.trials["status"]) == ["INCOMPLETE", "INCOMPLETE"]
     assert "every trial of early has ended: nothing to resume" in capsys.readouterr().out
     assert runs(tmp_path / "early") == recorded  # no driver started: no run recorded
+    assert len(ray_sessions) == sessions == 1  # the run's; the resume opened none
 
     with pytest.raises(SweepExistsError, match="rlsweep resume .*--overwrite"):
         run_sweep(spec, trainable=fake_trial, num_cpus=2)
@@ -302,11 +305,11 @@ def test_resume_refuses_trials_this_rlsweep_does_not_run_before_ray_starts(tmp_p
     assert sorted((p, p.stat().st_mtime_ns) for p in first.path.rglob("*")) == before
 
 
-def test_run_sweep_refuses_what_the_cli_refuses_before_ray_starts(tmp_path):
+def test_run_sweep_refuses_what_the_cli_refuses_before_ray_starts(tmp_path, ray_sessions):
     """From Python, an unwritable storage path started Ray and died in a chained traceback, a
     5 s time limit started Ray and left a sweep dir that the next call refused, `num_cpus=0`
     blamed `params.num_cpus`, and `time_limit="1m"` was a bare TypeError. Each is refused
-    before the sweep starts now (nothing written), as `rlsweep run` refuses it."""
+    before the sweep starts now (nothing written, no Ray), as `rlsweep run` refuses it."""
     from rlsweep.errors import SpecError
 
     spec = SweepSpec(name="x", games=["coinrun"], seeds=[0], budget=16384)
@@ -325,6 +328,7 @@ def test_run_sweep_refuses_what_the_cli_refuses_before_ray_starts(tmp_path):
     assert list(tmp_path.iterdir()) == [file]  # no sweep dir left behind
     with pytest.raises(ValueError, match="num_cpus: got 0"):
         resume_sweep(tmp_path / "x", num_cpus=0)
+    assert ray_sessions == []
     # What Python hands over otherwise stands: numpy's numbers too.
     import numpy as np
 

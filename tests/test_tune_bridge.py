@@ -48,14 +48,6 @@ def test_tune_reserves_what_rllib_would_request_for_the_trial(params):
     assert trial_resources(cfg) == c.algo_class.default_resource_request(c)
 
 
-@pytest.fixture
-def no_ray_running():
-    import ray
-
-    if ray.is_initialized():  # another module's session would not carry the env var
-        ray.shutdown()
-
-
 def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_ray_running):
     monkeypatch.setenv(ITER_S_ENV, "0.3")
     spec = SweepSpec(
