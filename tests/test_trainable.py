@@ -1,6 +1,7 @@
 """rlsweep.trial.trainable: what a trial reports about its GPU memory, and how it stops when that
-runs out; and that no forward pass in a trial sees more rows than a minibatch (or the rollout's
-envs), measured on a real trial (`rllib`: real RLlib on real Procgen, tiny batches, in this
+runs out; how it prices its iterations and insures an evaluation under a time limit; and that
+no forward pass in a trial sees more rows than a minibatch (or the rollout's envs), measured
+on a real trial (`rllib`: real RLlib on real Procgen, tiny batches, in this
 process, Tune's session replaced by a recorder of its reports)."""
 
 from __future__ import annotations
@@ -56,9 +57,12 @@ class TuneSession:
 
     def __init__(self) -> None:
         self.reports: list[dict[str, Any]] = []
+        self.checkpointed: list[bool] = []
+        """Per report: whether it came with a checkpoint."""
 
     def report(self, metrics: dict[str, Any], checkpoint: Any = None) -> None:
         self.reports.append(dict(metrics))
+        self.checkpointed.append(checkpoint is not None)
 
     def get_checkpoint(self) -> None:
         return None
@@ -163,3 +167,45 @@ def test_a_trial_out_of_gpu_memory_stops_alone_and_says_why(
     loaded = load_trial(trial)
     assert loaded["status"].iloc[-1] == ERROR
     assert loaded["error"].iloc[-1] == last[M.TRIAL_ERROR]
+
+
+@pytest.mark.rllib
+def test_under_a_time_limit_a_trial_prices_evaluations_per_env_step_and_saves_before_one_it_cannot(
+    ray_local, session, monkeypatch
+):
+    """A real trial of 3 iterations, evaluating at 2 and at the end, with a time limit bound an
+    hour away. Its clock prices an evaluation per env step (every env of both splits to the
+    time limit at most, `plan.eval_steps`; each evaluation counted as its envs' steps, not its
+    longest episode's), and it checkpoints after iteration 1: the evaluation next cannot be
+    priced before one has run (`interrupt.insure_before`), and at the end."""
+    import time
+
+    from rlsweep.experiment import interrupt
+    from rlsweep.plan.plan import eval_steps
+
+    clocks: list[tuple[int, list[int]]] = []
+
+    class Clock(interrupt.IterationClock):  # the trial's own clock, its inputs kept
+        def __init__(self, eval_steps_at_most: int) -> None:
+            super().__init__(eval_steps_at_most)
+            clocks.append((eval_steps_at_most, []))
+
+        def evaluated(self, seconds: float, steps: int) -> None:
+            clocks[-1][1].append(steps)
+            super().evaluated(seconds, steps)
+
+    monkeypatch.setattr(trainable.interrupt, "IterationClock", Clock)
+    cfg = TrialConfig(**{**ROWS, "total_env_steps": 3 * 256, "eval_interval": 2})
+    interrupt.bind(interrupt.StopFlag("rlsweep-test-unset", end_by=time.time() + 3600))
+    try:
+        trainable.train_trial(cfg.to_dict())
+    finally:
+        interrupt.bind(None)
+    assert session.checkpointed == [True, False, True]
+    evaluated = [r for r in session.reports if r[M.TEST_FRESH]]
+    played = [
+        sum(r[f"{split}/episodes"] * r[f"{split}/episode_length"] for split in ("train", "test"))
+        for r in evaluated
+    ]
+    assert clocks[0][0] == eval_steps(cfg)
+    assert clocks[0][1] == pytest.approx(played) and len(played) == 2
