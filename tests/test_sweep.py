@@ -91,6 +91,7 @@ def test_random_search_samples_within_bounds_per_cell(tmp_path):
     assert df["lr"].between(1e-5, 1e-3).all() and df["lr"].nunique() == 6
     assert set(df["num_epochs"]) <= {1, 2}
     gap = df["framestack"] == "gap"  # the condition holds: sampled; else the default, 4
+    assert gap.any() and not gap.all()  # search seed 1 draws both: neither check is empty
     assert set(df.loc[gap, "framestack_k"]) <= {3, 5} and (df.loc[~gap, "framestack_k"] == 4).all()
     assert sorted(df["game"].value_counts().tolist()) == [3, 3]
 
