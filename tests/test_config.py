@@ -1,7 +1,7 @@
 import pytest
 
 from rlsweep.errors import ConfigError
-from rlsweep.spec.config import EARLIER_DEFAULTS, TrialConfig, recorded_config
+from rlsweep.spec.config import EARLIER_DEFAULTS, UNREAD, TrialConfig, recorded_config
 
 
 def test_defaults_are_train_procgens_run():
@@ -177,3 +177,55 @@ def test_env_options_reach_the_env_config():
         "truncate",
         False,
     )
+
+
+def _reads(key: str, cfg: TrialConfig) -> object:
+    """What the part of a trial that reads `key` makes of `cfg` (config.UNREAD's readers)."""
+    import numpy as np
+    import torch
+
+    from rlsweep.envs.vector_env import FrameStacker, ProcgenVectorEnv
+    from rlsweep.trial import algos
+    from rlsweep.trial.augment import augment
+
+    if key == "lr":
+        return algos._lr(cfg)
+    if key == "framestack_k":
+        frames = np.arange(6, dtype=np.uint8).reshape(2, 3, 1, 1)
+        stacker = FrameStacker(cfg.framestack, cfg.framestack_k)
+        return [stacker.push(frames + i, np.zeros(2, bool)).tolist() for i in range(3)]
+    if key in ("reward_norm_gamma", "reward_clip"):
+        env = ProcgenVectorEnv(cfg.env_config(), num_envs=1)
+        try:
+            return (
+                env.reward_normalizer
+                if env.reward_normalizer is None
+                else vars(env.reward_normalizer)
+            )
+        finally:
+            env.close()
+    if key == "kl_target":
+        loss = algos._kl_loss(cfg)
+        return loss if loss["use_kl_loss"] else {"use_kl_loss": False}
+    if key == "augment_p":
+        obs = torch.arange(2 * 3 * 8 * 8, dtype=torch.uint8).reshape(2, 3, 8, 8)
+        return augment(obs, cfg.augment_config(), torch.Generator().manual_seed(0)).tolist()
+    raise AssertionError(f"no reader check for {key}")
+
+
+@pytest.mark.parametrize("key", sorted(UNREAD))
+def test_each_unread_field_is_read_by_nothing_under_its_condition_and_read_otherwise(key):
+    """`config.UNREAD` says a field does nothing while another holds some value; each claim
+    held against the part of a trial that reads the field: two values of it, under the
+    condition, give that reader the same; away from it, not."""
+    unread = UNREAD[key]
+    under = {"lr_schedule": [[0, 1e-4], [100, 2e-4]], "framestack": "none"}
+    under |= {"normalize_reward": False, "kl_coeff": 0.0, "augment": "none"}
+    away = {"lr_schedule": None, "framestack": "stack", "normalize_reward": True}
+    away |= {"kl_coeff": 0.2, "augment": "flip"}
+    assert unread.test(under[unread.by]) and not unread.test(away[unread.by])
+    values = {"lr": (1e-4, 3e-4), "framestack_k": (2, 3), "reward_norm_gamma": (0.9, 0.99)}
+    values |= {"reward_clip": (5.0, 10.0), "kl_target": (0.01, 0.02), "augment_p": (0.5, 1.0)}
+    for condition, same in ((under[unread.by], True), (away[unread.by], False)):
+        a, b = (TrialConfig(**{unread.by: condition, key: v}) for v in values[key])
+        assert (_reads(key, a) == _reads(key, b)) is same, (key, condition)

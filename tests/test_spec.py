@@ -102,11 +102,11 @@ def test_expansion_is_games_x_seeds_x_grid():
 def test_yaml_exponent_numbers_are_floats(tmp_path):
     f = tmp_path / "s.yaml"
     f.write_text(
-        "name: s\nbudget: 25e6\nparams:\n  lr: 1e-4\n  entropy_coeff: 5E-3\n"
+        "name: s\nbudget: 25e6\nparams:\n  lr: 1e-4\n  entropy_coeff: 5E-3\n  kl_coeff: 2e-1\n"
         "space:\n  kl_target: [1e-2, 2e-2]\n"
     )
     spec = SweepSpec.from_yaml(f)
-    assert spec.params == {"lr": 1e-4, "entropy_coeff": 5e-3}
+    assert spec.params == {"lr": 1e-4, "entropy_coeff": 5e-3, "kl_coeff": 0.2}
     assert spec.space["kl_target"].values == (0.01, 0.02)
     assert spec.budget == 25_000_000 and isinstance(spec.budget, int)
 
@@ -393,7 +393,7 @@ BAD = [
     (
         {"extends": "lars12llt", "budget": 16000, "space": {"lr": [1e-4, 5e-4]}},
         "space.lr: ignored: extends(lars12llt).lr_schedule is set and replaces lr; set "
-        "lr_schedule: null to run lr",
+        "lr_schedule: null to use lr",
     ),
     (  # checked on every game, not on the first alone: coinrun has no memory mode
         {
@@ -922,6 +922,40 @@ def test_reward_shaping_the_normalizer_undoes_is_warned_where_it_is_set(tmp_path
         == []
     )
     assert load_ablation("reward_shaping").setting_warnings() == []
+
+
+def test_a_setting_no_trial_it_reaches_reads_is_refused_at_its_key():
+    """config.UNREAD: `framestack_k` in every trial of framestack none, `reward_norm_gamma` in
+    a variant that normalizes no reward. Read by one trial it reaches, it stands; so does one
+    conditioned in `space` (`when:`), and one whose condition is sampled."""
+
+    def errors(**kw) -> list[str]:
+        try:
+            SweepSpec(name="u", source="u.yaml", **kw)
+        except SpecError as e:
+            return [str(x) for x in e.errors]
+        return []
+
+    none = {"A": {"framestack": "none"}, "B": {"framestack": "none", "lr": 3e-4}}
+    assert errors(params={"framestack_k": 3}, variants=none) == [
+        "u.yaml: params.framestack_k: ignored: variants.A.framestack is none; set framestack: "
+        "stack or gap to use framestack_k"
+    ]
+    assert errors(params={"framestack_k": 3}, variants={**none, "C": {"framestack": "gap"}}) == []
+    plain = {"A": {}, "B": {"normalize_reward": False, "reward_norm_gamma": 0.9}}
+    assert errors(variants=plain) == [
+        "u.yaml: variants.B.reward_norm_gamma: ignored: variants.B.normalize_reward is false; "
+        "set normalize_reward: true to use reward_norm_gamma"
+    ]
+    when = {"framestack": ["none", "gap"]}
+    when |= {"framestack_k": {"int": [2, 4], "when": {"framestack": ["gap"]}}}
+    assert errors(space=when, search={"algorithm": "random"}) == []
+    sampled = {"augment": {"choice": ["none", "flip"]}}
+    assert errors(params={"augment_p": 0.5}, space=sampled, search={"algorithm": "random"}) == []
+    assert errors(params={"augment_p": 0.5}) == [
+        "u.yaml: params.augment_p: ignored: the default augment is none; set an augmentation "
+        "to use augment_p"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ rebuilds and validates it. The defaults are openai/train-procgen's run (Cobbe et
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -54,6 +55,37 @@ EARLIER_DEFAULTS = {
 what ran before. A trial's recorded config holds every field of the rlsweep that recorded it
 (`rlsweep.run.tune_bridge.param_space`), so one without such a field ran with this value: a
 sweep begun before the field resumes, and reports, as it ran (`recorded_config`)."""
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A field no part of a trial reads while another field (`by`) holds what `test` accepts:
+    `state` says so after that field's key path, `fix` how to have it read."""
+
+    by: str
+    test: Callable[[Any], bool]
+    state: str
+    fix: str
+
+
+_NO_NORM = Unread("normalize_reward", lambda v: not v, "is false", "set normalize_reward: true")
+UNREAD = {
+    "lr": Unread(
+        "lr_schedule", lambda v: v is not None, "is set and replaces lr", "set lr_schedule: null"
+    ),
+    "framestack_k": Unread(
+        "framestack", lambda v: v == "none", "is none", "set framestack: stack or gap"
+    ),
+    "reward_norm_gamma": _NO_NORM,
+    "reward_clip": _NO_NORM,
+    "kl_target": Unread("kl_coeff", lambda v: v == 0, "is 0: no KL penalty", "set kl_coeff > 0"),
+    "augment_p": Unread("augment", lambda v: v == "none", "is none", "set an augmentation"),
+}
+"""Trial fields that a value of another field makes do nothing: `algos._lr`, the
+FrameStacker, the RewardNormalizer, `algos._kl_loss` and `augment.augment` read them only
+otherwise. A spec that sets one where every trial it reaches holds such a value is refused
+(`SpecChecks._ignored_errors`: a search over it would run one trial again and again);
+tests/test_config.py holds each against its reader."""
 
 
 def recorded_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -475,10 +475,11 @@ class SweepSpec(SpecChecks):
         return lines
 
     def setting_warnings(self) -> list[str]:
-        """One line per setting of the spec's trials that does nothing: `reward_shaping` under
+        """One line per setting of the spec's trials that does nothing in some of them (one
+        that does nothing in all of them is refused: `_ignored_errors`): `reward_shaping` under
         `normalize_reward` in a game whose one reward shaping only rescales
-        (`ONE_REWARD_GAMES`), which the normalizer's division by the return's std
-        undoes: those trials train as unshaped ones do, to the bit."""
+        (`ONE_REWARD_GAMES`), which the normalizer's division by the return's std undoes: those
+        trials train as unshaped ones do, to the bit."""
         where = f"{self.source}: " if self.source else ""
         cancelled: dict[str, list[str]] = {}
         for variant, trial in self.labelled_trials():

@@ -16,7 +16,7 @@ from typing import Any
 from rlsweep.envs import procgen
 from rlsweep.errors import ConfigError, SpecError
 from rlsweep.metrics import METRICS
-from rlsweep.spec.config import RENAMED, TrialConfig
+from rlsweep.spec.config import RENAMED, UNREAD, TrialConfig
 from rlsweep.spec.space import DEFAULT_MUTATIONS
 from rlsweep.spec.validators import (
     check_each_field,
@@ -325,35 +325,35 @@ class SpecChecks:
         return errors
 
     def _ignored_errors(self) -> list[SpecError]:
-        """An `lr` the spec sets where `lr_schedule` replaces it: every trial it reaches would
-        run the schedule, and a search over lr would run the same trial again and again."""
-        if "lr_schedule" in self.space:
-            return []
-        base = self.base_params().get("lr_schedule")
-        found = {}
-        for label in self.variant_labels:
-            bundle = self.variants[label] if label is not None else {}
-            schedule = bundle.get("lr_schedule", base)
-            if schedule is None:
+        """A trial field the spec sets (in `params`, a variant, or `space` without `when:`)
+        where every trial it reaches holds a value of another field under which nothing reads
+        it (`config.UNREAD`: `lr` beside an `lr_schedule`): it would do nothing, and a search
+        over it would run one trial again and again. Not judged where that other field is
+        sampled (each trial's own draw decides)."""
+        trials = self.labelled_trials()
+        errors = []
+        for key, unread in UNREAD.items():
+            if unread.by in self.sampled_keys:
                 continue
-            if "lr_schedule" in bundle:
-                by = f"variants.{label}.lr_schedule"
-            elif "lr_schedule" in self.params:
-                by = "params.lr_schedule"
-            else:
-                by = f"extends({self.extends}).lr_schedule"
-            if "lr" in bundle:
-                at = f"variants.{label}.lr"
-            elif "lr" in self.space:
-                at = "space.lr"
-            elif "lr" in self.params:
-                at = "params.lr"
-            else:
-                continue
-            found.setdefault(
-                at, f"ignored: {by} is set and replaces lr; set lr_schedule: null to run lr"
-            )
-        return [self._error(at, why) for at, why in found.items()]
+            reached: list[tuple[str, list[tuple[str | None, Any]]]] = [
+                (f"variants.{label}.{key}", [(v, t) for v, t in trials if v == label])
+                for label, bundle in self.variants.items()
+                if key in bundle
+            ]
+            if key in self.space and not self.space[key].when:
+                reached.append((f"space.{key}", trials))
+            elif key in self.params and key not in self.space:
+                rest = [(v, t) for v, t in trials if v is None or key not in self.variants[v]]
+                reached.append((f"params.{key}", rest))
+            for at, mine in reached:
+                if mine and all(unread.test(getattr(t, unread.by)) for _, t in mine):
+                    v, t = mine[0]
+                    by = self._locate(unread.by, t.game, t.seed, {}, v)
+                    if by == f"params.{unread.by}" and unread.by not in self.params:
+                        by = f"the default {unread.by}"  # nothing the spec reads sets it
+                    why = f"ignored: {by} {unread.state}; {unread.fix} to use {key}"
+                    errors.append(self._error(at, why))
+        return errors
 
     def _sampled_errors(self) -> list[SpecError]:
         """Each sampled parameter's candidates/bounds must make a valid trial on every game
