@@ -309,10 +309,11 @@ class SpecChecks:
         """Every grid trial and every sampled parameter's candidates, built (and so validated);
         and a normalized metric needs games and modes whose returns normalize."""
         try:
-            trials = self.trials()
+            labelled = self.labelled_trials()
         except SpecError as e:
             return list(e.errors)
-        errors = self._sampled_errors() + self._ignored_errors()
+        trials = [t for _, t in labelled]
+        errors = self._sampled_errors() + self._ignored_errors(labelled)
         if self.metric in METRICS and self.metric.endswith("_norm"):
             for t in trials:
                 if note := procgen.normalization_note(t.game, t.distribution_mode):
@@ -324,13 +325,12 @@ class SpecChecks:
                     break
         return errors
 
-    def _ignored_errors(self) -> list[SpecError]:
+    def _ignored_errors(self, trials: list[tuple[str | None, Any]]) -> list[SpecError]:
         """A trial field the spec sets (in `params`, a variant, or `space` without `when:`)
         where every trial it reaches holds a value of another field under which nothing reads
         it (`config.UNREAD`: `lr` beside an `lr_schedule`): it would do nothing, and a search
         over it would run one trial again and again. Not judged where that other field is
-        sampled (each trial's own draw decides)."""
-        trials = self.labelled_trials()
+        sampled (each trial's own draw decides). `trials`: `labelled_trials()`."""
         errors = []
         for key, unread in UNREAD.items():
             if unread.by in self.sampled_keys:
