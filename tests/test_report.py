@@ -469,28 +469,43 @@ def test_the_top_says_how_every_score_was_measured_each_setting_that_differs_wit
 
     final = pd.DataFrame(
         {
-            "game": ["bigfish", "bigfish", "coinrun"],
-            "distribution_mode": ["easy", "easy", "hard"],
-            "num_levels": [None, 100, None],  # None: the mode's default, 200 or 500
-            "start_level": [0, 1000, 0],
-            "eval_episodes": [32, 32, 8],
-            "eval_interval": [10, 10, 10],
-            "total_env_steps": [4_000_000] * 3,
+            # None: a trial that did not record it (a cell index alone), left out
+            "game": ["bigfish", "bigfish", "coinrun", None, "maze"],
+            "distribution_mode": ["easy", "easy", "hard", "easy", None],
+            "num_levels": [None, 100, None, None, None],  # None: the mode's default, 200 or 500
+            "start_level": [0, 1000, 0, 0, 0],
+            "eval_episodes": [32, 32, 8, 32, 32],
+            "eval_interval": [10] * 5,
+            "total_env_steps": [4_000_000] * 5,
         }
     )
-    (line, blank) = setup_note(SimpleNamespace(final=final))
-    assert blank == "" and line == (
+
+    def note(final: pd.DataFrame, counted: pd.DataFrame | None = None) -> str:
+        exp = SimpleNamespace(final=final, counted=final.iloc[:0] if counted is None else counted)
+        (line, blank) = setup_note(exp)
+        assert blank == ""
+        return line
+
+    assert note(final) == (
         "**How scores are measured**: trained on easy mode, 200 levels (level seeds 0-199) or "
         "easy mode, 100 levels (level seeds 1000-1099) or hard mode, 500 levels (level seeds "
-        "0-499), scored there (training levels, `train/`) and on unseen levels (`test/`: "
-        "procgen's whole level distribution, seeds 0 to 2^31 − 1, the training ones among "
-        "them); an evaluation plays one episode in each of 32 or 8 envs per split, actions "
-        "sampled, every 10 iterations and at the end, and a final score is the last one's "
-        "mean; 4,000,000 env steps per trial; `_norm` = (R − min) / (max − min), with "
-        "train-procgen's (min, max) (Cobbe et al. 2019): bigfish easy (1, 40), coinrun hard "
-        "(5, 10)."
+        "0-499), scored there (`train/`) and on unseen levels (`test/`: procgen's whole level "
+        "distribution, `num_levels: 0`, the training levels among them); an evaluation plays "
+        "one episode in each of 32 or 8 envs per split, actions sampled, every 10 iterations "
+        "and at the end, and a final score is the last one's mean; 4,000,000 env steps per "
+        "trial; `_norm` = (R − min) / (max − min), with train-procgen's (min, max) (Cobbe et "
+        "al. 2019): bigfish easy (1, 40), coinrun hard (5, 10)."
     )
-    assert setup_note(SimpleNamespace(final=final.drop(columns="eval_interval"))) == []
+    # The counted trials' settings, where any is counted: not a crashed trial's.
+    assert "each of 8 envs" in note(final, counted=final.iloc[[2]])
+    exploring = final.iloc[[2]].assign(distribution_mode="exploration")
+    assert "trained on exploration mode's one fixed level, scored there (`train/`) and on " in (
+        note(exploring)
+    )
+    assert "on those same levels again (`test/`: they have no unseen level)" in note(exploring)
+    assert "on unseen levels where a trial has any" in note(pd.concat([final, exploring]))
+    partial = final.drop(columns="eval_interval")
+    assert setup_note(SimpleNamespace(final=partial, counted=partial)) == []
 
 
 def test_trials_without_unseen_levels_are_named_at_the_top(tmp_path):

@@ -26,6 +26,7 @@ import pandas as pd
 from rlsweep import formatting, storage
 from rlsweep import metrics as M
 from rlsweep.envs import procgen
+from rlsweep.errors import ConfigError
 from rlsweep.experiment.experiment_dir import run_info, runs, sweep_spec
 from rlsweep.experiment.history import history_section
 from rlsweep.plan.placement import trial_cpus
@@ -37,6 +38,7 @@ from rlsweep.results import tables as T
 from rlsweep.results.importance import report_study
 from rlsweep.results.results import Experiment
 from rlsweep.spec.spec import SweepSpec
+from rlsweep.spec.subconfigs import EnvConfig
 
 FILES = (
     "scores.csv",
@@ -434,39 +436,61 @@ def notes(exp: Experiment) -> list[str]:
     return [*setup_note(exp), *short_trials_note(exp), *no_unseen_levels_note(exp)]
 
 
-_SETUP_COLUMNS = ("game", "distribution_mode", "num_levels", "start_level", "eval_episodes")
+_SETUP_COLUMNS = ("game", "distribution_mode", "num_levels", "start_level")
+
+
+def _trained_on(row: Any) -> tuple[str, bool] | None:
+    """The levels a trial of `row` (its game, mode, num_levels, start_level) trained on, in
+    words, and whether it has unseen levels; None where its config does not say (a trial that
+    recorded no game)."""
+    n = None if pd.isna(row.num_levels) else int(row.num_levels)
+    try:
+        env = EnvConfig(
+            game=row.game,
+            distribution_mode=row.distribution_mode,
+            num_levels=n,
+            start_level=0 if pd.isna(row.start_level) else int(row.start_level),
+        )
+    except (ConfigError, TypeError, ValueError):
+        return None
+    mode, levels = env.distribution_mode, env.train_level_range
+    if mode == "exploration":
+        return f"{mode} mode's one fixed level", False
+    if levels is None:
+        return f"{mode} mode, every level", False
+    lo, hi = levels
+    return f"{mode} mode, {hi - lo} levels (level seeds {lo}-{hi - 1})", True
 
 
 def setup_note(exp: Experiment) -> list[str]:
-    """How every score was measured, from the trials' own configs: the levels trained on and
-    those scored as unseen, what an evaluation plays and when, the budget, the normalization
-    constants. A setting the trials differ in is given with each of its values."""
-    t = exp.final
-    if t.empty or any(c not in t for c in (*_SETUP_COLUMNS, "eval_interval", "total_env_steps")):
+    """How every counted score was measured (every trial's, where none is counted), from the
+    trials' own configs: the levels trained on (`EnvConfig.train_level_range`) and those scored
+    as unseen, what an evaluation plays and when, the budget, the normalization constants. A
+    setting the trials differ in is given with each of its values."""
+    t = exp.counted if len(exp.counted) else exp.final
+    needed = (*_SETUP_COLUMNS, "eval_episodes", "eval_interval", "total_env_steps")
+    if t.empty or any(c not in t for c in needed):
+        return []
+    rows = list(t[list(_SETUP_COLUMNS)].drop_duplicates().itertuples(index=False))
+    trained = [(r, got) for r in rows if (got := _trained_on(r)) is not None]
+    if not trained:
         return []
 
     def each(texts: Iterable[str]) -> str:
         return " or ".join(dict.fromkeys(texts))
 
-    def levels(mode: str, n: Any, start: Any) -> str:
-        if mode == "exploration":
-            return "exploration mode's one fixed level per game"
-        n = procgen.DEFAULT_NUM_LEVELS[mode] if pd.isna(n) else int(n)
-        start = 0 if pd.isna(start) else int(start)
-        return (
-            f"{mode} mode, {n} levels (level seeds {start}-{start + n - 1})"
-            if n
-            else (f"{mode} mode, every level")
-        )
-
-    rows = t[list(_SETUP_COLUMNS)].drop_duplicates().itertuples(index=False)
-    rows = list(rows)
-    trained = each(levels(r.distribution_mode, r.num_levels, r.start_level) for r in rows)
-    episodes = each(str(int(n)) for n in t["eval_episodes"].dropna())
-    every = each(str(int(n)) for n in t["eval_interval"].dropna())
-    budget = each(formatting.count(n) for n in t["total_env_steps"].dropna())
+    unseen = {has for _, (_, has) in trained}
+    test = {
+        frozenset({True}): "on unseen levels (`test/`: procgen's whole level distribution, "
+        "`num_levels: 0`, the training levels among them)",
+        frozenset({False}): "on those same levels again (`test/`: they have no unseen level)",
+    }.get(
+        frozenset(unseen),
+        "on unseen levels where a trial has any (`test/`: procgen's whole level "
+        "distribution; a trial with no unseen level plays its own again)",
+    )
     ranges = []
-    for r in rows:
+    for r, _ in trained:
         low, high = procgen.score_range(r.game, r.distribution_mode)
         if np.isfinite(low):
             ranges.append(f"{r.game} {r.distribution_mode} ({low:g}, {high:g})")
@@ -476,12 +500,14 @@ def setup_note(exp: Experiment) -> list[str]:
         if ranges
         else ""
     )
+    episodes = each(str(int(n)) for n in t["eval_episodes"].dropna())
+    every = each(str(int(n)) for n in t["eval_interval"].dropna())
+    budget = each(formatting.count(n) for n in t["total_env_steps"].dropna())
     return [
-        f"**How scores are measured**: trained on {trained}, scored there (training levels, "
-        "`train/`) and on unseen levels (`test/`: procgen's whole level distribution, seeds "
-        "0 to 2^31 − 1, the training ones among them); an evaluation plays one episode in "
-        f"each of {episodes} envs per split, actions sampled, every {every} iterations and at "
-        f"the end, and a final score is the last one's mean; {budget} env steps per "
+        f"**How scores are measured**: trained on {each(text for _, (text, _) in trained)}, "
+        f"scored there (`train/`) and {test}; an evaluation plays one episode in each of "
+        f"{episodes} envs per split, actions sampled, every {every} iterations and at the "
+        f"end, and a final score is the last one's mean; {budget} env steps per "
         f"trial{normalized}.",
         "",
     ]
