@@ -199,6 +199,9 @@ def test_a_searchs_configurations_are_scored_as_ranked_in_the_order_their_first_
     assert configs["lr"].tolist() == [2.0, 1.0]
     assert configs[M.TEST_RETURN_NORM].tolist() == pytest.approx([(0.2 + 0.7) / 2, 0.25])
     assert T.configuration_scores(counted).to_dict() == pytest.approx({"lr=2": 0.45, "lr=1": 0.25})
+    # A search by its variants' labels (more than a comparison holds, or `--by variant`)
+    by_label = T.configurations(counted, ["variant"])
+    assert list(by_label.columns) == ["variant", M.TEST_RETURN_NORM] and len(by_label) == 2
 
 
 def test_trials_in_the_order_tune_started_them():

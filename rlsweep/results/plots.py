@@ -452,15 +452,16 @@ def _optuna_figure(draw, study) -> Figure:
 def plot_search_params(study, path: Path) -> None:
     """`search_params_figure`, written to `path` (a note where no trial finished)."""
     if not study.trials:
-        _empty(path, "no finished trial with every searched value")
+        _empty(path, "no finished configuration with every searched value")
         return
     _save(search_params_figure(study), path)
 
 
 def search_params_figure(study) -> Figure:
-    """Score against each searched hyperparameter, a panel each, every trial a point coloured
-    by when it ran: Optuna's `plot_slice` (log x where the space is log, the choices of a
-    categorical one side by side), its colour bar in whole trial numbers, its choices as
+    """Score against each searched hyperparameter, a panel each, every configuration a point
+    (`tables.configurations`, the study's trials) coloured by when its first trial ran:
+    Optuna's `plot_slice` (log x where the space is log, the choices of a categorical one side
+    by side), its colour bar in whole numbers, its choices as
     written (Optuna's are `repr`s: 'gap' in quotes) and its log axes labelled at a few
     readable steps (`_log_ticks`)."""
     from optuna.visualization.matplotlib import plot_slice
@@ -475,7 +476,7 @@ def search_params_figure(study) -> Figure:
         if ax.get_ylabel() == "Objective Value":
             ax.set_ylabel("normalized return (unseen levels)")
         if ax.get_ylabel() == "Trial":  # the colour bar
-            ax.set_ylabel("trial (order run)")
+            ax.set_ylabel("configuration (order run)")
             ax.yaxis.set_major_locator(MaxNLocator(integer=True))
             continue
         if isinstance(ax.xaxis.get_units(), UnitData):  # a choice's panel: categorical units
@@ -515,24 +516,25 @@ def _log_ticks(axis) -> None:
 
 
 def plot_search_history(study, path: Path) -> None:
-    """The search's history: each trial's score in the order the trials ran, and the best so
-    far: Optuna's `plot_optimization_history`."""
+    """The search's history: each configuration's score (the study's trials:
+    `tables.configurations`) in the order their first trials ran, and the best so far:
+    Optuna's `plot_optimization_history`."""
     from optuna.visualization.matplotlib import plot_optimization_history
 
     if not study.trials:
-        _empty(path, "no finished trial with every searched value")
+        _empty(path, "no finished configuration with every searched value")
         return
     fig = _optuna_figure(plot_optimization_history, study)
     fig.set_size_inches(8.0, 4.2)
     ax = fig.axes[0]
-    ax.set_title("Search history: each trial's final unseen-level score", fontsize=11)
-    ax.set_xlabel("trial (order run)")
+    ax.set_title("Search history: each configuration's final unseen-level score", fontsize=11)
+    ax.set_xlabel("configuration (order its first trial ran)")
     ax.set_ylabel("normalized return (unseen levels)")
     legend = ax.get_legend()
     if legend is not None:  # Optuna's words for them
         for text in legend.get_texts():
             text.set_text(
-                {"Objective Value": "a trial", "Best Value": "best so far"}.get(
+                {"Objective Value": "a configuration", "Best Value": "best so far"}.get(
                     text.get_text(), text.get_text()
                 )
             )

@@ -293,7 +293,8 @@ def configurations(counted: pd.DataFrame, params: Sequence[str]) -> pd.DataFrame
     whose games and seeds score apart."""
     first = counted.loc[trial_order(counted).sort_values().index].drop_duplicates("variant")
     scores = configuration_scores(counted)
-    out = first[["variant", *params]].assign(**{M.TEST_RETURN_NORM: first["variant"].map(scores)})
+    columns = list(dict.fromkeys(["variant", *params]))  # `--by variant` searches by label
+    out = first[columns].assign(**{M.TEST_RETURN_NORM: first["variant"].map(scores)})
     return out.reset_index(drop=True)
 
 
