@@ -500,7 +500,7 @@ def test_search_params_reads_whole_trials_choices_as_written_and_log_axes_apart(
     fig = plots.search_params_figure(study)
     fig.canvas.draw()
     panels = {ax.get_xlabel(): ax for ax in fig.axes if ax.get_xlabel()}
-    (bar,) = [ax for ax in fig.axes if ax.get_ylabel() == "trial (order run)"]
+    (bar,) = [ax for ax in fig.axes if ax.get_ylabel() == "configuration (order run)"]
     assert [t.get_text() for t in _shown_labels(bar, "y")] == ["0", "1", "2"]
     assert [t.get_text() for t in _shown_labels(panels["framestack"])] == ["none", "stack", "gap"]
     assert [t.get_text() for t in _shown_labels(panels["widths"])] == [
