@@ -479,13 +479,19 @@ class SweepSpec(SpecChecks):
         that does nothing in all of them is refused: `_ignored_errors`): `reward_shaping` under
         `normalize_reward` in a game whose one reward shaping only rescales
         (`ONE_REWARD_GAMES`), which the normalizer's division by the return's std undoes: those
-        trials train as unshaped ones do, to the bit."""
+        trials train as unshaped ones do, up to rounding (~1e-5)."""
         where = f"{self.source}: " if self.source else ""
         cancelled: dict[str, list[str]] = {}
+        sampled = "reward_shaping" in self.sampled_keys
         for variant, trial in self.labelled_trials():
-            shaped = trial.reward_shaping and trial.normalize_reward
-            if shaped and trial.game in ONE_REWARD_GAMES:
-                key = self._locate("reward_shaping", trial.game, trial.seed, {}, variant)
+            # a sampled value is each trial's own draw: those that draw true
+            shaped = True in self.space["reward_shaping"].candidates if sampled else None
+            if not (trial.reward_shaping if shaped is None else shaped):
+                continue
+            if trial.normalize_reward and trial.game in ONE_REWARD_GAMES:
+                values = {k: getattr(trial, k) for k in self.grid_keys}
+                values |= {"reward_shaping": True} if sampled else {}
+                key = self._locate("reward_shaping", trial.game, trial.seed, values, variant)
                 if trial.game not in cancelled.setdefault(key, []):
                     cancelled[key].append(trial.game)
         return [
