@@ -147,10 +147,20 @@ def test_a_value_that_passes_is_converted_and_a_refused_one_is_shown_as_given():
 def test_a_numpy_value_is_held_as_the_python_one_yaml_and_tune_hold():
     from rlsweep.spec.config import TrialConfig
 
-    config = TrialConfig(lr=np.float32(2.5e-4), gamma=np.float64(0.99), num_levels=np.int64(200))
+    config = TrialConfig(
+        lr=np.float32(2.5e-4),
+        gamma=np.float64(0.99),
+        num_levels=np.int64(200),
+        widths=list(np.array([16, 32, 32])),  # inside containers too
+        lr_schedule=[[np.int64(0), np.float32(1e-4)], (1000, np.float64(2e-4))],
+        learner_resources={"acc": np.float32(0.5)},
+    )
     assert [type(v) for v in (config.lr, config.gamma, config.num_levels)] == [float, float, int]
     assert config.lr == pytest.approx(2.5e-4) and config.num_levels == 200
-    assert yaml.safe_load(yaml.safe_dump(config.to_dict()))["gamma"] == 0.99
+    assert config.widths == (16, 32, 32) and {type(w) for w in config.widths} == {int}
+    assert config.learner_resources == {"acc": 0.5}
+    held = yaml.safe_load(yaml.safe_dump(config.to_dict()))
+    assert held["gamma"] == 0.99 and held["lr_schedule"] == [[0, pytest.approx(1e-4)], [1000, 2e-4]]
 
 
 def test_check_each_field_returns_the_errors_instead():

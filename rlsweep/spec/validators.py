@@ -39,13 +39,14 @@ def plain(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def plain_tree(v: Any) -> Any:
+def plain_tree(v: Any, tuples: type = list) -> Any:
     """`v` with every value in it `plain`, its tuples lists: a mapping, list or value written in
-    Python (`params={"widths": (16, 32, 32), "num_levels": np.int64(200)}`) as YAML writes it."""
+    Python (`params={"widths": (16, 32, 32), "num_levels": np.int64(200)}`) as YAML writes it.
+    `tuples=tuple` keeps them tuples (a frozen config's field, as it holds them)."""
     if isinstance(v, dict):
-        return {k: plain_tree(x) for k, x in v.items()}
+        return {k: plain_tree(x, tuples) for k, x in v.items()}
     if isinstance(v, list | tuple):
-        return [plain_tree(x) for x in v]
+        return (list if isinstance(v, list) else tuples)(plain_tree(x, tuples) for x in v)
     return plain(v)
 
 
@@ -176,11 +177,11 @@ def refused(key: str, value: Any, allowed: str, hint: str = "") -> ConfigError:
 
 def check_each_field(obj: Any) -> list[ConfigError]:
     """Every field of the dataclass `obj` against its rule: the errors of the values refused, in
-    field order; each value that passed is converted in place (`Rule.convert`), a numpy scalar
-    first to its Python value (`plain`), which YAML and Tune hold."""
+    field order; each value that passed is converted in place (`Rule.convert`), its numpy
+    scalars first to their Python values (`plain_tree`), which YAML and Tune hold."""
     errors = []
     for name, rule in _rules(type(obj)).items():
-        value = plain(getattr(obj, name))
+        value = plain_tree(getattr(obj, name), tuples=tuple)
         if not rule(value):
             errors.append(refused(name, value, rule.allowed, rule.hint(value)))
         else:
