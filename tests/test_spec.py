@@ -980,6 +980,13 @@ def test_a_references_variant_is_not_refused_for_a_variants_section_refused_itse
         SweepSpec.from_yaml(path)
     (only,) = e.value.errors
     assert str(only).startswith(f"{path}: {error}")
+    # Beside a `variants:` that stands, a stray `variant:` hides no reference's wrong label.
+    path.write_text(path.read_text().replace("variant: Base,", "variant: Bsae,"))
+    if variants.startswith("variant:"):
+        path.write_text(path.read_text() + "variants: {Base: {}}\n")
+        with pytest.raises(SpecError) as e:
+            SweepSpec.from_yaml(path)
+        assert [x.path for x in e.value.errors] == ["variant", "reference[0].variant"]
 
 
 def test_an_unknown_param_name_does_not_hide_the_games_and_spaces_errors(tmp_path):

@@ -360,7 +360,7 @@ class SweepSpec(SpecChecks):
         except SpecError as e:
             later = list(e.errors)
             misspelt = {did_you_mean(k, known) for k in d if k not in known}
-            if did_you_mean("variants", known) in misspelt:
+            if "variants" not in d and did_you_mean("variants", known) in misspelt:
                 # `variant:` for `variants:`: its references' labels are not wrong as well
                 later = [x for x in later if not _REFERENCE_VARIANT.fullmatch(x.path)]
             raise SpecError.several(errors + later) from None
