@@ -10,7 +10,7 @@ from rlsweep import metrics as M
 from rlsweep.results import stats as S
 from rlsweep.results import tables as T
 from rlsweep.results.results import TERMINATED, Experiment
-from rlsweep.spec.spec import Reference
+from rlsweep.spec.spec import Reference, SweepSpec
 
 
 def _experiment(runs: dict[tuple[str, str, int], tuple[float, float]]) -> Experiment:
@@ -222,17 +222,25 @@ def test_a_reference_to_a_game_the_sweep_did_not_run_gets_its_own_rows_marked_no
     exp.final[M.TRAIN_RETURN] = exp.final[M.TEST_RETURN] = 1.0
     refs = [
         Reference(
-            game="bigfish", variant="A", value=17.7, split="train", budget=4e6, seeds=1, source="L"
-        ),
-        Reference(game="bigfish", value=16.46, split="train", budget=25e6, seeds=3, source="C"),
+            game="bigfish", variant="A", value=v, split="train", budget=b, seeds=1, source="L"
+        )
+        for v, b in ((17.7, 4e6), (23.1, 8e6))
     ]
+    refs.append(
+        Reference(game="bigfish", value=16.46, split="train", budget=25e6, seeds=3, source="C")
+    )
     rows = [r.split(" | ") for r in T.reference_table(exp, refs, n_resamples=100)[2:]]
     bigfish = [r[1:5] + [r[6]] for r in rows if r[0] == "| bigfish"]
     assert bigfish == [
         ["A", "training", T.NOT_RUN, "", "17.7"],
+        ["A", "training", "", "", "23.1"],  # said once, as rlsweep's cells are
         ["(context)", "training", "", "", "16.46"],
     ]
     assert len([r for r in rows if r[0] == "| coinrun"]) == 4  # A and B, each split: ours
+    # A game of the spec whose trials have not started yet is no game the sweep does not run.
+    exp.specs = {"s": SweepSpec(name="s", games=["coinrun", "bigfish"])}
+    table = "\n".join(T.reference_table(exp, refs, n_resamples=100))
+    assert T.NOT_RUN not in table and "| bigfish | B | unseen | — | 0 |" in table
 
 
 def test_every_game_shows_its_references_of_a_variant_the_columns_split():

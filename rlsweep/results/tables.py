@@ -420,9 +420,10 @@ def reference_table(
     `references` (a spec's `reference:`) in columns of its own, on the row of its game, variant
     and levels, never in the statistics. A reference without a variant (context) gets a row of
     its own, as does one whose variant the table splits further (`A, lr=0.0001`, `A, lr=0.0005`:
-    a `space:` beside the variants); a game the sweep did not run (a reference kept through a
-    `--games` cut) gets its references' rows alone, marked `NOT_RUN`, not a row of no finished
-    runs per variant. The published columns only where there are references."""
+    a `space:` beside the variants); a game the sweep does not run (a reference kept through a
+    `--games` cut: in no trial nor in its spec's games) gets its references' rows alone, marked
+    `NOT_RUN`, not a row of no finished runs per variant. The published columns only where
+    there are references."""
     games = list(dict.fromkeys([*exp.games, *(r.game for r in references)]))
     kw = {"n_resamples": n_resamples, "seed": seed}
     ours: dict[tuple[str, str | None, str], list[str]] = {}
@@ -440,8 +441,9 @@ def reference_table(
                 ours[game, v, split] = [text, str(len(runs)), formatting.steps(steps[v, game])]
     published_only = [r.variant for r in references if r.variant and r.variant not in exp.variants]
     rows = []
+    planned = {g for spec in exp.specs.values() for g in spec.games}  # started or not yet
     for game in games:
-        ran = game in exp.games
+        ran = game in exp.games or game in planned
         for v in [*exp.variants, *dict.fromkeys(published_only), None]:
             for split in SPLIT_METRICS:
                 refs = [r for r in references if (r.game, r.variant, r.split) == (game, v, split)]
@@ -451,7 +453,7 @@ def reference_table(
                 for i, r in enumerate(refs or [None]):
                     # rlsweep's cells once per game, variant and levels, however many references
                     cells = ours.get((game, v, split), [""] * 3) if i == 0 else [""] * 3
-                    if not ran and v in exp.variants:
+                    if not ran and v in exp.variants and i == 0:
                         cells = [NOT_RUN, "", ""]
                     rows.append(label + cells + (_published(r) if references else []))
     header = ["game", "variant", "levels", "rlsweep: mean [95% CI]", "runs", "env steps"]
