@@ -33,6 +33,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,6 +154,7 @@ def _load() -> float:
 def time_report(n_trials: int, work: Path) -> dict[str, Any]:
     """`rlsweep report` on a synthetic `n_trials` search in a child process: wall seconds,
     peak RSS (MiB), the report's files."""
+    shutil.rmtree(work / f"r{n_trials}", ignore_errors=True)  # a kept one of an earlier run
     exp = write_search(work / f"r{n_trials}", n_trials)
     load = _load()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -279,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         "--keep",
         type=Path,
         metavar="DIR",
-        help="write the synthetic searches (and their reports) under DIR and keep them, to read "
-        "(default: a temporary dir, removed)",
+        help="write the synthetic searches (and their reports) under DIR and keep them, to read; "
+        "its r<N>/ dirs are replaced (default: a temporary dir, removed)",
     )
     args = parser.parse_args(argv)
     both = args.report is None and args.sweep is None

@@ -753,8 +753,9 @@ def parser() -> argparse.ArgumentParser:
         "  rlsweep report results/            # every sweep in it, one report each\n"
         "  rlsweep report results/a results/b --pool --by lr --out report/\n",
         "Tables with 95% bootstrap CIs, plots and report.md from finished, stopped or running\n"
-        "sweeps (an ablation's dir: ablation.md too, as `ablate` writes it). Exit code 0; 2: a\n"
-        "directory that cannot be read or holds no sweep.",
+        "sweeps (an ablation's dir: ablation.md too, as `ablate` writes it). Exit code 0; 2: bad\n"
+        "input (a directory that cannot be read or holds no sweep, --by, --prices); 130:\n"
+        "interrupted.",
     )
     rep.add_argument("dirs", nargs="+", metavar="DIR", help="experiment (or storage) directories")
     rep.add_argument(

@@ -183,10 +183,10 @@ def no_ray_running():
 
 @pytest.fixture
 def ray_sessions(monkeypatch) -> list[dict]:
-    """The Ray sessions `run_sweep`/`resume_sweep` open (the one place they start or join Ray:
-    `rlsweep.run.session.ray_session`), each as its keyword arguments; each is opened as ever.
-    Whether Ray runs after cannot tell: a module's own Ray may run, and a session that started
-    one shuts it down as it ends."""
+    """The Ray sessions `run_sweep`/`resume_sweep` open (`rlsweep.run.session.ray_session`,
+    where they start Ray; `fits.target_machine` also joins one that runs), each as its keyword
+    arguments; each is opened as ever. Whether Ray runs after cannot tell: a module's own Ray
+    may run, and a session that started one shuts it down as it ends."""
     from rlsweep.run import sweep
 
     opened, real = [], sweep.ray_session

@@ -606,4 +606,4 @@ def test_a_search_of_300_trials_is_ranked(tmp_path, monkeypatch):
 def test_a_search_of_single_runs_says_its_best_reads_high(tmp_path):
     """The best of many single-seed runs is picked by luck too: said under the ranking."""
     md = build_report([write_search(tmp_path, 12)], n_resamples=100).read_text()
-    assert "the best of 12 single runs is chosen by its luck" in md
+    assert "the best of 12 configurations, each run once, is chosen by its luck" in md

@@ -257,9 +257,10 @@ def _search_body(
     )
     if n_ranked > 1 and (ranked["runs"] == ranked["games"]).all():
         note += (
-            f" Each configuration ran one seed a game: the best of {n_ranked} single runs is "
-            "chosen by its luck as well as by its settings, so its score reads high (a "
-            "winner's curse); run the top few again over seeds before trusting their order."
+            f" Each configuration ran one seed a game: the best of {n_ranked} configurations, "
+            "each run once, is chosen by its luck as well as by its settings, so its score "
+            "reads high (a winner's curse); run the top few again over seeds before trusting "
+            "their order."
         )
     (out / "table.md").write_text("\n".join([*lines, "", note, ""]))
     ranked.assign(
