@@ -79,7 +79,8 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     assert "rlsweep: interrupted: time limit" in first["log"]
     table = tmp_path / "node1" / STUDY / "report" / "ablation.md"
     text = table.read_text()  # what an unfinished study's report says
-    assert text.splitlines()[2].startswith("> **Short trials**: none ran more than ")
+    assert text.splitlines()[2].startswith("**How scores are measured**: trained on easy mode")
+    assert text.splitlines()[4].startswith("> **Short trials**: none ran more than ")
     assert "| game | Avg Pool | No Pool | Avg Pool fp32 |" in text
     assert "17.7" in text and "16.46 ± 2.71" in text and "single run" in text
     assert "## Differences: Avg Pool against each other variant" in text

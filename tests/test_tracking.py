@@ -221,7 +221,7 @@ def test_tensorboard_event_files_per_trial_with_env_steps_as_x(random_sweep):
 def test_report_has_importances_from_finished_trials(random_sweep):
     _, result, _ = random_sweep
     md = (Path(result.path) / "report" / "report.md").read_text()
-    assert "## Hyperparameter importance" in md and "from finished trials (4 trials)" in md
+    assert "## Hyperparameter importance" in md and "from finished trials (4 configurations)" in md
     imp = (Path(result.path) / "report" / "importance.csv").read_text().splitlines()
     rows = {line.split(",")[1]: float(line.split(",")[2]) for line in imp[1:]}
     assert set(rows) == {"lr", "entropy_coeff"}
