@@ -481,15 +481,18 @@ def setup_note(exp: Experiment) -> list[str]:
         return " or ".join(dict.fromkeys(texts))
 
     unseen = {has for _, (_, has) in trained}
-    test = {
-        frozenset({True}): "on unseen levels (`test/`: procgen's whole level distribution, "
-        "`num_levels: 0`, the training levels among them)",
-        frozenset({False}): "on those same levels again (`test/`: they have no unseen level)",
-    }.get(
-        frozenset(unseen),
-        "on unseen levels where a trial has any (`test/`: procgen's whole level "
-        "distribution; a trial with no unseen level plays its own again)",
-    )
+    if unseen == {True}:
+        test = (
+            "on unseen levels (`test/`: procgen's whole level distribution, `num_levels: 0`, "
+            "the training levels among them)"
+        )
+    elif unseen == {False}:
+        test = "on those same levels again (`test/`: they have no unseen level)"
+    else:
+        test = (
+            "on unseen levels where a trial has any (`test/`: procgen's whole level "
+            "distribution; a trial with no unseen level plays its own again)"
+        )
     ranges = []
     for r, _ in trained:
         low, high = procgen.score_range(r.game, r.distribution_mode)
