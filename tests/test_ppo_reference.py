@@ -242,11 +242,12 @@ SCENARIOS = {
     # the batch, raw rewards, its lr schedule), on a small rollout of bigfish, but Adam's
     # epsilon at 1e-5: at its 1e-8, float noise in near-zero gradients becomes whole Adam
     # steps in the first update (the reference's own result moved 4e-5 when its initial
-    # weights moved 1e-7; rlsweep's stood 3e-5 from it). At 1e-5 they agree (2.5e-7 on 2026-12-01); leaving
-    # the KL term out (kl_coeff 0 on rlsweep's side) moves them only 4.9e-6 apart, inside the
-    # tolerance, so the term is held to RLlib's by test_learner_syncs.py (2026-11-29; the
-    # epsilon reaching Adam: maze's revert below). Half this rollout (64 steps) would halve
-    # the test, but the revert below then moves the weights only 4.4e-5, under its 1e-4.
+    # weights moved 1e-7; rlsweep's stood 3e-5 from it). At 1e-5 they agree (2.5e-7 on
+    # 2026-12-01); leaving the KL term out (kl_coeff 0 on rlsweep's side) moves them only
+    # 4.9e-6 apart, inside the tolerance, so the term is held to RLlib's by
+    # test_learner_syncs.py (2026-11-29; the epsilon reaching Adam: maze's revert below). Half
+    # this rollout (64 steps) would halve the test, but the revert below then moves the
+    # weights only 4.4e-5, under its 1e-4.
     "lars12llt": {
         **{k: v for k, v in load_baseline("lars12llt").items() if k != "train_batch_size"},
         "game": "bigfish",
