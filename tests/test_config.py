@@ -207,8 +207,8 @@ def _reads(key: str, cfg: TrialConfig) -> object:
     if key == "kl_target":
         loss = algos._kl_loss(cfg)
         return loss if loss["use_kl_loss"] else {"use_kl_loss": False}
-    if key == "augment_p":
-        obs = torch.arange(2 * 3 * 8 * 8, dtype=torch.uint8).reshape(2, 3, 8, 8)
+    if key.startswith("augment"):
+        obs = torch.arange(4 * 3 * 8 * 8, dtype=torch.uint8).reshape(4, 3, 8, 8)
         return augment(obs, cfg.augment_config(), torch.Generator().manual_seed(0)).tolist()
     raise AssertionError(f"no reader check for {key}")
 
@@ -223,9 +223,15 @@ def test_each_unread_field_is_read_by_nothing_under_its_condition_and_read_other
     under |= {"normalize_reward": False, "kl_coeff": 0.0, "augment": "none"}
     away = {"lr_schedule": None, "framestack": "stack", "normalize_reward": True}
     away |= {"kl_coeff": 0.2, "augment": "flip"}
-    assert unread.test(under[unread.by]) and not unread.test(away[unread.by])
+    # the augmentations that do not shift or crop, and those that do
+    under |= {"augment_pad": "crop_resize", "augment_scale_min": "translate"}
+    away |= {"augment_pad": "pad_crop", "augment_scale_min": "crop_resize"}
+    lo, hi = under.get(key, under[unread.by]), away.get(key, away[unread.by])
+    assert unread.test(lo) and not unread.test(hi)
     values = {"lr": (1e-4, 3e-4), "framestack_k": (2, 3), "reward_norm_gamma": (0.9, 0.99)}
     values |= {"reward_clip": (5.0, 10.0), "kl_target": (0.01, 0.02), "augment_p": (0.5, 1.0)}
-    for condition, same in ((under[unread.by], True), (away[unread.by], False)):
-        a, b = (TrialConfig(**{unread.by: condition, key: v}) for v in values[key])
+    values |= {"augment_pad": (1, 3), "augment_scale_min": (0.3, 0.8)}
+    every = {"augment_p": 1.0} if key in ("augment_pad", "augment_scale_min") else {}
+    for condition, same in ((lo, True), (hi, False)):
+        a, b = (TrialConfig(**{**every, unread.by: condition, key: v}) for v in values[key])
         assert (_reads(key, a) == _reads(key, b)) is same, (key, condition)

@@ -80,12 +80,25 @@ UNREAD = {
     "reward_clip": _NO_NORM,
     "kl_target": Unread("kl_coeff", lambda v: v == 0, "is 0: no KL penalty", "set kl_coeff > 0"),
     "augment_p": Unread("augment", lambda v: v == "none", "is none", "set an augmentation"),
+    "augment_pad": Unread(
+        "augment",
+        lambda v: v not in ("translate", "pad_crop", "all"),
+        "shifts no image",
+        "set augment: translate, pad_crop or all",
+    ),
+    "augment_scale_min": Unread(
+        "augment",
+        lambda v: v not in ("crop_resize", "all"),
+        "crops no image",
+        "set augment: crop_resize or all",
+    ),
 }
 """Trial fields that a value of another field makes do nothing: `algos._lr`, the
-FrameStacker, the RewardNormalizer, `algos._kl_loss` and `augment.augment` read them only
-otherwise. A spec that sets one where every trial it reaches holds such a value is refused
-(`SpecChecks._ignored_errors`: a search over it would run one trial again and again);
-tests/test_config.py holds each against its reader."""
+FrameStacker, the RewardNormalizer, `algos._kl_loss` and `augment.augment` (translate and
+pad_crop the pad, crop_resize the scale) read them only otherwise. A spec that sets one where
+every trial it reaches holds such a value is refused (`SpecChecks._ignored_errors`: a search
+over it would run one trial again and again); tests/test_config.py holds each against its
+reader."""
 
 
 def recorded_config(config: dict[str, Any]) -> dict[str, Any]:
