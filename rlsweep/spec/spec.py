@@ -483,12 +483,11 @@ class SweepSpec(SpecChecks):
         where = f"{self.source}: " if self.source else ""
         cancelled: dict[str, list[str]] = {}
         sampled = "reward_shaping" in self.sampled_keys
+        # a sampled value is each trial's own draw: judged where it may draw true
+        draws_true = sampled and True in self.space["reward_shaping"].candidates
         for variant, trial in self.labelled_trials():
-            # a sampled value is each trial's own draw: those that draw true
-            shaped = True in self.space["reward_shaping"].candidates if sampled else None
-            if not (trial.reward_shaping if shaped is None else shaped):
-                continue
-            if trial.normalize_reward and trial.game in ONE_REWARD_GAMES:
+            shaped = draws_true if sampled else trial.reward_shaping
+            if shaped and trial.normalize_reward and trial.game in ONE_REWARD_GAMES:
                 values = {k: getattr(trial, k) for k in self.grid_keys}
                 values |= {"reward_shaping": True} if sampled else {}
                 key = self._locate("reward_shaping", trial.game, trial.seed, values, variant)
