@@ -69,7 +69,8 @@ and what runs after the pack (a pack that ran PACK_S over the rehearsals' would 
 MIN_SWEEP_S = 60.0
 """The least time limit a sweep is started with (a trial that stops before its first checkpoint
 carries nothing on): the CPU rehearsals' trials checkpointed within it (tests/
-test_study_sitting.py, limits of 81 and 69 s); a GPU trial's start is unmeasured in a sitting."""
+test_study_sitting.py, limits of about 81 and 75 s); a GPU trial's start is unmeasured in a
+sitting."""
 RESERVE_S = 15.0
 """Seconds kept after the sweep's time limit for the report and the pack (the smoke's: 2 s
 each on 2 CPU cores)."""

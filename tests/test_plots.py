@@ -233,6 +233,32 @@ def test_a_run_with_one_evaluation_is_a_point_and_an_empty_cell_is_named(tmp_pat
     plt.close(fig)
 
 
+def test_variants_whose_curves_coincide_are_named_in_the_panel(tmp_path):
+    """A variant that changes nothing its trials read (shaping a one-reward game's reward under
+    normalization) scores as the baseline does at every evaluation: its curves lie exactly over
+    the baseline's. The panel says so, for the levels where they coincide: Other differs from
+    Base on the training levels only."""
+    exp_dir = tmp_path / "shaping"
+    steps = [256, 512, 768, 1024]
+    for variant, shift in (("Base", 0.0), ("Shaped", 0.0), ("Other", 0.05)):
+        for seed in (0, 1, 2):
+            # Other differs on the training levels only, at one evaluation.
+            score = lambda i, s=seed, d=shift: (0.1 * s + (d if i == 4 else 0), 0.2 * s + i / 10)  # noqa: E731
+            params = {"game": "leaper", "seed": seed, "variant": variant}
+            name = f"leaper_s{seed}_{variant}"
+            _trial_like_the_trainable(exp_dir, name, params, steps, {2, 4}, score)
+    exp = load_experiment([exp_dir])
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    notes = [t.get_text().replace("\n", " ") for t in fig.axes[0].texts]
+    assert notes == [
+        "Base and Other coincide (unseen levels): the same scores at every evaluation, one "
+        "curve over the other "
+        "Base and Shaped coincide (training levels and unseen levels): the same scores at "
+        "every evaluation, one curve over the other"
+    ]
+    plt.close(fig)
+
+
 def test_a_variant_not_finished_anywhere_is_drawn_as_far_as_it_got_in_raw_returns(tmp_path):
     """A study between sittings: No Pool's runs are unfinished (12 of 24 iterations), so its
     curves come from them, as far as they got, and its legend entry counts them; Avg

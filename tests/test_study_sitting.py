@@ -108,8 +108,10 @@ def test_two_sittings_stop_mid_study_and_the_next_goes_on_from_the_checkpoints(t
     # Its command line as the first's (`make study-sitting ABLATE_ARGS=...` each time): the
     # resume takes the options of where it runs, the spec's own are in sweep.yaml.
     again = ["--", "max_concurrent=1", *budget, "--num-cpus", "2"]
+    # 1.5 minutes: the unpack and the sitting's start leave the sweep ~75 s here, and 63 s
+    # under a load of 6 (2026-12-01), above the least a sitting starts a sweep with (60 s).
     second = _sitting(
-        tmp_path, "out2", "node2", "--minutes", "1.4", "--carried", str(carried), *again
+        tmp_path, "out2", "node2", "--minutes", "1.5", "--carried", str(carried), *again
     )
     assert second["sweep_rc"] == 3, second
     assert [s["stage"] for s in second["stages"]] == ["unpack", "sweep", "report", "pack"]

@@ -147,7 +147,8 @@ def learning_curves_figure(
     runs with a single evaluation are a point, and a curve of measured evaluations marks each
     (up to MARKED_POINTS). A variant without a finished run on a game is
     drawn from its unfinished runs as far as they have got (a study between sittings), its
-    legend entry counting them. A variant a panel cannot draw is named in it.
+    legend entry counting them. A variant a panel cannot draw is named in it, and so are
+    variants whose curves coincide (one would hide the other).
 
     `highlight`: the variants in colour with a legend entry (default `highlighted`: all up to
     MAX_SERIES, else the TOP_COLOURED best); the others are drawn grey, unseen levels only,
@@ -194,6 +195,8 @@ def learning_curves_figure(
                     **_marker("-", len(x) == 1, small=True),
                 )
         missing = []
+        curves: dict[str, list[tuple[str, np.ndarray, np.ndarray]]] = {}  # by style, drawn
+        same: dict[str, dict[str, list[str]]] = {}  # curves drawn over an earlier variant's
         for v, color in palette.items():
             runs = runs_of[v].get(game, [])
             unfinished = not runs
@@ -205,6 +208,9 @@ def learning_curves_figure(
                 if g is None:
                     continue
                 x, values = g
+                if (first := _drawn_over(curves.setdefault(style, []), x, values)) is not None:
+                    same.setdefault(v, {}).setdefault(first, []).append(style)
+                curves[style].append((v, x, values))
                 if values.shape[1] >= MIN_CI_RUNS:
                     m, lo, hi = S.pointwise_mean(values, n_resamples=n_resamples, seed=seed)
                 else:  # too few runs for a CI: the mean alone
@@ -235,8 +241,15 @@ def learning_curves_figure(
             if not drawn:
                 why = "no run evaluated yet" if not runs else "its runs share no evaluated steps"
                 missing.append(f"{v} ({why})")
-        if missing:
-            note = textwrap.fill("Not drawn: " + "; ".join(missing), 60)
+        notes = [f"Not drawn: {'; '.join(missing)}"] if missing else []
+        notes += [
+            f"{first} and {v} coincide ({_levels(styles)}): the same scores at every "
+            "evaluation, one curve over the other"
+            for v, firsts in same.items()
+            for first, styles in firsts.items()
+        ]
+        if notes:
+            note = "\n".join(textwrap.fill(n, 60) for n in notes)
             ax.text(0.02, 0.98, note, transform=ax.transAxes, fontsize=7, va="top", color="0.3")
         ax.set_title(game)
         _steps_axis(ax)
@@ -270,6 +283,31 @@ def learning_curves_figure(
     top = f"; top {len(highlight)} of {len(exp.variants)} in colour" if others else ""
     fig.suptitle(f"Learning curves: mean over seeds, {band}{top}", fontsize=11)
     return fig
+
+
+def _drawn_over(
+    drawn: list[tuple[str, np.ndarray, np.ndarray]], x: np.ndarray, values: np.ndarray
+) -> str | None:
+    """The variant among those `drawn` (variant, x, its runs' values) whose curve and band
+    these runs' would cover exactly: the same env steps and, at each, the same scores. A variant
+    that changes nothing its trials read (a setting the game never exercises) draws such a
+    curve, and would vanish under the other without a word."""
+    ordered = np.sort(values, axis=-1)
+    for variant, x0, values0 in drawn:
+        if (
+            x0.shape == x.shape
+            and values0.shape == values.shape
+            and np.array_equal(x0, x)
+            and np.allclose(np.sort(values0, axis=-1), ordered, rtol=0, atol=1e-9)
+        ):
+            return variant
+    return None
+
+
+def _levels(styles: list[str]) -> str:
+    """The levels a list of curve styles stands for: '--' training, '-' unseen."""
+    names = {"--": "training levels", "-": "unseen levels"}
+    return " and ".join(names[s] for s in styles)
 
 
 def _marker(style: str, point: bool, small: bool = False) -> dict:
