@@ -2,6 +2,7 @@ import pytest
 
 from rlsweep.errors import ConfigError
 from rlsweep.spec.config import EARLIER_DEFAULTS, UNREAD, TrialConfig, recorded_config
+from rlsweep.spec.subconfigs import ALGORITHMS, AUGMENTATIONS, FRAMESTACKS
 
 
 def test_defaults_are_train_procgens_run():
@@ -213,25 +214,83 @@ def _reads(key: str, cfg: TrialConfig) -> object:
     raise AssertionError(f"no reader check for {key}")
 
 
-@pytest.mark.parametrize("key", sorted(UNREAD))
-def test_each_unread_field_is_read_by_nothing_under_its_condition_and_read_otherwise(key):
+_CANDIDATES = {
+    "lr_schedule": (None, [[0, 1e-4], [100, 2e-4]]),
+    "framestack": FRAMESTACKS,
+    "normalize_reward": (False, True),
+    "kl_coeff": (0.0, 0.2),
+    "augment": AUGMENTATIONS,
+    "algorithm": ALGORITHMS,
+}
+"""Values of each field a condition of UNREAD looks at: the first it accepts makes the field
+unread, the first it refuses lets it be read."""
+_VALUES = {
+    "lr": (1e-4, 3e-4),
+    "framestack_k": (2, 3),
+    "reward_norm_gamma": (0.9, 0.99),
+    "reward_clip": (5.0, 10.0),
+    "kl_coeff": (0.1, 0.2),
+    "kl_target": (0.01, 0.02),
+    "augment_p": (0.5, 1.0),
+    "augment_pad": (1, 3),
+    "augment_scale_min": (0.3, 0.8),
+    "lambda_": (0.9, 0.95),
+    "vf_clip_param": (0.2, 10.0),
+    "vf_clip_mode": ("loss", "ppo2"),
+    "minibatching": ("shuffle", "fixed"),
+    "advantage_norm": ("minibatch", "batch"),
+    "adam_eps": (1e-5, 1e-8),
+    "clip_param": (0.1, 0.3),
+    "vf_loss_coeff": (0.25, 0.5),
+    "entropy_coeff": (0.01, 0.02),
+    "num_epochs": (1, 3),
+    "vtrace_clip_rho": (1.0, 0.5),
+    "vtrace_clip_pg_rho": (1.0, 0.5),
+    "replay_capacity": (4096, 8192),
+    "replay_alpha": (0.6, 0.5),
+    "replay_beta": (0.4, 0.5),
+    "learning_starts": (1000, 2000),
+    "target_update_freq": (1000, 2000),
+    "epsilon_start": (1.0, 0.5),
+    "epsilon_end": (0.01, 0.05),
+    "epsilon_steps": (1000, 2000),
+    "n_step": (1, 3),
+    "double_q": (True, False),
+    "dueling": (True, False),
+    "training_intensity": (None, 2.0),
+}
+"""Two values of each UNREAD field that its reader tells apart."""
+
+
+def _condition_values(unread) -> tuple[object, object]:
+    """The first candidate of `unread.by` under which the field is unread, and the first under
+    which it is read."""
+    candidates = _CANDIDATES[unread.by]
+    return (
+        next(c for c in candidates if unread.test(c)),
+        next(c for c in candidates if not unread.test(c)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "i"), [(key, i) for key in sorted(UNREAD) for i in range(len(UNREAD[key]))]
+)
+def test_each_unread_field_is_read_by_nothing_under_its_condition_and_read_otherwise(key, i):
     """`config.UNREAD` says a field does nothing while another holds some value; each claim
-    held against the part of a trial that reads the field: two values of it, under the
-    condition, give that reader the same; away from it, not."""
-    unread = UNREAD[key]
-    under = {"lr_schedule": [[0, 1e-4], [100, 2e-4]], "framestack": "none"}
-    under |= {"normalize_reward": False, "kl_coeff": 0.0, "augment": "none"}
-    away = {"lr_schedule": None, "framestack": "stack", "normalize_reward": True}
-    away |= {"kl_coeff": 0.2, "augment": "flip"}
-    # the augmentations that do not shift or crop, and those that do
-    under |= {"augment_pad": "crop_resize", "augment_scale_min": "translate"}
-    away |= {"augment_pad": "pad_crop", "augment_scale_min": "crop_resize"}
-    lo, hi = under.get(key, under[unread.by]), away.get(key, away[unread.by])
-    assert unread.test(lo) and not unread.test(hi)
-    values = {"lr": (1e-4, 3e-4), "framestack_k": (2, 3), "reward_norm_gamma": (0.9, 0.99)}
-    values |= {"reward_clip": (5.0, 10.0), "kl_target": (0.01, 0.02), "augment_p": (0.5, 1.0)}
-    values |= {"augment_pad": (1, 3), "augment_scale_min": (0.3, 0.8)}
-    every = {"augment_p": 1.0} if key in ("augment_pad", "augment_scale_min") else {}
+    held against the part of a trial that reads the field (an algorithm's options: the RLlib
+    config `algos.algorithm_config` builds): two values of it, under the condition, give that
+    reader the same; away from it, not. The field's other conditions are held away."""
+    from rlsweep.trial import algos
+
+    unread = UNREAD[key][i]
+    lo, hi = _condition_values(unread)
+    every = {u.by: _condition_values(u)[1] for j, u in enumerate(UNREAD[key]) if j != i}
+    if key in ("augment_pad", "augment_scale_min"):
+        every["augment_p"] = 1.0  # every image augmented, so that the pad or scale shows
     for condition, same in ((lo, True), (hi, False)):
-        a, b = (TrialConfig(**{**every, unread.by: condition, key: v}) for v in values[key])
-        assert (_reads(key, a) == _reads(key, b)) is same, (key, condition)
+        a, b = (TrialConfig(**{**every, unread.by: condition, key: v}) for v in _VALUES[key])
+        if unread.by == "algorithm":
+            reads = lambda c: algos.algorithm_config(c).to_dict()  # noqa: E731
+        else:
+            reads = lambda c: _reads(key, c)  # noqa: E731
+        assert (reads(a) == reads(b)) is same, (key, unread.by, condition)

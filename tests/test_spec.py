@@ -958,6 +958,42 @@ def test_a_setting_no_trial_it_reaches_reads_is_refused_at_its_key():
     ]
 
 
+def test_another_algorithms_option_is_refused_where_no_trial_runs_that_algorithm():
+    """config.UNREAD's algorithm conditions: PPO's clip under DQN, V-trace's clips under PPO, a
+    KL target under IMPALA (its first condition that holds is said, once). An option read by
+    one variant's algorithm stands: the shipped algorithm ablation sets DQN's replay for all."""
+
+    def errors(**kw) -> list[str]:
+        try:
+            SweepSpec(name="u", source="u.yaml", **kw)
+        except SpecError as e:
+            return [str(x) for x in e.errors]
+        return []
+
+    assert errors(params={"algorithm": "dqn", "clip_param": 0.1}) == [
+        "u.yaml: params.clip_param: ignored: params.algorithm is neither ppo nor appo; set "
+        "algorithm: ppo or appo to use clip_param"
+    ]
+    assert errors(params={"vtrace_clip_rho": 0.5}) == [
+        "u.yaml: params.vtrace_clip_rho: ignored: the default algorithm is neither impala nor "
+        "appo; set algorithm: impala or appo to use vtrace_clip_rho"
+    ]
+    impala = {"IMPALA": {"algorithm": "impala", "kl_target": 0.02, "minibatch_size": 256}}
+    assert errors(variants=impala) == [
+        "u.yaml: variants.IMPALA.kl_target: ignored: variants.IMPALA.algorithm is neither ppo "
+        "nor appo; set algorithm: ppo or appo to use kl_target"
+    ]
+    mixed = {"PPO": {}, "DQN": {"algorithm": "dqn"}}
+    assert errors(params={"learning_starts": 256, "entropy_coeff": 0.02}, variants=mixed) == []
+    assert errors(params={"entropy_coeff": 0.02}, variants={"DQN": {"algorithm": "dqn"}}) == [
+        "u.yaml: params.entropy_coeff: ignored: variants.DQN.algorithm is dqn; set algorithm: "
+        "ppo, impala or appo to use entropy_coeff"
+    ]
+    from rlsweep.results.ablate import load_ablation
+
+    load_ablation("algorithm", smoke=True)  # sets DQN's replay for every variant: it stands
+
+
 @pytest.mark.parametrize(
     ("variants", "error"),
     [

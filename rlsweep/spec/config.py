@@ -68,37 +68,88 @@ class Unread:
     fix: str
 
 
+def _only(*algorithms: str) -> Unread:
+    """The condition of a field that only `algorithms` read (`rlsweep.trial.algos`)."""
+    names = " or ".join(algorithms)
+    state = f"is not {names}" if len(algorithms) == 1 else f"is neither {' nor '.join(algorithms)}"
+    return Unread("algorithm", lambda v: v not in algorithms, state, f"set algorithm: {names}")
+
+
 _NO_NORM = Unread("normalize_reward", lambda v: not v, "is false", "set normalize_reward: true")
-UNREAD = {
-    "lr": Unread(
-        "lr_schedule", lambda v: v is not None, "is set and replaces lr", "set lr_schedule: null"
+_NO_KL = Unread("kl_coeff", lambda v: v == 0, "is 0: no KL penalty", "set kl_coeff > 0")
+_PPO, _CLIPPED, _VTRACE, _DQN = (
+    _only("ppo"),
+    _only("ppo", "appo"),
+    _only("impala", "appo"),
+    _only("dqn"),
+)
+_NOT_DQN = Unread("algorithm", lambda v: v == "dqn", "is dqn", "set algorithm: ppo, impala or appo")
+UNREAD: dict[str, tuple[Unread, ...]] = {
+    "lr": (
+        Unread(
+            "lr_schedule",
+            lambda v: v is not None,
+            "is set and replaces lr",
+            "set lr_schedule: null",
+        ),
     ),
-    "framestack_k": Unread(
-        "framestack", lambda v: v == "none", "is none", "set framestack: stack or gap"
+    "framestack_k": (
+        Unread("framestack", lambda v: v == "none", "is none", "set framestack: stack or gap"),
     ),
-    "reward_norm_gamma": _NO_NORM,
-    "reward_clip": _NO_NORM,
-    "kl_target": Unread("kl_coeff", lambda v: v == 0, "is 0: no KL penalty", "set kl_coeff > 0"),
-    "augment_p": Unread("augment", lambda v: v == "none", "is none", "set an augmentation"),
-    "augment_pad": Unread(
-        "augment",
-        lambda v: v not in ("translate", "pad_crop", "all"),
-        "shifts no image",
-        "set augment: translate, pad_crop or all",
+    "reward_norm_gamma": (_NO_NORM,),
+    "reward_clip": (_NO_NORM,),
+    "kl_coeff": (_CLIPPED,),
+    "kl_target": (_CLIPPED, _NO_KL),
+    "augment_p": (Unread("augment", lambda v: v == "none", "is none", "set an augmentation"),),
+    "augment_pad": (
+        Unread(
+            "augment",
+            lambda v: v not in ("translate", "pad_crop", "all"),
+            "shifts no image",
+            "set augment: translate, pad_crop or all",
+        ),
     ),
-    "augment_scale_min": Unread(
-        "augment",
-        lambda v: v not in ("crop_resize", "all"),
-        "crops no image",
-        "set augment: crop_resize or all",
+    "augment_scale_min": (
+        Unread(
+            "augment",
+            lambda v: v not in ("crop_resize", "all"),
+            "crops no image",
+            "set augment: crop_resize or all",
+        ),
+    ),
+    **dict.fromkeys(
+        ("lambda_", "vf_clip_param", "vf_clip_mode", "minibatching", "advantage_norm", "adam_eps"),
+        (_PPO,),
+    ),
+    "clip_param": (_CLIPPED,),
+    **dict.fromkeys(("vf_loss_coeff", "entropy_coeff", "num_epochs"), (_NOT_DQN,)),
+    **dict.fromkeys(("vtrace_clip_rho", "vtrace_clip_pg_rho"), (_VTRACE,)),
+    **dict.fromkeys(
+        (
+            "replay_capacity",
+            "replay_alpha",
+            "replay_beta",
+            "learning_starts",
+            "target_update_freq",
+            "epsilon_start",
+            "epsilon_end",
+            "epsilon_steps",
+            "n_step",
+            "double_q",
+            "dueling",
+            "training_intensity",
+        ),
+        (_DQN,),
     ),
 }
-"""Trial fields that a value of another field makes do nothing: `algos._lr`, the
-FrameStacker, the RewardNormalizer, `algos._kl_loss` and `augment.augment` (translate and
-pad_crop the pad, crop_resize the scale) read them only otherwise. A spec that sets one where
-every trial it reaches holds such a value is refused (`SpecChecks._ignored_errors`: a search
-over it would run one trial again and again); tests/test_config.py holds each against its
-reader."""
+"""Trial fields that a value of another field makes do nothing, each with every such condition:
+`algos._lr`, the FrameStacker, the RewardNormalizer, `algos._kl_loss` and `augment.augment`
+(translate and pad_crop the pad, crop_resize the scale) read them only otherwise, and
+`algos.algorithm_config` reads each algorithm's own options only for it (PPO's learner options,
+PPO's and APPO's clip and KL, V-trace's clips, DQN's replay and exploration; DQN's update no
+entropy, value loss or epochs). A spec that sets one where every trial it reaches holds such a
+value is refused (`SpecChecks._ignored_errors`: a search over it would run one trial again and
+again); tests/test_config.py holds each against its reader."""
 
 
 def recorded_config(config: dict[str, Any]) -> dict[str, Any]:

@@ -332,9 +332,7 @@ class SpecChecks:
         over it would run one trial again and again. Not judged where that other field is
         sampled (each trial's own draw decides). `trials`: `labelled_trials()`."""
         errors = []
-        for key, unread in UNREAD.items():
-            if unread.by in self.sampled_keys:
-                continue
+        for key, conditions in UNREAD.items():
             reached: list[tuple[str, list[tuple[str | None, Any]]]] = [
                 (f"variants.{label}.{key}", [(v, t) for v, t in trials if v == label])
                 for label, bundle in self.variants.items()
@@ -346,7 +344,17 @@ class SpecChecks:
                 rest = [(v, t) for v, t in trials if v is None or key not in self.variants[v]]
                 reached.append((f"params.{key}", rest))
             for at, mine in reached:
-                if mine and all(unread.test(getattr(t, unread.by)) for _, t in mine):
+                unread = next(
+                    (
+                        u
+                        for u in conditions
+                        if u.by not in self.sampled_keys
+                        and mine
+                        and all(u.test(getattr(t, u.by)) for _, t in mine)
+                    ),
+                    None,
+                )
+                if unread is not None:  # the first condition that holds, said once
                     v, t = mine[0]
                     by = self._locate(unread.by, t.game, t.seed, {}, v)
                     if by == f"params.{unread.by}" and unread.by not in self.params:
