@@ -924,35 +924,37 @@ def test_reward_shaping_the_normalizer_undoes_is_warned_where_it_is_set(tmp_path
     assert load_ablation("reward_shaping").setting_warnings() == []
 
 
+def _errors(**kw) -> list[str]:
+    """The errors of a spec `u.yaml` of these keys, each as it prints; none if it stands."""
+    try:
+        SweepSpec(name="u", source="u.yaml", **kw)
+    except SpecError as e:
+        return [str(x) for x in e.errors]
+    return []
+
+
 def test_a_setting_no_trial_it_reaches_reads_is_refused_at_its_key():
     """config.UNREAD: `framestack_k` in every trial of framestack none, `reward_norm_gamma` in
     a variant that normalizes no reward. Read by one trial it reaches, it stands; so does one
     conditioned in `space` (`when:`), and one whose condition is sampled."""
 
-    def errors(**kw) -> list[str]:
-        try:
-            SweepSpec(name="u", source="u.yaml", **kw)
-        except SpecError as e:
-            return [str(x) for x in e.errors]
-        return []
-
     none = {"A": {"framestack": "none"}, "B": {"framestack": "none", "lr": 3e-4}}
-    assert errors(params={"framestack_k": 3}, variants=none) == [
+    assert _errors(params={"framestack_k": 3}, variants=none) == [
         "u.yaml: params.framestack_k: ignored: variants.A.framestack is none; set framestack: "
         "stack or gap to use framestack_k"
     ]
-    assert errors(params={"framestack_k": 3}, variants={**none, "C": {"framestack": "gap"}}) == []
+    assert _errors(params={"framestack_k": 3}, variants={**none, "C": {"framestack": "gap"}}) == []
     plain = {"A": {}, "B": {"normalize_reward": False, "reward_norm_gamma": 0.9}}
-    assert errors(variants=plain) == [
+    assert _errors(variants=plain) == [
         "u.yaml: variants.B.reward_norm_gamma: ignored: variants.B.normalize_reward is false; "
         "set normalize_reward: true to use reward_norm_gamma"
     ]
     when = {"framestack": ["none", "gap"]}
     when |= {"framestack_k": {"int": [2, 4], "when": {"framestack": ["gap"]}}}
-    assert errors(space=when, search={"algorithm": "random"}) == []
+    assert _errors(space=when, search={"algorithm": "random"}) == []
     sampled = {"augment": {"choice": ["none", "flip"]}}
-    assert errors(params={"augment_p": 0.5}, space=sampled, search={"algorithm": "random"}) == []
-    assert errors(params={"augment_p": 0.5}) == [
+    assert _errors(params={"augment_p": 0.5}, space=sampled, search={"algorithm": "random"}) == []
+    assert _errors(params={"augment_p": 0.5}) == [
         "u.yaml: params.augment_p: ignored: the default augment is none; set an augmentation "
         "to use augment_p"
     ]
@@ -963,29 +965,22 @@ def test_another_algorithms_option_is_refused_where_no_trial_runs_that_algorithm
     KL target under IMPALA (its first condition that holds is said, once). An option read by
     one variant's algorithm stands: the shipped algorithm ablation sets DQN's replay for all."""
 
-    def errors(**kw) -> list[str]:
-        try:
-            SweepSpec(name="u", source="u.yaml", **kw)
-        except SpecError as e:
-            return [str(x) for x in e.errors]
-        return []
-
-    assert errors(params={"algorithm": "dqn", "clip_param": 0.1}) == [
+    assert _errors(params={"algorithm": "dqn", "clip_param": 0.1}) == [
         "u.yaml: params.clip_param: ignored: params.algorithm is neither ppo nor appo; set "
         "algorithm: ppo or appo to use clip_param"
     ]
-    assert errors(params={"vtrace_clip_rho": 0.5}) == [
+    assert _errors(params={"vtrace_clip_rho": 0.5}) == [
         "u.yaml: params.vtrace_clip_rho: ignored: the default algorithm is neither impala nor "
         "appo; set algorithm: impala or appo to use vtrace_clip_rho"
     ]
     impala = {"IMPALA": {"algorithm": "impala", "kl_target": 0.02, "minibatch_size": 256}}
-    assert errors(variants=impala) == [
+    assert _errors(variants=impala) == [
         "u.yaml: variants.IMPALA.kl_target: ignored: variants.IMPALA.algorithm is neither ppo "
         "nor appo; set algorithm: ppo or appo to use kl_target"
     ]
     mixed = {"PPO": {}, "DQN": {"algorithm": "dqn"}}
-    assert errors(params={"learning_starts": 256, "entropy_coeff": 0.02}, variants=mixed) == []
-    assert errors(params={"entropy_coeff": 0.02}, variants={"DQN": {"algorithm": "dqn"}}) == [
+    assert _errors(params={"learning_starts": 256, "entropy_coeff": 0.02}, variants=mixed) == []
+    assert _errors(params={"entropy_coeff": 0.02}, variants={"DQN": {"algorithm": "dqn"}}) == [
         "u.yaml: params.entropy_coeff: ignored: variants.DQN.algorithm is dqn; set algorithm: "
         "ppo, impala or appo to use entropy_coeff"
     ]
