@@ -128,3 +128,76 @@ def test_param_space_runs_what_validate_shows(tmp_path):
             assert ran == shown["none"] and ran.augment_p == 0.5
         else:
             assert 0.1 <= ran.augment_p <= 0.9
+
+
+def test_a_random_search_runs_each_drawn_configuration_in_every_cell():
+    """`search.num_samples` configurations, drawn once from `search.seed`, each run on every
+    game x seed and with every grid value, so that the report scores each over its seeds and
+    games. Tune's own random search drew anew for every trial: 24 configurations of one run."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    from rlsweep.run.tune_bridge import drawn_configurations, num_samples, param_space
+
+    space = {
+        "lr": {"loguniform": [1e-4, 1e-3]},
+        "framestack": ["none", "gap"],
+        "framestack_k": {"int": [2, 4], "when": {"framestack": ["gap"]}},
+    }
+    spec = SweepSpec(
+        name="r",
+        games=["starpilot", "bigfish"],
+        seeds=[0, 1],
+        space=space,
+        search={"algorithm": "random", "num_samples": 3, "seed": 5},
+    )
+    runs: dict[tuple, set] = {}
+    for _, config in generate_variants(param_space(spec)):
+        t = TrialConfig.from_dict(spec.resolve(config))
+        k = t.framestack_k if t.framestack == "gap" else None
+        runs.setdefault((t.lr, k), set()).add((t.game, t.seed, t.framestack))
+        if t.framestack == "none":
+            assert t.framestack_k == TrialConfig().framestack_k  # its condition fails: default
+    assert len(runs) == 6  # 3 drawn lr, each under none (k unread) and gap (its drawn k)
+    cells = {(g, s) for g in spec.games for s in spec.seeds}
+    for (lr, k), ran in runs.items():
+        assert {(g, s) for g, s, _ in ran} == cells, (lr, k)  # every game x seed
+    assert sum(len(ran) for ran in runs.values()) == 3 * 2 * 2 * 2
+    assert num_samples(spec) == 1  # the grid once: the drawn configurations are one of its axes
+    # Drawn from search.seed: the same configurations again, others from another seed.
+    assert drawn_configurations(spec) == drawn_configurations(spec)
+    other = spec.with_overrides(search={"algorithm": "random", "num_samples": 3, "seed": 6})
+    assert drawn_configurations(other) != drawn_configurations(spec)
+    assert [set(d) for d in drawn_configurations(spec)] == [{"lr", "framestack_k"}] * 3
+
+
+def test_a_drawn_condition_on_another_sampled_param_reads_the_same_draw():
+    """`augment_p` sampled where the sampled `augment` augments: its condition reads augment's
+    value in the same drawn configuration, whatever order Tune resolves them in (here
+    augment_p is written first)."""
+    from ray.tune.search.variant_generator import generate_variants
+
+    from rlsweep.run.tune_bridge import drawn_configurations, param_space
+    from rlsweep.spec.spec import SAMPLE
+
+    space = {
+        "augment_p": {"uniform": [0.2, 0.9], "when": {"augment": ["flip", "crop_resize"]}},
+        "augment": {"choice": ["none", "flip", "crop_resize"]},
+    }
+    spec = SweepSpec(
+        name="c",
+        games=["starpilot"],
+        seeds=[0, 1],
+        space=space,
+        search={"algorithm": "random", "num_samples": 8},
+    )
+    drawn = drawn_configurations(spec)
+    ran = [
+        (c[SAMPLE], TrialConfig.from_dict(spec.resolve(c)))
+        for _, c in generate_variants(param_space(spec))
+    ]
+    assert len(ran) == 16
+    for i, t in ran:
+        assert t.augment == drawn[i]["augment"]
+        expected = TrialConfig().augment_p if t.augment == "none" else drawn[i]["augment_p"]
+        assert t.augment_p == expected, (i, t.augment)
+    assert {t.augment for _, t in ran} >= {"none", "flip"}  # both sides of the condition

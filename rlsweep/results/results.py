@@ -55,7 +55,7 @@ from rlsweep.envs import procgen
 from rlsweep.experiment import history
 from rlsweep.experiment.experiment_dir import sweep_spec
 from rlsweep.spec.config import recorded_config
-from rlsweep.spec.spec import CELL_INDEX, TRIAL_FILE, VARIANT, SweepSpec
+from rlsweep.spec.spec import CELL_INDEX, SAMPLE, TRIAL_FILE, VARIANT, SweepSpec
 
 if TYPE_CHECKING:
     from rlsweep.experiment.recovery import Restart
@@ -188,6 +188,7 @@ def _trial_params(trial_dir: Path, rows: list[dict[str, Any]]) -> tuple[dict[str
     else:
         params = (rows[0].get("config") or {}) if rows else {}
     params = recorded_config(params)
+    params.pop(SAMPLE, None)  # which drawn configuration: its values are in params already
     if CELL_INDEX not in params:
         return params, ""
     params = {k: v for k, v in params.items() if k != CELL_INDEX}

@@ -1,7 +1,8 @@
 """The one place that turns a `SweepSpec` into Ray Tune objects.
 
 - grid / random: games and seeds are grid axes of Tune's variant generator, as are grid params;
-  sampled params are drawn `num_samples` times per grid cell.
+  the sampled params' `num_samples` configurations are drawn once, from `search.seed`, and
+  each runs in every grid cell (one more grid axis: `SAMPLE`, which of them).
 - optuna: Optuna (TPE) proposes the sampled params; Tune's `Repeater` runs every proposal once
   per game x seed cell and reports their mean to Optuna, so games and seeds stay grid axes.
 - schedulers: ASHA stops weak trials early; PBT perturbs `search.mutations` (one game only).
@@ -25,7 +26,7 @@ from rlsweep.metrics import TRIAL_DONE, TUNE_ITERATION
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.space import Param
-from rlsweep.spec.spec import TRIAL_FILE, VARIANT, SweepSpec, resolve_config
+from rlsweep.spec.spec import SAMPLE, TRIAL_FILE, VARIANT, SweepSpec, resolve_config
 from rlsweep.storage import tune_storage
 
 Trainable = Callable[[dict[str, Any]], None]
@@ -52,14 +53,41 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
             space[key] = tune.sample_from(
                 functools.partial(_from_variant, key, spec.variants, defaults[key])
             )
+    drawn = drawn_configurations(spec) if spec.search.algorithm != "optuna" else []
+    if drawn:
+        space[SAMPLE] = tune.grid_search(list(range(len(drawn))))
+        whens = {k: spec.space[k].when for k in spec.sampled_keys}
     for key, param in spec.space.items():
         space[key] = to_tune(param)
-        if param.when and spec.search.algorithm != "optuna":
-            # Resolved after the other params, so params.json records the value that ran.
+        if drawn and not param.is_grid:
+            # The trial's configuration's value (where its condition holds), resolved after the
+            # other params, so params.json records the value that ran.
+            space[key] = tune.sample_from(functools.partial(_drawn, key, drawn, whens, defaults))
+        elif param.when and spec.search.algorithm != "optuna":
             space[key] = tune.sample_from(
                 functools.partial(_conditional, space[key], param.when, defaults[key])
             )
     return space
+
+
+def drawn_configurations(spec: SweepSpec) -> list[dict[str, Any]]:
+    """The `search.num_samples` configurations of a grid or random sweep's sampled params,
+    drawn once for the whole sweep from `search.seed` (by Tune's own domains, as Tune's random
+    search draws them). Each runs in every game x seed x variant cell and with every grid
+    value, as each of Optuna's proposals does: a configuration is then scored over the seeds
+    and games, not on the one cell it happened to draw (Tune's own random search draws anew
+    for each trial). Empty where nothing is sampled."""
+    if not spec.sampled_keys:
+        return []
+    import numpy as np
+
+    rng = np.random.RandomState(spec.search.seed)
+    domains = {k: to_tune(spec.space[k]) for k in spec.sampled_keys}
+    drawn = []
+    for _ in range(spec.search.num_samples):
+        draw = {k: d.sample(random_state=rng) for k, d in domains.items()}
+        drawn.append({k: v.item() if isinstance(v, np.generic) else v for k, v in draw.items()})
+    return drawn
 
 
 def to_tune(param: Param) -> Any:
@@ -99,6 +127,30 @@ def _from_variant(key: str, variants: dict, default: Any, arg: dict[str, Any]) -
     if not isinstance(label, str):  # optuna: the trial's cell index picks it (resolve_config)
         return default
     return variants[label].get(key, default)
+
+
+def _drawn(
+    key: str,
+    drawn: list[dict[str, Any]],
+    whens: dict[str, dict[str, tuple] | None],
+    defaults: dict[str, Any],
+    arg: dict[str, Any],
+    outer: frozenset[str] = frozenset(),
+) -> Any:
+    """A sampled param's value in the trial's drawn configuration (`SAMPLE`) where its
+    condition holds, else its default. A condition on another sampled param reads that one's
+    value here, from the same draw, not from Tune's config, where it may not be resolved yet
+    (`outer`: the params whose conditions are being read, so that a circle ends)."""
+    config = _config_of(arg)
+    draw = drawn[config[SAMPLE]]
+    for k, allowed in (whens[key] or {}).items():
+        if k in draw and k not in outer:
+            value = _drawn(k, drawn, whens, defaults, arg, outer | {key})
+        else:
+            value = config.get(k)
+        if value not in allowed:
+            return defaults[key]
+    return draw[key]
 
 
 def _conditional(domain, when: dict[str, tuple], default: Any, arg: dict[str, Any]) -> Any:
@@ -195,9 +247,11 @@ def scheduler(spec: SweepSpec):
 
 
 def num_samples(spec: SweepSpec) -> int:
+    """Tune's num_samples: how many times its variant generator runs the grid."""
     if spec.search.algorithm == "optuna":
         return spec.search.num_samples * len(spec.cells())  # Repeater counts each cell
-    return spec.search.num_samples
+    # The drawn configurations are a grid axis (`SAMPLE`): the grid once.
+    return 1 if spec.sampled_keys else spec.search.num_samples
 
 
 def reuses_processes(spec: SweepSpec) -> bool:

@@ -130,7 +130,9 @@ class SearchConfig(Validated):
     algorithm: str = checked("grid", rule=one_of(SEARCH_ALGORITHMS))
     """grid (grid params only) | random (Tune's sampler) | optuna (TPE)."""
     num_samples: int = checked(1, rule=integer(1))
-    """Samples of the non-grid parameters (per game x seed cell)."""
+    """Configurations of the sampled (non-grid) parameters: each runs in every game x seed
+    (x variant) cell, so that it is scored over the seeds and games, as the ranking scores it
+    (random search: drawn once, from `seed`; Optuna: proposed one after another)."""
     scheduler: str = checked("none", rule=one_of(SCHEDULERS))
     """none | asha (early stopping) | pbt (population based training)."""
     grace_period: int = checked(5, rule=integer(1))
@@ -150,7 +152,8 @@ class SearchConfig(Validated):
     ranked against all others; slower: the population moves at the pace of its slowest trial).
     Asynchronous PBT ranks only the trials that have reported at that moment."""
     seed: int = checked(0, rule=integer(0))
-    """Seed of the sampler (random, optuna, pbt)."""
+    """Seed of the sampler: random search's configurations and Optuna's TPE (PBT's
+    perturbations are Tune's own, unseeded)."""
     optuna_storage: str | None = checked(None, rule=optional(_SQLALCHEMY_URL))
     """optuna: SQLAlchemy URL the study persists in (default: `optuna.db`, SQLite, in the
     sweep's local results directory); the study is named after the sweep. (Not where results
@@ -738,6 +741,10 @@ class SweepSpec(SpecChecks):
 
 CELL_INDEX = "__trial_index__"
 """Set by Tune's Repeater (Optuna sweeps): which game x seed x variant cell a trial runs."""
+SAMPLE = "__sample__"
+"""Of a grid or random sweep that samples parameters: which of its `search.num_samples`
+configurations, drawn once for the whole sweep, a trial runs (each runs in every cell:
+`rlsweep.run.tune_bridge.param_space`)."""
 VARIANT = "variant"
 """Config key of a labelled variant (spec.variants)."""
 TRIAL_FILE = "trial.json"
@@ -761,6 +768,7 @@ def resolve_config(
     not a TrialConfig field) unless `keep_label`. A field the recording rlsweep predates takes
     the value that rlsweep ran (`recorded_config`)."""
     config = recorded_config(config)
+    config.pop(SAMPLE, None)  # its drawn values are in the config already
     if CELL_INDEX in config:
         config["game"], config["seed"], label = cells[config.pop(CELL_INDEX)]
         if label is not None:
