@@ -19,6 +19,7 @@ from PIL import Image
 from rlsweep import metrics as M
 from rlsweep.results import plots
 from rlsweep.results import stats as S
+from rlsweep.results import tables as T
 from rlsweep.results.results import load_experiment
 
 
@@ -226,7 +227,7 @@ def test_a_run_with_one_evaluation_is_a_point_and_an_empty_cell_is_named(tmp_pat
         np.testing.assert_allclose(line.get_ydata(), [y])
     assert len(lines) == 2  # nothing drawn for the variant None ...
     notes = [t.get_text().replace("\n", " ") for t in ax.texts]
-    assert notes == ["Not drawn: None (no run evaluated yet)"]  # ... the panel says so
+    assert notes == ["Not drawn, no run evaluated yet: None"]  # ... the panel says so
     fig.canvas.draw()
     assert _ticks(ax) == ["0", "250", "500", "750", "1k"]  # never "200m"
     assert ax.get_xlim()[0] == 0 < 1032 < ax.get_xlim()[1]
@@ -256,6 +257,25 @@ def test_variants_whose_curves_coincide_are_named_in_the_panel(tmp_path):
         "Base and Shaped coincide (training levels and unseen levels): the same scores at "
         "every evaluation, one curve over the other"
     ]
+    plt.close(fig)
+
+
+def test_a_variant_not_run_on_a_game_is_named_as_such_a_few_at_a_time(tmp_path):
+    """A panel names the variants it cannot draw by why: one never run on its game is not
+    "no run evaluated yet" (a finished sweep's report said that of configurations a random
+    search never ran there). Past four names, it counts the rest."""
+    exp_dir = tmp_path / "apart"
+    steps = [256, 512, 768, 1024]
+    for i in range(6):
+        game = "leaper" if i == 0 else "maze"
+        params = {"game": game, "seed": 0, "variant": f"V{i}"}
+        score = lambda _i, b=i: (0.1 * b, 0.05 * b)  # noqa: E731
+        _trial_like_the_trainable(exp_dir, f"{game}_s0_v{i}", params, steps, {4}, score)
+    exp = load_experiment([exp_dir])
+    fig = plots.learning_curves_figure(exp, n_resamples=100)
+    notes = {ax.get_title(): [t.get_text().replace("\n", " ") for t in ax.texts] for ax in fig.axes}
+    assert notes["leaper"] == ["Not drawn, not run on this game: V1, V2, V3, V4 and 1 more"]
+    assert notes["maze"] == ["Not drawn, not run on this game: V0"]
     plt.close(fig)
 
 
@@ -436,8 +456,10 @@ def test_a_single_evaluation_is_drawn_inside_the_axes(tmp_path):
 
 def test_many_variants_top_ones_in_colour_with_3_significant_digits(tmp_path):
     """Issue 41: a search of 30 configurations draws the top TOP_COLOURED in colour with a
-    legend entry each, labelled to 3 significant digits (`gamma=0.998, lr=2.24e-4`), the other
-    20 in grey without one; the figure no taller than a page."""
+    legend entry each, named by its rank in the report's table (#1 the best: labels to 3
+    significant digits, `gamma=0.998, lr=2.24e-4`, made a legend of ten such lines that
+    squeezed the panels to a sliver), the other 20 in grey without one; the figure no taller
+    than a page, its panels at least a third of it."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -462,9 +484,13 @@ def test_many_variants_top_ones_in_colour_with_3_significant_digits(tmp_path):
     assert to_hex(plots.GREY) not in coloured
     (legend,) = fig.legends
     texts = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
-    assert texts[: len(top)] == [f"{v} (n=1 seed)" for v in top]
+    assert top == list(T.ranking(exp)["variant"].head(plots.TOP_COLOURED))
+    assert texts[: len(top)] == [f"#{i} (n=1 seed)" for i in range(1, len(top) + 1)]
     assert texts[len(top) :] == ["20 others (unseen levels)", "training levels", "unseen levels"]
+    assert fig._suptitle.get_text().replace("\n", " ").endswith("(#k: its rank in report.md)")
     assert fig.get_size_inches()[1] <= plots.PAGE_HEIGHT
+    fig.canvas.draw()
+    assert ax.get_window_extent().height > fig.bbox.height / 3
     plt.close(fig)
 
 

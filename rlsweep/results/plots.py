@@ -178,6 +178,10 @@ def learning_curves_figure(
     for ax in axes.flat[len(exp.games) :]:
         ax.axis("off")
     palette = colors(highlight)
+    # The top of a search: each by its rank in the report's table (#1 the best), so that the
+    # legend stays a few lines where labels name several hyperparameters each.
+    name = {v: f"#{i}" if others else v for i, v in enumerate(highlight, 1)}
+    ran = set(zip(exp.final["variant"], exp.final["game"], strict=True))
     marks = False  # some curve marks its points: the legend then shows the markers too
     for ax, game in zip(axes.flat, exp.games, strict=False):
         for v in others:  # underneath, in grey: where the rest of the search lies
@@ -239,11 +243,19 @@ def learning_curves_figure(
             if drawn and unfinished:
                 drawn_so_far[v] += len(runs)
             if not drawn:
-                why = "no run evaluated yet" if not runs else "its runs share no evaluated steps"
-                missing.append(f"{v} ({why})")
-        notes = [f"Not drawn: {'; '.join(missing)}"] if missing else []
+                if (v, game) not in ran:
+                    why = "not run on this game"
+                elif not runs:
+                    why = "no run evaluated yet"
+                else:
+                    why = "its runs share no evaluated steps"
+                missing.append((why, name[v]))
+        notes = [
+            f"Not drawn, {why}: {_few([n for w, n in missing if w == why])}"
+            for why in dict.fromkeys(w for w, _ in missing)
+        ]
         notes += [
-            f"{first} and {v} coincide ({_levels(styles)}): the same scores at every "
+            f"{name[first]} and {name[v]} coincide ({_levels(styles)}): the same scores at every "
             "evaluation, one curve over the other"
             for v, firsts in same.items()
             for first, styles in firsts.items()
@@ -262,7 +274,7 @@ def learning_curves_figure(
             [],
             color=c,
             label=textwrap.fill(
-                f"{v} (n={_n_label([len(s) for s in scores[v]])}"
+                f"{name[v]} (n={_n_label([len(s) for s in scores[v]])}"
                 + (f"; {k} unfinished, so far" if (k := drawn_so_far[v]) else "")
                 + ")",
                 60,
@@ -280,8 +292,13 @@ def learning_curves_figure(
     ]
     _fit_legend(fig, handles)
     band = f"95% bootstrap CI from {MIN_CI_RUNS}+ runs"
-    top = f"; top {len(highlight)} of {len(exp.variants)} in colour" if others else ""
-    fig.suptitle(f"Learning curves: mean over seeds, {band}{top}", fontsize=11)
+    top = (
+        f"; top {len(highlight)} of {len(exp.variants)} in colour (#k: its rank in report.md)"
+        if others
+        else ""
+    )
+    title = f"Learning curves: mean over seeds, {band}{top}"
+    fig.suptitle(textwrap.fill(title, int(11 * width)), fontsize=11)  # ~11 characters an inch
     return fig
 
 
@@ -302,6 +319,13 @@ def _drawn_over(
         ):
             return variant
     return None
+
+
+def _few(names: list[str], most: int = 4) -> str:
+    """`names` joined, the first `most` of them and how many more: a panel's note stays a few
+    lines however many variants it names."""
+    more = f" and {len(names) - most} more" if len(names) > most else ""
+    return ", ".join(names[:most]) + more
 
 
 def _levels(styles: list[str]) -> str:
@@ -384,7 +408,7 @@ def aggregates_figure(
         ax.set_yticks(range(len(variants)), variants if ax is axes[0] else [""] * len(variants))
         ax.set_ylim(-0.6, len(variants) - 0.4)
         ax.invert_yaxis()
-        ax.set_title(title + (" (lower is better)" if key == "optimality_gap" else ""))
+        ax.set_title(title + ("\n(lower is better)" if key == "optimality_gap" else ""))
         ax.set_xlabel("normalized score")
         ax.grid(axis="x", alpha=0.3)
         # Bars are "sticky" (no auto margins): pad by hand so zero-width CIs stay visible.
