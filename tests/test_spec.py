@@ -1020,6 +1020,32 @@ def test_a_references_variant_is_not_refused_for_a_variants_section_refused_itse
         assert [x.path for x in e.value.errors] == ["variant", "reference[0].variant"]
 
 
+def test_a_spaces_bad_values_come_at_once_beside_its_bad_shapes_and_conditions(tmp_path):
+    """A newcomer's space took three runs of validate: a bad shape or condition hid the
+    sampled values, and one sampled param's bad low bound (the grid trials are built with it)
+    hid another's bad choice."""
+    f = tmp_path / "s.yaml"
+    f.write_text(
+        "name: s\ngames: [coinrun]\nseeds: [0]\nsearch: {algorithm: random, num_samples: 2}\n"
+        "space:\n"
+        "  lr: {loguniform: [0, 1e-3]}\n"
+        "  entropy_coeff: {uniform: [-0.01, 0.05]}\n"
+        "  gamma: {choice: [0.99, 1.5]}\n"
+        "  clip_param: {normal: [0.2, 0.05]}\n"
+        "  augment: {choice: [none, crop_resize]}\n"
+        "  augment_p: {uniform: [0.2, 1.0], when: {augment: [crop_resiz]}}\n"
+    )
+    with pytest.raises(SpecError) as e:
+        SweepSpec.from_yaml(f)
+    assert sorted(x.path for x in e.value.errors) == [
+        "space.augment_p.when.augment",
+        "space.clip_param",
+        "space.entropy_coeff",
+        "space.gamma[1]",
+        "space.lr.loguniform",
+    ]
+
+
 def test_an_unknown_param_name_does_not_hide_the_games_and_spaces_errors(tmp_path):
     """The trials were not built while a name was unknown, so a bad game or grid value waited
     for the next run of validate; they are built without the unknown names now."""

@@ -120,15 +120,20 @@ class SpecChecks:
 
     def _without_unknown_keys(self, names: list[SpecError]) -> Any:
         """A copy of this spec without the unknown `params` and `space` keys that `names`
-        reports (None where it reports more: a variant's, a condition's), for the rest of the
-        spec to be checked with them out of the way; it is used for nothing else."""
+        reports, and without the `space` parameters whose condition it refuses (None where it
+        reports more: a variant's), for the rest of the spec to be checked with them out of the
+        way; it is used for nothing else."""
         import copy
 
         params = self.params if isinstance(self.params, dict) else {}
         unknown = {"params": set(), "space": set()}
         for e in names:
             section, _, key = e.path.partition(".")
-            if section not in unknown or "." in key or not_a_parameter(key) == "":
+            key, _, rest = key.partition(".")
+            if section == "space" and key in self.space and rest.startswith("when."):
+                unknown["space"].add(key)  # its condition is refused: out, condition and all
+                continue
+            if section not in unknown or rest or not_a_parameter(key) == "":
                 return None
             unknown[section].add(key)
         known = copy.copy(self)
@@ -311,7 +316,9 @@ class SpecChecks:
         try:
             labelled = self.labelled_trials()
         except SpecError as e:
-            return list(e.errors)
+            # A sampled param's first candidate stands in the grid trials (`_never_defaults`):
+            # its bad bound fails them all, and another's bad candidate waited for the next run.
+            return list(e.errors) + self._sampled_errors()
         trials = [t for _, t in labelled]
         errors = self._sampled_errors() + self._ignored_errors(labelled)
         if self.metric in METRICS and self.metric.endswith("_norm"):
