@@ -429,9 +429,9 @@ def test_the_runs_section_says_where_and_how_long_each_run_and_trial_ran(experim
         "(evaluating 1s)."
     ) in md
     (resumed,) = [r for r in _section(md, "Runs and wall time") if "coinrun_s0_gap" in r]
-    assert resumed == (
-        "| coinrun_s0_gap | framestack=gap | 0 | TERMINATED | NVIDIA H100 80GB HBM3, then "
-        "NVIDIA H200 | 4,000 | 4s | 1,000 | 25% |"
+    assert resumed == (  # its game too: the fixture's trials play two
+        "| coinrun_s0_gap | coinrun | framestack=gap | 0 | TERMINATED | NVIDIA H100 80GB HBM3, "
+        "then NVIDIA H200 | 4,000 | 4s | 1,000 | 25% |"
     )
 
 

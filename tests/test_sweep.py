@@ -111,6 +111,8 @@ def test_optuna_runs_every_proposal_on_every_game_and_seed(tmp_path):
         max_concurrent=2,
     )
     assert len(df) == 2 * 4
+    for row in df.itertuples():  # its dir named by the game and seed its cell index picked
+        assert Path(row.trial_dir).name.startswith(f"{row.game}_s{row.seed}_"), row.trial_dir
     for _, group in df.groupby("lr"):
         assert sorted(zip(group.game, group.seed, strict=True)) == [
             ("coinrun", 0),

@@ -831,9 +831,11 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
     )
     if len(trials) <= TRIAL_ROWS:
         order = trials.iloc[np.argsort(T.trial_order(trials).to_numpy(), kind="stable")]
+        games = trials["game"].nunique() > 1  # a column where the trials differ in it
         lines += T.md_table(
             [
                 "trial",
+                *(["game"] if games else []),
                 "variant",
                 "seed",
                 "status",
@@ -846,6 +848,7 @@ def runs_section(dirs: Sequence[Path], exp: Experiment) -> list[str]:
             [
                 [
                     str(r.trial_id),
+                    *([str(r.game)] if games else []),
                     str(r.variant),
                     str(r.seed),
                     str(r.status),

@@ -26,7 +26,14 @@ from rlsweep.metrics import TRIAL_DONE, TUNE_ITERATION
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
 from rlsweep.spec.space import Param
-from rlsweep.spec.spec import SAMPLE, TRIAL_FILE, VARIANT, SweepSpec, resolve_config
+from rlsweep.spec.spec import (
+    CELL_INDEX,
+    SAMPLE,
+    TRIAL_FILE,
+    VARIANT,
+    SweepSpec,
+    resolve_config,
+)
 from rlsweep.storage import tune_storage
 
 Trainable = Callable[[dict[str, Any]], None]
@@ -270,9 +277,15 @@ def trial_done(trial_id: str, result: dict[str, Any]) -> bool:
     return bool(result.get(TRIAL_DONE))
 
 
-def _trial_dirname(trial) -> str:
+def _trial_dirname(trial, cells: list[tuple[str, int, str | None]] | None = None) -> str:
+    """`<game>_s<seed>_<trial id>`: an Optuna trial's game and seed from its cell index
+    (`cells`: the spec's; a sweep begun before they were given resumes without them)."""
     cfg = trial.config
-    return f"{cfg.get('game', 'trial')}_s{cfg.get('seed', 'x')}_{trial.trial_id}"
+    if cells is not None and CELL_INDEX in cfg:
+        game, seed, _ = cells[cfg[CELL_INDEX]]
+    else:
+        game, seed = cfg.get("game", "trial"), cfg.get("seed", "x")
+    return f"{game}_s{seed}_{trial.trial_id}"
 
 
 def sweep_callbacks(spec: SweepSpec, callbacks: list[Any] | None = None) -> list[Any]:
@@ -311,7 +324,7 @@ def build_tuner(
             max_concurrent_trials=spec.max_concurrent
             if spec.search.algorithm != "optuna"
             else None,
-            trial_dirname_creator=_trial_dirname,
+            trial_dirname_creator=functools.partial(_trial_dirname, cells=spec.cells()),
             reuse_actors=reuses_processes(spec),
         ),
         run_config=tune.RunConfig(
