@@ -29,8 +29,9 @@ SMOKE_NOTE = (
 
 def _table(df) -> str:
     """The trials as run and resume print them: env steps as the count they are
-    (`formatting.count`: 12,378, not the 12378.0 of a float column), and the error column only
-    where some trial has an error (else it is blank on every row)."""
+    (`formatting.count`: 12,378, not the 12378.0 of a float column), searched parameters to 3
+    significant digits, and the error column only where some trial has an error (else it is
+    blank on every row)."""
     import pandas as pd
 
     from rlsweep import formatting
@@ -42,6 +43,10 @@ def _table(df) -> str:
     df = df.drop(columns=drop, errors="ignore")
     if ENV_STEPS in df:  # mapped, not a to_string formatter: that one skips NaN ("?" here)
         df = df.assign(**{ENV_STEPS: df[ENV_STEPS].map(formatting.count)})
+    # A searched parameter as its labels show it (3 significant digits: 0.00132, not 0.001),
+    # not at the display precision the scores get; metric names hold a "/".
+    params = [c for c in df.select_dtypes("float").columns if "/" not in c]
+    df = df.assign(**{c: df[c].map(formatting.searched) for c in params})
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.precision", 3):
         return df.to_string(index=False)
 

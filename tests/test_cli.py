@@ -357,6 +357,12 @@ def test_the_trials_table_prints_env_steps_as_counts_and_errors_only_where_there
     header, *rows = _table(trials).splitlines()
     assert header.split() == ["game", "seed", M.ENV_STEPS, M.TEST_RETURN_NORM, "status"]
     assert [row.split()[2] for row in rows] == ["12,378", "12,420"]
+    # Sampled values to 3 significant digits (two configurations read 0.001 alike), a grid's as
+    # written, the scores at the table's precision.
+    searched = trials.assign(entropy_coeff=[0.0013214, 0.0010731], lr=[5e-4, 3e-4])
+    header, *rows = _table(searched).splitlines()
+    assert [row.split()[-2:] for row in rows] == [["0.00132", "0.0005"], ["0.00107", "0.0003"]]
+    assert [row.split()[3] for row in rows] == ["0.188", "-0.062"]
     failed = trials.assign(
         status=["TERMINATED", "ERROR"],
         error=pd.Series(["", "RuntimeError: boom"], dtype="string"),
