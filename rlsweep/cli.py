@@ -268,7 +268,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
     try:
         result = resume_sweep(args.dir, **where)
     except FileNotFoundError as e:
-        raise SpecError(None, "", f"{e}; {_results_hint()}") from None
+        raise SpecError(None, "", f"{e}; {_results_hint('resume')}") from None
     code = _summary(result)
     _ablation_table(result)
     return code
@@ -283,12 +283,13 @@ def _ablation_table(result) -> None:
         print(f"\n{table.read_text()}\ntable: {table}\nreport: {table.parent / 'report.md'}")
 
 
-def _results_hint() -> str:
-    return "resume takes a sweep's results dir, <storage_path>/<name> (e.g. results/demo)"
+def _results_hint(command: str) -> str:
+    return f"{command} takes a sweep's results dir, <storage_path>/<name> (e.g. results/demo)"
 
 
-def _not_a_spec(path: str) -> None:
-    """`rlsweep resume spec.yaml`: say which results dir that spec's sweep lives in."""
+def _not_a_spec(path: str, command: str = "resume") -> None:
+    """`rlsweep resume spec.yaml` (or `report`): say which results dir that spec's sweep lives
+    in, and the command for it."""
     from pathlib import Path
 
     from rlsweep.experiment.experiment_dir import can_resume, experiment_path, holds_sweep
@@ -296,8 +297,21 @@ def _not_a_spec(path: str) -> None:
 
     if not (path.endswith((".yaml", ".yml")) and Path(path).is_file()):
         return
-    spec = SweepSpec.from_yaml(path)
+    try:
+        spec = SweepSpec.from_yaml(path)
+    except SpecError:  # not a spec that loads: its own errors are validate's to say
+        raise SpecError(path, "", f"a file, not a results dir; {_results_hint(command)}") from None
     experiment = experiment_path(spec)
+    if command == "report":
+        if holds_sweep(experiment):
+            raise SpecError(
+                path,
+                "",
+                f"a spec, not a results dir; its sweep's report: rlsweep report {experiment}",
+            )
+        raise SpecError(
+            path, "", f"a spec, not a results dir; its sweep has not run yet: rlsweep run {path}"
+        )
     hint = resume_command(experiment)
     if not can_resume(experiment):
         hint += (
@@ -365,6 +379,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rlsweep.results.report import build_report
 
     by = [p for arg in args.by or [] for p in arg.split(",") if p]
+    for d in args.dirs:
+        _not_a_spec(d, "report")
     # One ablation's dir, reported as `ablate` reports it: report/ with ablation.md.
     plain = len(args.dirs) == 1 and not (by or args.out or args.pool)
     ablation = ablation_of(args.dirs[0]) if plain else None
@@ -381,6 +397,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                 path = build_report(
                     args.dirs, by=by, out=args.out, pool=args.pool, prices=args.prices, **n
                 )
+    except FileNotFoundError as e:
+        raise SpecError(None, "", f"{e}; {_results_hint('report')}") from None
     except (OSError, ValueError) as e:  # OSError: also S3 access denied / unreachable
         raise SpecError(None, "", str(e)) from None
     for text in dict.fromkeys(str(w.message) for w in caught if w.category is UserWarning):

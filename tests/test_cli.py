@@ -206,6 +206,27 @@ def test_help_version_and_the_ablations(capsys):
     assert "studies: pooling-bigfish" in out  # found by name as the ablations are
 
 
+def test_report_of_what_is_no_results_dir_says_what_report_takes(tmp_path, monkeypatch, capsys):
+    """A newcomer's `rlsweep report typo.yaml` said "no such directory" of a file, and a dir
+    without trials did not say what report reads; a spec points at its sweep's results dir."""
+    monkeypatch.chdir(tmp_path)
+    spec = _spec(tmp_path, "name: lost\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\n")
+    assert main(["report", spec]) == 2
+    assert f"a spec, not a results dir; its sweep has not run yet: rlsweep run {spec}" in (
+        capsys.readouterr().err
+    )
+    record_run(SweepSpec.from_yaml(spec), "results/lost", address=None, instance=None, wandb=None)
+    assert main(["report", spec]) == 2
+    assert "its sweep's report: rlsweep report " in capsys.readouterr().err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: b\ngames: [BigFish]\n")
+    (tmp_path / "empty").mkdir()
+    for target, what in ((broken, "a file, not a results dir"), ("empty", "no Tune trial")):
+        assert main(["report", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert what in err and "report takes a sweep's results dir, <storage_path>/<name>" in err
+
+
 def test_resume_of_a_spec_points_at_its_results_dir(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     spec = _spec(tmp_path, "name: lost\ngames: [coinrun]\nseeds: [0]\nbudget: 16384\n")

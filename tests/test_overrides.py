@@ -78,7 +78,9 @@ def test_an_override_sets_a_key_the_file_gets_wrong(tmp_path):
     ]
     listed = tmp_path / "list.yaml"
     listed.write_text("- a\n")  # not a spec: said so, not a traceback from the override
-    with pytest.raises(SpecError, match="a spec is a mapping of keys, got list"):
+    with pytest.raises(
+        SpecError, match=r"a spec is a mapping of keys \(name, games, ...\), got list"
+    ):
         SweepSpec.from_yaml(listed, budget=20_000, overrides=["search.algorithm=grid"])
 
 

@@ -457,6 +457,12 @@ def test_missing_name_and_not_a_mapping(tmp_path):
     f.write_text("- coinrun\n")
     with pytest.raises(SpecError, match="s.yaml: a spec is a mapping"):
         SweepSpec.from_yaml(f)
+    f.write_text("")
+    with pytest.raises(SpecError, match=r"\(name, games, ...\), got an empty file$"):
+        SweepSpec.from_yaml(f)
+    f.write_text("name: x\ngames: [coinrun\nseeds: [0]\n")  # a YAML error names its file
+    with pytest.raises(SpecError, match=f'not valid YAML: .*\n  in "{f}", line 2, column 8'):
+        SweepSpec.from_yaml(f)
     with pytest.raises(SpecError, match="name: missing"):
         SweepSpec.from_dict({"games": ["coinrun"]})
 

@@ -103,6 +103,8 @@ def experiment_dirs(path: str | Path) -> list[Path]:
     if storage.is_uri(path):
         path = storage.fetch(str(path))
     path = Path(path)
+    if path.is_file():
+        raise FileNotFoundError(f"{path}: a file, not a directory")
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such directory")
     if any(map(history.is_trial_dir, path.iterdir())):

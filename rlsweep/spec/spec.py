@@ -350,7 +350,10 @@ class SweepSpec(SpecChecks):
         default_name: the name of a spec that writes none (a file's stem: a baseline runs as a
         spec); without one, a missing name is an error."""
         if not isinstance(d, dict):
-            raise SpecError(source, "", f"a spec is a mapping of keys, got {type(d).__name__}")
+            got = "an empty file" if d is None else type(d).__name__
+            raise SpecError(
+                source, "", f"a spec is a mapping of keys (name, games, ...), got {got}"
+            )
         known = cls.key_names()
         errors = [
             SpecError(source, key, unknown("key", key, known)) for key in d if key not in known

@@ -8,6 +8,7 @@ integral (a budget of `25e6`), so that specs can be written the natural way; a q
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,10 @@ def parse_yaml(text: str, source: str | None = None) -> Any:
     """The data in YAML `text` (`source`: the file it came from, for errors). A key written
     twice in one mapping is an error: YAML's loaders keep the last silently, so a second
     `params:` block would drop the first's values."""
+    stream = io.StringIO(text)
+    stream.name = source or "<text>"  # PyYAML's marks name it ("in <unicode string>" else)
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = yaml.compose(stream, Loader=yaml.SafeLoader)
         twice = _keys_written_twice(root)
         _exponents_as_numbers(root, set())
         # The values are built by yaml.safe_load, from the node graph with its numbers retagged.
