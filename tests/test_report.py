@@ -584,6 +584,8 @@ def test_a_search_of_300_trials_is_ranked(tmp_path, monkeypatch):
         assert re.fullmatch(r"\[\d\.\d{3}, \d\.\d{3}\]", ci) and seeds == "seeds 0, 1, 2"
     assert (out / "table.md").read_text().startswith("| rank | configuration | score |")
     assert len(pd.read_csv(out / "ranking.csv")) == 100
+    assert ranked.columns.tolist() == ["variant", "score", "runs", "games", "seeds_run", "trials"]
+    assert ranked["seeds_run"].iloc[0] == "0 1 2"  # which seeds, not how many
     assert len(_section(md, "Probability of improvement")) == PAIRWISE_TOP
     for title in ("Aggregates", "Generalization gap"):  # the top ones, and it says so
         assert md.split(f"## {title}\n\n", 1)[1].startswith(f"The top {TOP} configurations.")

@@ -293,7 +293,7 @@ def learning_curves_figure(
     _fit_legend(fig, handles)
     band = f"95% bootstrap CI from {MIN_CI_RUNS}+ runs"
     top = (
-        f"; top {len(highlight)} of {len(exp.variants)} in colour (#k: its rank in report.md)"
+        f"; top {len(highlight)} of {len(exp.variants):,} in colour (#k: its rank in report.md)"
         if others
         else ""
     )

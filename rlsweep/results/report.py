@@ -249,7 +249,7 @@ def _search_body(
     lines = T.top_table(exp, ranked, TOP, **kw)
     n_ranked = len(ranked)
     note = (
-        f"Top {len(top)} of {n_ranked} configurations with a finished run, by final "
+        f"Top {len(top)} of {n_ranked:,} configurations with a finished run, by final "
         f"unseen-level score (`{M.TEST_RETURN_NORM}`): the mean over the games each ran of its "
         f"mean over seeds; its 95% CI where every game it ran has {T.MIN_CI_RUNS}+ runs (seeds "
         "repeat), else — (a bootstrap of fewer runs is no CI). All configurations, ranked: "
@@ -257,16 +257,17 @@ def _search_body(
     )
     if n_ranked > 1 and (ranked["runs"] == ranked["games"]).all():
         note += (
-            f" Each configuration ran one seed a game: the best of {n_ranked} configurations, "
+            f" Each configuration ran one seed a game: the best of {n_ranked:,} configurations, "
             "each run once, is chosen by its luck as well as by its settings, so its score "
             "reads high (a winner's curse); run the top few again over seeds before trusting "
             "their order."
         )
     (out / "table.md").write_text("\n".join([*lines, "", note, ""]))
+    # Which seeds ran, named so beside the counts `runs` and `games` ("seeds 0" read as none).
     ranked.assign(
         seeds=ranked["seeds"].map(lambda s: " ".join(map(str, s))),
         trials=ranked["trials"].map(" ".join),
-    ).to_csv(out / "ranking.csv", index=False)
+    ).rename(columns={"seeds": "seeds_run"}).to_csv(out / "ranking.csv", index=False)
 
     scores = exp.all_scores(variants=top)
     complete = [v for v in top if R.complete(scores[v])]
@@ -316,7 +317,7 @@ def _search_body(
             exp,
             pairwise,
             kw,
-            f"among the top {len(pairwise)} configurations only (of {n_ranked}): a pairwise "
+            f"among the top {len(pairwise)} configurations only (of {n_ranked:,}): a pairwise "
             "table grows as the square of what it compares",
         ),
         *_gap_section(exp, complete, kw, top=len(top)),
@@ -405,11 +406,11 @@ def _header(exp: Experiment) -> list[str]:
     sweeps = exp.final.groupby("sweep")["status"].value_counts().unstack(fill_value=0)
     md = [f"# Report: {', '.join(sweeps.index)}", ""]
     for sweep, counts in sweeps.iterrows():
-        parts = ", ".join(f"{counts[s]} {s}" for s in R.STATUSES if s in counts and counts[s])
+        parts = ", ".join(f"{counts[s]:,} {s}" for s in R.STATUSES if s in counts and counts[s])
         spec = exp.specs.get(sweep)
         n, planned = int(counts.sum()), spec.num_trials if spec else None
         if planned and planned > n:
-            trials = f"{n} of {formatting.plural(planned, 'trial')}"
+            trials = f"{n:,} of {formatting.plural(planned, 'trial')}"
             unstarted = f"; {planned - n} not started"
         else:
             trials, unstarted = formatting.plural(n, "trial"), ""
@@ -536,7 +537,7 @@ def no_unseen_levels_note(exp: Experiment) -> list[str]:
         why.append("trained on every level (`num_levels: 0`)")
     if "exploration" in modes:
         why.append("played exploration mode (one fixed level per game)")
-    who = "Every trial" if k == len(trials) else f"{k} of the {len(trials)} trials"
+    who = "Every trial" if k == len(trials) else f"{k:,} of the {len(trials):,} trials"
     return [
         f"> **No unseen levels**: {who} {' or '.join(why)}. Their unseen-level (`test/`) "
         "scores play the levels they trained on: with the training-level scores, two samples "
