@@ -72,9 +72,8 @@ def write_search(
     seed: int = 0,
 ) -> Path:
     """A finished search's experiment dir `root/name` of `n_trials` trials, as Tune and rlsweep
-    write it. Each sampled configuration runs on every game x seed (as an Optuna sweep's
-    proposals do; with one game and one seed, a random search's trials): `n_trials` must be a
-    multiple of games x seeds. Returns the dir."""
+    write it. Each sampled configuration runs on every game x seed, as random search and
+    Optuna run them: `n_trials` must be a multiple of games x seeds. Returns the dir."""
     from rlsweep.experiment.experiment_dir import RUN_FILE, SWEEP_FILE
     from rlsweep.spec.config import TrialConfig
     from rlsweep.spec.spec import TRIAL_FILE, SweepSpec

@@ -609,3 +609,24 @@ def test_a_search_of_single_runs_says_its_best_reads_high(tmp_path):
     """The best of many single-seed runs is picked by luck too: said under the ranking."""
     md = build_report([write_search(tmp_path, 12)], n_resamples=100).read_text()
     assert "the best of 12 configurations, each run once, is chosen by its luck" in md
+
+
+def test_a_searched_parameter_that_took_one_value_is_said_to_have_no_importance(tmp_path):
+    """fANOVA gives 0 to a parameter that never varied among the configurations counted (an
+    interrupted search whose finished trials all drew one gamma): the report says so, lest
+    0 read as "gamma does not matter"."""
+    from rlsweep.spec.spec import TRIAL_FILE
+
+    exp = write_search(tmp_path, 12)
+    for d in exp.iterdir():
+        for name in (TRIAL_FILE, "params.json"):
+            if (d / name).exists():
+                config = json.loads((d / name).read_text())
+                (d / name).write_text(json.dumps({**config, "gamma": 0.99}))
+    md = build_report([exp], n_resamples=200).read_text()
+    assert (
+        "`search`: `gamma` took one value in the configurations counted here: its importance "
+        "is 0 by construction, not a finding." in md
+    )
+    varied = build_report([write_search(tmp_path / "again", 12)], n_resamples=200).read_text()
+    assert "by construction, not a finding" not in varied

@@ -677,7 +677,8 @@ def importance_section(
         if spec is None or not spec.sampled_keys:
             continue
         sweep = exp.counted[exp.counted["sweep"] == d.name]
-        got = importances(spec, T.configurations(sweep, list(spec.space)), d)
+        configs = T.configurations(sweep, list(spec.space))
+        got = importances(spec, configs, d)
         if got is None:
             notes.append(f"`{d.name}`: too few finished configurations for importances.")
             continue
@@ -690,6 +691,13 @@ def importance_section(
             continue
         found[d.name] = scores
         notes.append(f"`{d.name}`: from {source}.")
+        fixed = [k for k in scores.index if k in configs and configs[k].nunique() < 2]
+        if fixed:  # 0 says it never varied among them, not that it does not matter
+            names = ", ".join(f"`{k}`" for k in fixed)
+            notes.append(
+                f"`{d.name}`: {names} took one value in the configurations counted here: "
+                "its importance is 0 by construction, not a finding."
+            )
     if not found:
         return (["## Hyperparameter importance", "", *notes, ""] if notes else []), []
     table = pd.concat(found, names=["sweep", "param"]).reset_index()
