@@ -294,3 +294,19 @@ def test_each_unread_field_is_read_by_nothing_under_its_condition_and_read_other
         else:
             reads = lambda c: _reads(key, c)  # noqa: E731
         assert (reads(a) == reads(b)) is same, (key, unread.by, condition)
+
+
+def test_the_fields_no_config_reads_are_those_every_config_holds_unread():
+    """Results drop from their CSVs the settings no trial read: DQN's replay in a PPO sweep,
+    the KL target without a KL term; a field one trial reads stays. A frame's missing
+    lr_schedule (NaN) is no schedule: lr is read."""
+    from rlsweep.spec.config import unread_everywhere
+
+    ppo = TrialConfig().to_dict() | {"lr_schedule": float("nan")}
+    dqn = TrialConfig(algorithm="dqn").to_dict()
+    only_ppo = unread_everywhere([ppo, ppo])
+    assert {"replay_capacity", "vtrace_clip_rho", "kl_target", "framestack_k"} <= set(only_ppo)
+    assert not {"lr", "clip_param", "entropy_coeff", "lambda_"} & set(only_ppo)
+    mixed = unread_everywhere([ppo, dqn])
+    assert "replay_capacity" not in mixed and "lambda_" not in mixed and "vtrace_clip_rho" in mixed
+    assert unread_everywhere([]) == []

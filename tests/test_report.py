@@ -623,7 +623,11 @@ def test_a_searched_parameter_that_took_one_value_is_said_to_have_no_importance(
             if (d / name).exists():
                 config = json.loads((d / name).read_text())
                 (d / name).write_text(json.dumps({**config, "gamma": 0.99}))
-    md = build_report([exp], n_resamples=200).read_text()
+    out = build_report([exp], n_resamples=200)
+    md = out.read_text()
+    final = pd.read_csv(out.parent / "final.csv")  # less what no trial read: DQN's, V-trace's
+    assert {"lr", "gamma", "clip_param"} <= set(final) and "replay_capacity" not in final
+    assert "vtrace_clip_rho" not in pd.read_csv(out.parent / "scores.csv")
     assert (
         "`search`: `gamma` took one value in the configurations counted here: its importance "
         "is 0 by construction, not a finding." in md

@@ -37,6 +37,7 @@ from rlsweep.results import stats as S
 from rlsweep.results import tables as T
 from rlsweep.results.importance import report_study
 from rlsweep.results.results import Experiment
+from rlsweep.spec.config import unread_everywhere
 from rlsweep.spec.spec import SweepSpec
 from rlsweep.spec.subconfigs import EnvConfig
 
@@ -383,10 +384,13 @@ def _write_index(parts: dict[str, Experiment], out: Path, pool: bool, notes: lis
 
 
 def _write_frames(exp: Experiment, out: Path) -> list[str]:
+    """scores.csv and final.csv (and scores.parquet), less the settings no trial read
+    (`config.unread_everywhere`: DQN's replay in a PPO sweep, lr under a schedule)."""
     written = ["scores.csv", "final.csv"]
-    curves = R.evaluations_only(exp.curves)
+    unread = unread_everywhere(exp.final.to_dict("records"))
+    curves = R.evaluations_only(exp.curves).drop(columns=unread, errors="ignore")
     curves.to_csv(out / "scores.csv", index=False)
-    exp.final.to_csv(out / "final.csv", index=False)
+    exp.final.drop(columns=unread, errors="ignore").to_csv(out / "final.csv", index=False)
     try:
         import pyarrow  # noqa: F401
     except ImportError:

@@ -9,7 +9,8 @@ rebuilds and validates it. The defaults are openai/train-procgen's run (Cobbe et
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
@@ -150,6 +151,25 @@ PPO's and APPO's clip and KL, V-trace's clips, DQN's replay and exploration; DQN
 entropy, value loss or epochs). A spec that sets one where every trial it reaches holds such a
 value is refused (`SpecChecks._ignored_errors`: a search over it would run one trial again and
 again); tests/test_config.py holds each against its reader."""
+
+
+def unread_everywhere(configs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The UNREAD fields that none of `configs` (trial configs, as rows of a results frame)
+    reads: in each, one of the field's conditions holds. A missing value (None, NaN) is None,
+    as a frame holds it."""
+    rows = list(configs)
+
+    def value(row: Mapping[str, Any], key: str) -> Any:
+        v = row.get(key)
+        return None if isinstance(v, float) and math.isnan(v) else v
+
+    return [
+        key
+        for key, conditions in UNREAD.items()
+        if rows
+        and all(key in row for row in rows)
+        and all(any(c.by in row and c.test(value(row, c.by)) for c in conditions) for row in rows)
+    ]
 
 
 def recorded_config(config: dict[str, Any]) -> dict[str, Any]:
