@@ -225,6 +225,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(pd.DataFrame(plan.rows).to_string(index=False))
+    if spec.sampled_keys:
+        how = (
+            "proposed by Optuna"
+            if spec.search.algorithm == "optuna"
+            else f"drawn once, from search.seed {spec.search.seed}"
+        )
+        print(
+            f"configurations: {spec.search.num_samples:,} of the sampled parameters, {how}; "
+            "each runs in every row"
+        )
     if plan.layout is not None:
         print(f"\n{plan.layout.line()}")
     print(f"\n{spec.name}: {plan.summary()}")

@@ -293,8 +293,8 @@ def test_an_ablation_plan_shows_each_trials_variant(capsys):
     ablation = Path(DEMO).parent / "ablations" / "framestack.yaml"
     assert main(["plan", str(ablation), "--smoke"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["game", "seed", "variant", "samples"]
-    assert lines[1].split() == ["leaper", "0", "No", "Stack", "1"]
+    assert lines[0].split() == ["game", "seed", "variant"]  # nothing sampled: no count
+    assert lines[1].split() == ["leaper", "0", "No", "Stack"]
     rows = [tuple(line.split()) for line in lines[1:] if line.startswith("leaper")]
     assert len(rows) == len(set(rows)) == 6  # 2 seeds x 3 variants, no two rows alike
 
@@ -336,3 +336,20 @@ def test_budget_scaled_up_warns_of_what_it_keeps(capsys):
     *err, long = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and all(e.startswith("rlsweep: warning: --budget 25,000,000") for e in err)
     assert long.startswith("rlsweep: warning: estimated wall time ") and "--allow-long" in long
+
+
+def test_a_random_search_plan_says_its_configurations_run_in_every_row(tmp_path, capsys):
+    spec = tmp_path / "r.yaml"
+    spec.write_text(
+        "name: r\ngames: [coinrun, maze]\nseeds: [0]\nbudget: 16384\n"
+        "space: {lr: {loguniform: [1e-4, 1e-3]}}\n"
+        "search: {algorithm: random, num_samples: 5, seed: 3}\n"
+    )
+    assert main(["plan", str(spec)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["game", "seed", "lr", "configurations"]
+    assert lines[3] == (
+        "configurations: 5 of the sampled parameters, drawn once, from search.seed 3; each runs "
+        "in every row"
+    )
+    assert "10 trials x budget" in "\n".join(lines)

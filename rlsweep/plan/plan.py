@@ -503,7 +503,8 @@ def make_plan(
         row.update({k: getattr(t, k) for k in spec.grid_keys})
         for k in spec.sampled_keys:
             row[k] = spec.space[k].describe()
-        row["samples"] = spec.search.num_samples
+        if spec.sampled_keys:
+            row["configurations"] = spec.search.num_samples  # the same ones in every row
         rows.append(row)
     billed = usd = head_usd = None
     if instance is not None:
