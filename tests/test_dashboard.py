@@ -9,6 +9,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import threading
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlsweep.experiment.interrupt import SweepInterrupted
 from rlsweep.run.session import Dashboard
 from rlsweep.run.sweep import run_sweep
 from rlsweep.spec.spec import SweepSpec
@@ -135,13 +137,53 @@ async def _capture(ws_url: str, url: str, token: str | None, settle_s: float) ->
         return base64.b64decode(shot["data"])
 
 
+def _look(base: str, port: int, tmp_path: Path) -> None:
+    """What a user sees of the running sweep: the dashboard's API, behind its token; the
+    trial's actor; loopback only; the page, rendered by headless Chromium where installed."""
+    mode = _poll(lambda: _get(f"{base}/api/authentication_mode"), 180, "the dashboard")
+    token = ray_token() if mode["authentication_mode"] == "token" else None
+    if token:  # the API refuses requests without the token
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            _get(f"{base}/api/version")
+    version = _get(f"{base}/api/version", token)
+    assert version["ray_version"] == "2.60.0"
+    # The trial's actor shows up in the State API while the sweep runs.
+    actors = _poll(
+        lambda: [
+            a
+            for a in _get(f"{base}/api/v0/actors?limit=200", token)["data"]["result"]["result"]
+            if a["state"] == "ALIVE" and "ImplicitFunc" in a["class_name"]
+        ],
+        180,
+        "the trial's actor",
+    )
+    assert len(actors) == 1
+    nodes = _get(f"{base}/nodes?view=summary", token)
+    assert nodes["result"] is True and len(nodes["data"]["summary"]) == 1
+    # Loopback only: the machine's own network address refuses the port.
+    if (ip := _outside_address()) is not None:
+        with pytest.raises(OSError), socket.create_connection((ip, port), timeout=3):
+            pass
+    if CHROMIUM is not None:
+        png = tmp_path / "dashboard.png"
+        screenshot(f"{base}/#/overview", png, token)
+        import matplotlib.image
+
+        pixels = matplotlib.image.imread(png)
+        assert pixels.shape[1] == 1400 and pixels.shape[0] > 500
+        assert np.asarray(pixels).std() > 0.05  # a rendered page, not a blank one
+
+
 def test_dashboard_during_a_real_sweep(tmp_path, capsys):
+    """The sweep runs in the main thread, as `rlsweep run` does, while another thread looks at
+    its dashboard and then presses Ctrl-C (SIGINT): the sweep stops as soon as it has been
+    seen, its trial checkpointed, rather than run out a budget long enough to look at."""
     port = _free_port()
     spec = SweepSpec(
         name="watched",
         games=["leaper"],
         seeds=[0],
-        budget=40 * 256,  # long enough to look at while it runs
+        budget=1000 * 256,  # far longer than the look: Ctrl-C ends it
         params={
             "num_envs_per_env_runner": 16,
             "rollout_length": 16,
@@ -152,50 +194,36 @@ def test_dashboard_during_a_real_sweep(tmp_path, capsys):
         },
         storage_path=str(tmp_path / "results"),
     )
-    out: dict = {}
-    runner = threading.Thread(
-        target=lambda: out.update(r=run_sweep(spec, num_cpus=2, dashboard=Dashboard(port=port)))
-    )
-    runner.start()
-    try:
-        base = f"http://127.0.0.1:{port}"
-        mode = _poll(lambda: _get(f"{base}/api/authentication_mode"), 180, "the dashboard")
-        token = ray_token() if mode["authentication_mode"] == "token" else None
-        if token:  # the API refuses requests without the token
-            with pytest.raises(urllib.error.HTTPError, match="401"):
-                _get(f"{base}/api/version")
-        version = _get(f"{base}/api/version", token)
-        assert version["ray_version"] == "2.60.0"
-        # The trial's actor shows up in the State API while the sweep runs.
-        actors = _poll(
-            lambda: [
-                a
-                for a in _get(f"{base}/api/v0/actors?limit=200", token)["data"]["result"]["result"]
-                if a["state"] == "ALIVE" and "ImplicitFunc" in a["class_name"]
-            ],
-            180,
-            "the trial's actor",
-        )
-        assert len(actors) == 1
-        nodes = _get(f"{base}/nodes?view=summary", token)
-        assert nodes["result"] is True and len(nodes["data"]["summary"]) == 1
-        # Loopback only: the machine's own network address refuses the port.
-        if (ip := _outside_address()) is not None:
-            with pytest.raises(OSError), socket.create_connection((ip, port), timeout=3):
-                pass
-        if CHROMIUM is not None:
-            png = tmp_path / "dashboard.png"
-            screenshot(f"{base}/#/overview", png, token)
-            import matplotlib.image
+    base = f"http://127.0.0.1:{port}"
+    failed: list[BaseException] = []
+    swept = threading.Event()
 
-            pixels = matplotlib.image.imread(png)
-            assert pixels.shape[1] == 1400 and pixels.shape[0] > 500
-            assert np.asarray(pixels).std() > 0.05  # a rendered page, not a blank one
+    def look_then_ctrl_c() -> None:
+        try:
+            _look(base, port, tmp_path)
+        except BaseException as e:  # raised in the test's thread, once the sweep has stopped
+            failed.append(e)
+        # Only while the sweep's handler is in place (its Tuner.fit): Python's own would raise
+        # KeyboardInterrupt into pytest.
+        while signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            if swept.wait(0.2):
+                return
+        os.kill(os.getpid(), signal.SIGINT)
+
+    looker = threading.Thread(target=look_then_ctrl_c)
+    looker.start()
+    try:
+        with pytest.raises(SweepInterrupted) as stopped:
+            run_sweep(spec, num_cpus=2, dashboard=Dashboard(port=port))
     finally:
-        runner.join(timeout=600)
-    assert not runner.is_alive()
-    (row,) = out["r"].trials.itertuples()
-    assert row.status == "TERMINATED"
+        swept.set()
+        looker.join(timeout=600)
+    assert not looker.is_alive()
+    if failed:
+        raise failed[0]
+    assert stopped.value.exit_code == 128 + signal.SIGINT
+    (row,) = stopped.value.result.trials.itertuples()
+    assert row.status == "INCOMPLETE"  # checkpointed, to resume
     assert f"Ray dashboard at {base}" in capsys.readouterr().out
     if CHROMIUM is None:
         pytest.skip("chromium not installed: dashboard API checked, no screenshot taken")
