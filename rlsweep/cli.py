@@ -225,7 +225,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(pd.DataFrame(plan.rows).to_string(index=False))
-    if spec.sampled_keys:
+    if spec.sampled_keys and spec.search.scheduler != "pbt":
         how = (
             "proposed by Optuna"
             if spec.search.algorithm == "optuna"
@@ -235,6 +235,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
             f"configurations: {spec.search.num_samples:,} of the sampled parameters, {how}; "
             "each runs in every row"
         )
+    elif spec.sampled_keys:
+        print(f"population: {spec.search.num_samples:,} a row, each trial drawing its own start")
     if plan.layout is not None:
         print(f"\n{plan.layout.line()}")
     print(f"\n{spec.name}: {plan.summary()}")

@@ -168,6 +168,15 @@ def test_a_random_search_runs_each_drawn_configuration_in_every_cell():
     other = spec.with_overrides(search={"algorithm": "random", "num_samples": 3, "seed": 6})
     assert drawn_configurations(other) != drawn_configurations(spec)
     assert [set(d) for d in drawn_configurations(spec)] == [{"lr", "framestack_k"}] * 3
+    # PBT's population: each member draws its own start (one game, as PBT runs).
+    pbt = SweepSpec(
+        name="p",
+        games=["starpilot"],
+        seeds=[0, 1],
+        space={"lr": {"loguniform": [1e-4, 1e-3]}},
+        search={"algorithm": "random", "num_samples": 3, "scheduler": "pbt"},
+    )
+    assert drawn_configurations(pbt) == [] and num_samples(pbt) == 3
 
 
 def test_a_drawn_condition_on_another_sampled_param_reads_the_same_draw():

@@ -60,7 +60,7 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
             space[key] = tune.sample_from(
                 functools.partial(_from_variant, key, spec.variants, defaults[key])
             )
-    drawn = drawn_configurations(spec) if spec.search.algorithm != "optuna" else []
+    drawn = drawn_configurations(spec)
     if drawn:
         space[SAMPLE] = tune.grid_search(list(range(len(drawn))))
         whens = {k: spec.space[k].when for k in spec.sampled_keys}
@@ -83,8 +83,10 @@ def drawn_configurations(spec: SweepSpec) -> list[dict[str, Any]]:
     search draws them). Each runs in every game x seed x variant cell and with every grid
     value, as each of Optuna's proposals does: a configuration is then scored over the seeds
     and games, not on the one cell it happened to draw (Tune's own random search draws anew
-    for each trial). Empty where nothing is sampled."""
-    if not spec.sampled_keys:
+    for a trial). Empty where nothing is sampled, under Optuna (it proposes them) and under PBT:
+    its population's members each draw their own starting values, as Tune draws them, so that
+    it has more than the seeds to exploit."""
+    if not draws_once(spec):
         return []
     import numpy as np
 
@@ -253,12 +255,19 @@ def scheduler(spec: SweepSpec):
     return None
 
 
+def draws_once(spec: SweepSpec) -> bool:
+    """The sweep's sampled configurations are drawn once and each run in every cell
+    (`drawn_configurations`): grid or random search that samples, without PBT."""
+    s = spec.search
+    return bool(spec.sampled_keys) and s.algorithm != "optuna" and s.scheduler != "pbt"
+
+
 def num_samples(spec: SweepSpec) -> int:
     """Tune's num_samples: how many times its variant generator runs the grid."""
     if spec.search.algorithm == "optuna":
         return spec.search.num_samples * len(spec.cells())  # Repeater counts each cell
     # The drawn configurations are a grid axis (`SAMPLE`): the grid once.
-    return 1 if spec.sampled_keys else spec.search.num_samples
+    return 1 if draws_once(spec) else spec.search.num_samples
 
 
 def reuses_processes(spec: SweepSpec) -> bool:
