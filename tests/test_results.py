@@ -158,6 +158,8 @@ def broken(tmp_path):
     # stopped itself as failed (rlsweep.trial.trainable on a non-finite loss)
     stopped = [*full[:2], {**full[2], M.TRIAL_ERROR: "training diverged: loss/total is nan"}]
     write_trial(exp, "coinrun_s10_k", p(10), stopped)
+    # crashed once, and the retry reached the budget only to diverge: not counted
+    write_trial(exp, "coinrun_s11_l", p(11), diverged, error="Traceback ...\nActorDiedError: y\n")
     return exp
 
 
@@ -176,6 +178,7 @@ def test_every_trial_is_kept_and_marked(broken):
         "coinrun_s8_i": R.TERMINATED,
         "coinrun_s9_j": R.TERMINATED,
         "coinrun_s10_k": R.ERROR,
+        "coinrun_s11_l": R.ERROR,
     }
     assert final["error"].to_dict() == {
         "coinrun_s0_a": "",
@@ -189,6 +192,7 @@ def test_every_trial_is_kept_and_marked(broken):
         "coinrun_s8_i": "",
         "coinrun_s9_j": "recovered after: ActorDiedError: x",
         "coinrun_s10_k": "training diverged: loss/total is nan",
+        "coinrun_s11_l": "loss/total is nan at the last iteration (training diverged)",
     }
     rows = curves.groupby("trial_id").size()
     assert rows["coinrun_s1_b"] == 1 and rows["coinrun_s2_c"] == 2 and rows["coinrun_s8_i"] == 4
@@ -284,3 +288,22 @@ def test_gpu_memory_columns_only_where_a_trial_reported_them(tmp_path):
     final = R.final_scores(curves).set_index("trial_id")
     assert final.loc["t1", M.GPU_RESERVED_PEAK_GIB] == 7.5
     assert math.isnan(final.loc["t0", M.GPU_RESERVED_PEAK_GIB])
+
+
+def test_a_resume_counts_the_trials_not_started_as_to_run(tmp_path):
+    """A sweep stopped after its one started trial finished, two of its three not started
+    (a study's first sitting, its later trials waiting): the resume has those two to run; were
+    they left out, it would say "nothing to resume" and never run them."""
+    from rlsweep.spec.spec import SweepSpec
+
+    spec = SweepSpec(name="part", games=["coinrun"], seeds=[0, 1, 2], budget=16384)
+    exp = tmp_path / "part"
+    full = [row(4096 * (i + 1), 0.1 * i, 0.05 * i) for i in range(4)]
+    params = {"game": "coinrun", "seed": 0, **PARAMS, "total_env_steps": 16384}
+    write_trial(exp, "coinrun_s0_a", params, full)
+    points = R.resume_points(spec, str(exp), [])
+    assert points.to_run == 2
+    assert points.lines[0] == (
+        "rlsweep: resuming part: 1 finished trial(s) kept, 0 ended early by the scheduler kept, "
+        "0 to continue, 2 not started; 32.8k of 49.2k env steps left"
+    )

@@ -239,6 +239,8 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
     if crashed and reached and not error:
         # Tune retried the trial from a checkpoint and the retry finished: its numbers count.
         status, error = TERMINATED, f"recovered after: {crashed}"
+    elif crashed and reached:  # the retry ran to its budget, and failed on its own numbers
+        status = ERROR
     elif error or crashed:
         status, error = ERROR, crashed or error
     elif reached:
