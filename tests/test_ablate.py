@@ -281,6 +281,25 @@ def test_ablation_md_sets_references_beside_raw_returns_and_gives_differences(tm
     ]
 
 
+def test_an_ablation_of_two_variants_gives_their_difference(tmp_path):
+    """The commonest ablation, A against B: its one difference, per levels."""
+    from rlsweep.spec.spec import SweepSpec
+
+    two = STUDY.replace("  Avg Pool fp32: {global_pool: true, precision: fp32}\n", "")
+    spec = SweepSpec.from_yaml_text(two, source="study.yaml")
+    exp = tmp_path / "study"
+    for (variant, seed), (train, test) in RAW.items():
+        if variant != "Avg Pool fp32":
+            _raw_trial(exp, variant, seed, train, test, iters=4)
+    text = write_ablation_table(spec, exp, n_resamples=200).read_text()
+    diffs = text[text.index("## Differences: Avg Pool against each other variant") :]
+    rows = [line for line in diffs.splitlines() if line.startswith("| bigfish")]
+    assert [r.split(" | ")[1:3] for r in rows] == [
+        ["training", "Avg Pool − No Pool"],
+        ["unseen", "Avg Pool − No Pool"],
+    ]
+
+
 def test_the_report_lists_an_ablations_variants_in_its_files_order(tmp_path):
     """report.md's columns and the plots' legends follow the spec the dir holds (Avg Pool, No
     Pool, Avg Pool fp32), as ablation.md's do, not the labels' alphabetical order."""

@@ -181,6 +181,22 @@ def test_plan_estimate_with_instance(prices):
         make_plan(gpu_spec, cpus=8, instance="cpu8", prices=prices)
 
 
+def test_what_runs_at_once_is_capped_by_instances_the_spec_and_its_trials(prices):
+    """Trials do not split across instances: 6-CPU trials on 3 x cpu8 run 3 at once, not the 4
+    that 24 CPUs hold. A spec's max_concurrent caps it, and so do its trials: 2 trials plan
+    2 at a time, and bill as many instances as they need, on 64 CPUs."""
+    six = SweepSpec.from_dict({**SPEC, "params": {"num_cpus": 2, "num_env_runners": 4}})
+    kw = {"prices": prices, "throughput": TRAINING_ONLY}
+    plan = make_plan(six, cpus=2, instance="cpu8", instances=3, **kw)
+    assert plan.concurrent == 3
+    capped = SweepSpec.from_dict({**SPEC, "max_concurrent": 2})
+    plan = make_plan(capped, cpus=64, **kw)
+    assert (plan.concurrent, plan.bound) == (2, "spec")
+    two = SweepSpec.from_dict({**SPEC, "seeds": [0, 1]})
+    plan = make_plan(two, cpus=64, instance="cpu8", **kw)
+    assert (plan.concurrent, plan.bound, plan.instances) == (2, "spec", 2)
+
+
 def test_plan_cli_prints_the_cost(tmp_path, capsys, monkeypatch):
     """The CLI's flags reach make_plan (whose arithmetic is tested above); the plan's figures
     are its defaults here (no benchmark in this directory)."""

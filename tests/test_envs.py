@@ -339,6 +339,14 @@ def test_step_rows_steps_those_envs_alone_as_a_full_step_would():
 # --- exploration mode and time limits (procgen 0.10.7 semantics) ----------------------------
 
 
+def test_the_levels_training_plays_from_num_levels_and_start_level():
+    """[start, start + num_levels) of level seeds; 0 levels: the whole distribution (None),
+    which the evaluation's training split and the report's setup note read as such."""
+    assert EnvConfig(num_levels=200, start_level=5).train_level_range == (5, 205)
+    assert EnvConfig(num_levels=0).train_level_range is None
+    assert EnvConfig(distribution_mode="hard", num_levels=None).train_level_range == (0, 500)
+
+
 def test_exploration_mode_plays_procgens_fixed_level_without_level_settings():
     cfg = EnvConfig(game="maze", distribution_mode="exploration")
     assert cfg.train_levels == 1

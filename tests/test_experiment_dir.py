@@ -72,6 +72,18 @@ def test_a_dir_holding_a_sweep_is_refused_or_cleared(tmp_path, monkeypatch):
     study.write_text("")
     refuse_existing(spec, experiment, overwrite=True)
     assert not Path(experiment).exists() and not study.exists()
+    # A study the spec names (`search.optuna_storage`) is the user's: --overwrite keeps it.
+    mine = tmp_path / "mine.db"
+    mine.write_text("")
+    theirs = SweepSpec(
+        name="demo",
+        search={"algorithm": "optuna", "optuna_storage": f"sqlite:///{mine}"},
+        space={"lr": {"loguniform": [1e-5, 1e-3]}},
+    )
+    trial.mkdir(parents=True)
+    (trial / "params.json").write_text("{}")
+    refuse_existing(theirs, experiment, overwrite=True)
+    assert not Path(experiment).exists() and mine.exists()
 
 
 def test_the_run_record_reads_back(tmp_path):

@@ -42,6 +42,12 @@ def test_the_reason_is_the_last_failures_first_line():
     both = _error_txt(("2026-11-27_15-38-03", DIED), ("2026-11-27_15-39-03", RAISED))
     assert history.reason(both) == "RuntimeError: a fake trial's crash: its node went away"
     assert len(history.reason("x" * 500)) == history.REASON_CHARS
+    # A chained traceback: the exception raised last, not the one it was handling.
+    chained = (
+        "Traceback (most recent call last):\nValueError: the first\n\nDuring handling of the "
+        "above exception, another exception occurred:\n\nRuntimeError: the last\n"
+    )
+    assert history.reason(chained) == "RuntimeError: the last"
 
 
 def test_the_tables_error_cell_holds_the_first_line_and_the_trial_dir_the_text(tmp_path):
@@ -151,6 +157,16 @@ def test_the_progress_view_says_a_retry_and_a_failure_in_a_line(tmp_path):
         "rlsweep: trial coinrun s1 (abc_00000): its worker died at iteration 7 (The actor died "
         f"unexpectedly before finishing this task.); 2 retries spent: ERROR; full text in {error}",
     ]
+    # Its worker died once, then it raised: "it failed", and a retry with no checkpoint
+    # starts from scratch.
+    error.write_text(_error_txt(("2026-11-27_10-00-05", DIED), ("2026-11-27_10-01-05", RAISED)))
+    trial.num_failures, trial.latest_checkpoint_result = 1, None
+    out.seek(0), out.truncate()
+    view.on_trial_recover(9, [trial], trial)
+    assert out.getvalue().split("] ", 1)[1].strip() == (
+        "rlsweep: trial coinrun s1 (abc_00000): it failed at iteration 7 (RuntimeError: a fake "
+        "trial's crash: its node went away); retry 1 of 2, from scratch (no checkpoint)"
+    )
 
 
 def test_a_dead_worker_is_one_line_its_traceback_in_driver_log(ray_local, tmp_path, capfd):

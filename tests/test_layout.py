@@ -53,7 +53,7 @@ def test_gpu_trials_packed_as_measured_best_where_there_are_gpus():
     }
 
 
-def test_cpu_trials_where_there_is_none_and_a_spec_that_sets_resources_keeps_them():
+def test_cpu_trials_where_there_is_none_and_a_spec_that_sets_resources_keeps_them(tmp_path):
     spec = SweepSpec.from_yaml(STUDY)
     chosen = layout.choose(spec, Machine(cpus=2), DEFAULT_GPU_PACKED)
     assert chosen.params == {} and chosen.apply(spec) is spec  # TrialConfig's: 1 CPU each
@@ -66,6 +66,19 @@ def test_cpu_trials_where_there_is_none_and_a_spec_that_sets_resources_keeps_the
     assert kept.why.startswith("the spec's own (params.num_env_runners)")
     variants = SweepSpec(name="v", variants={"a": {"num_cpus": 2}, "b": {}})
     assert layout.pinned(variants) == ["variants.a.num_cpus"]
+    searched = SweepSpec(name="s", space={"num_cpus": [1, 2]})
+    assert layout.pinned(searched) == ["space.num_cpus"]
+    (tmp_path / "base.yaml").write_text("params: {num_env_runners: 2}\n")
+    based = SweepSpec(name="b", extends=str(tmp_path / "base.yaml"))
+    assert layout.pinned(based) == [f"extends({tmp_path / 'base.yaml'}).num_env_runners"]
+    # One CPU trial on a big box gets the spare CPUs, up to CPU_TRIAL_MAX_CPUS.
+    lone = SweepSpec(name="l", games=["leaper"], seeds=[0])
+    big = layout.choose(lone, Machine(cpus=64), DEFAULT_GPU_PACKED)
+    assert big.params["num_cpus"] == layout.CPU_TRIAL_MAX_CPUS == 8
+    # 3 trials on 2 GPUs: 2 to a GPU (a half each), not 1 and a third left waiting.
+    three = SweepSpec(name="t", games=["leaper"], seeds=[0, 1, 2])
+    two_gpus = Machine(cpus=32, gpus=2, gpu_memory_gib=79.6)
+    assert layout.choose(three, two_gpus, DEFAULT_GPU_PACKED).params["num_gpus"] == 0.5
 
 
 def test_a_trial_on_a_cluster_gets_no_more_cpus_than_its_largest_node_has():

@@ -160,6 +160,11 @@ def test_gpu_memory_estimate_by_hand():
     assert gpu_memory_gib(TrialConfig(minibatch_size=512)) < gpu_memory_gib(cfg) / 2
     # APPO keeps the old policy too and queues batches; DQN holds no batch, 2 x minibatch rows
     assert gpu_memory(TrialConfig(algorithm="appo")).batch == 4 * (16448 * 12388) / 2**30
+    net = 4 * num_params(cfg) / 2**30
+    appo, ppo = gpu_memory(TrialConfig(algorithm="appo")), gpu_memory(TrialConfig())
+    assert appo.copies - ppo.copies == net  # its target network
+    # minibatching fixed cuts the one batch: no shuffled copy beside it
+    assert gpu_memory(TrialConfig(minibatching="fixed")).batch == (16384 + 64) * 12388 / 2**30
     dqn = gpu_memory(TrialConfig(algorithm="dqn", minibatch_size=32))
     assert dqn.batch == 0 and dqn.activations == 64 * (12288 + 1229824) / 2**30
 
@@ -256,6 +261,7 @@ def test_packing_arithmetic():
     assert trials_at_once(4, 2, cpus=64, gpus=4) == (2, "GPU")
     assert trials_at_once(3, 0, cpus=8, gpus=0) == (2, "CPU")
     assert trials_at_once(1, 0.1, cpus=64, gpus=1) == (10, "GPU")  # 1 / 0.1 is 10, not 9
+    assert trials_at_once(4, 2, cpus=64, gpus=3) == (1, "GPU")  # 2-GPU trials: 3 GPUs hold one
 
 
 def test_check_fits_refuses_what_cannot_run():

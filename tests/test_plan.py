@@ -114,6 +114,7 @@ def test_a_trial_is_its_start_iterations_and_evaluations():
         12 * (base + 3 * (8 * 0.05 + 1024 * 0.002))
     )
     assert trial(num_cpus=2).train_s == pytest.approx(12 * (0.5 + (1.28 + 6.444) / 2))
+    assert trial(num_cpus=2).eval_s == pytest.approx(2 * 64_000 / 2000 / 2)  # on both CPUs
     runners = trial(num_env_runners=2, rollout_length=32)
     assert runners.train_s == pytest.approx(12 * (0.5 + 32 * (0.004 + 16 * 0.001) + 6.444))
     # Trials start as slots free, in order: 3 of 10 s and one of 25 s on 2 slots end at 35 s.

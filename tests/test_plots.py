@@ -569,3 +569,18 @@ def test_search_params_reads_whole_trials_choices_as_written_and_log_axes_apart(
             [t.get_text() for t in _shown_labels(ax)],
         )
     plt.close(fig)
+
+
+def test_the_sample_efficiency_curve_is_the_iqm_of_the_runs_at_each_point(tmp_path):
+    """rliable's sample-efficiency curve: at each shared point the IQM over runs x games, not
+    their mean (4 seeds scoring 0, 0, 0 and 1: IQM 0, mean 0.25)."""
+    exp_dir = tmp_path / "eff"
+    steps = [256, 512, 768, 1024]
+    for seed in range(4):
+        score = lambda i, s=seed: (0.5, float(s == 3))  # noqa: E731
+        params = {"game": "leaper", "seed": seed, "variant": "A"}
+        _trial_like_the_trainable(exp_dir, f"leaper_s{seed}_a", params, steps, {2, 4}, score)
+    exp = load_experiment([exp_dir])  # one variant: its label is "all"
+    grid, ivs = T.sample_efficiency(exp, exp.variants[0], n_resamples=100)
+    assert grid.tolist() == [512, 1024]
+    assert [iv.value for iv in ivs] == [0.0, 0.0]

@@ -634,3 +634,24 @@ def test_a_searched_parameter_that_took_one_value_is_said_to_have_no_importance(
     )
     varied = build_report([write_search(tmp_path / "again", 12)], n_resamples=200).read_text()
     assert "by construction, not a finding" not in varied
+
+
+def test_a_gpu_trial_is_priced_by_its_share_of_the_instances_gpus(tmp_path):
+    """One GPU of a g5.xlarge (4 vCPUs, 1 GPU) for an hour: the whole instance's hour, not the
+    quarter its one CPU would bill."""
+    from rlsweep.experiment.experiment_dir import RUN_FILE
+    from rlsweep.plan.cost import load_prices
+    from rlsweep.results.report import cost_section
+    from rlsweep.results.results import Experiment
+    from rlsweep.results.tables import usd_text
+
+    d = tmp_path / "gpu"
+    d.mkdir()
+    (d / RUN_FILE).write_text(json.dumps({"instance_type": "g5.xlarge", "spot": False}))
+    final = pd.DataFrame(
+        [{"sweep": "gpu", "num_cpus": 1, "num_env_runners": 0, "num_gpus": 1, M.WALL_S: 3600.0}]
+    )
+    exp = Experiment(final, final, ["variant"], [], ["coinrun"])
+    hourly = load_prices()["g5.xlarge"].on_demand
+    row = f"| gpu | g5.xlarge (on-demand) | 1 | {usd_text(hourly)} | {usd_text(hourly)} |"
+    assert row in cost_section([d], exp)

@@ -107,3 +107,15 @@ def test_conditional_parameter_falls_back_to_default():
         apply_conditions({"framestack": "gap", "framestack_k": 8}, space, defaults)["framestack_k"]
         == 8
     )
+    # A condition on two params holds where both hold, not where either does.
+    both = parse_space(
+        {"augment_p": {"uniform": [0.2, 1], "when": {"augment": ["flip"], "framestack": ["gap"]}}}
+    )
+    defaults = {"augment": "none", "framestack": "none", "augment_p": 1.0}
+    for augment, framestack, p in (
+        ("flip", "gap", 0.5),
+        ("flip", "none", 1.0),
+        ("none", "gap", 1.0),
+    ):
+        config = {"augment": augment, "framestack": framestack, "augment_p": 0.5}
+        assert apply_conditions(config, both, defaults)["augment_p"] == p, (augment, framestack)

@@ -17,6 +17,11 @@ def test_iqm_is_the_mean_of_the_middle_half():
     assert S.mean(x) == pytest.approx(128 / 8)
     # Median of the per-game means (4, 28), as rliable: not the median of all 8 scores (4.5).
     assert S.median(x) == pytest.approx(16.0)
+    # 20 scores, where trimming 25% (5 each end: the middle ten, all 0) and 20% (4: -100 and
+    # 50 kept too) differ.
+    y = np.array([-1000.0] * 4 + [-100.0] + [0.0] * 10 + [50.0] + [1000.0] * 4).reshape(4, 5)
+    assert S.iqm(y) == pytest.approx(0.0)
+    assert scipy.stats.trim_mean(y.ravel(), 0.2) == pytest.approx(-50 / 12)
 
 
 def test_optimality_gap_counts_only_the_shortfall_below_one():
@@ -129,6 +134,20 @@ def test_pointwise_mean():
     assert m.tolist() == [1.0, 1.0] and lo.tolist() == [0.0, 1.0] and hi.tolist() == [2.0, 1.0]
     m, lo, hi = S.pointwise_mean(v[:, :1])
     assert m.tolist() == [0.0, 1.0] and np.isnan(lo).all() and np.isnan(hi).all()
+    # Each point's band: the 95% percentile bootstrap of its runs' mean (SciPy's, as rliable's).
+    runs = np.array([[0.1, 0.5, 0.2, 0.9, 0.4, 0.3]])
+    _, lo, hi = S.pointwise_mean(runs, **FAST)
+    ci = scipy.stats.bootstrap(
+        (runs,),
+        np.mean,
+        n_resamples=2000,
+        vectorized=True,
+        axis=-1,
+        confidence_level=0.95,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    ).confidence_interval
+    assert (lo[0], hi[0]) == pytest.approx((ci.low[0], ci.high[0]))
 
 
 def test_mean_difference_resamples_x_and_y_independently():

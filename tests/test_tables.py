@@ -68,6 +68,15 @@ def test_score_table_has_a_column_for_every_variant():
     assert lines[3].startswith("| **IQM** | 0.500 [") and lines[3].endswith(" | — |")
 
 
+def test_a_cell_with_fewer_seeds_than_the_fullest_says_how_many():
+    """(n=k) marks a cell whose CI stands on fewer finished seeds than the fullest cell's."""
+    runs = {("A", "coinrun", s): (0.5, 0.1 * s) for s in range(4)}
+    runs |= {("B", "coinrun", s): (0.5, 0.2 * s) for s in range(3)}
+    row = T.score_table(_experiment(runs), n_resamples=200).splitlines()[2]
+    a, b = row.split(" | ")[1:3]
+    assert "(n=" not in a and b.endswith(" (n=3) |"), row
+
+
 def test_two_runs_give_the_mean_alone_and_say_why():
     """Issue 40 (5): two seeds that agree gave "0.000 ± 0.000" and an IQM "CI" [0.000, 0.000]
     (a bootstrap over 2 runs is no CI). Below MIN_CI_RUNS runs a game, every table shows the
@@ -178,6 +187,16 @@ def test_a_search_is_ranked_in_one_pass_with_a_ci_where_seeds_repeat():
         rows[3].startswith("| 2 | lr=1e-4 | 0.210 | [0.20") and "| seeds 0, 2, 10 | 1 |" in rows[3]
     )
     assert len(rows) == 4  # the top 2 only
+    # Ties keep the variants' order; a configuration with 3 runs of one game and 1 of
+    # another has no CI, and says its fewest.
+    tied = {("B", "coinrun", s): (0.5, 0.5) for s in (0, 1, 2)}
+    tied |= {("A", "coinrun", s): (0.5, 0.5) for s in (0, 1, 2)} | {("A", "maze", 0): (0.5, 0.5)}
+    exp = _experiment(tied)
+    ranked = T.ranking(exp)
+    assert list(ranked["variant"]) == ["A", "B"] == exp.variants
+    assert T.top_table(exp, ranked, 1, n_resamples=200)[2].startswith(
+        "| 1 | A | 0.500 | — (1 run: too few for a CI) |"
+    )
 
 
 def test_a_searchs_configurations_are_scored_as_ranked_in_the_order_their_first_trial_ran():
@@ -199,6 +218,11 @@ def test_a_searchs_configurations_are_scored_as_ranked_in_the_order_their_first_
     assert configs["lr"].tolist() == [2.0, 1.0]
     assert configs[M.TEST_RETURN_NORM].tolist() == pytest.approx([(0.2 + 0.7) / 2, 0.25])
     assert T.configuration_scores(counted).to_dict() == pytest.approx({"lr=2": 0.45, "lr=1": 0.25})
+    # Unequal runs a game: each game weighs alike (three coinrun runs and one of maze: 0.5, not
+    # the 0.25 of a flat mean over the four runs).
+    uneven = counted.assign(game=["coinrun"] * 3 + ["maze"] + ["coinrun"] * 3 + ["maze"])
+    uneven = uneven.assign(**{M.TEST_RETURN_NORM: [0.0, 0.0, 0.0, 1.0] * 2})
+    assert T.configuration_scores(uneven).to_dict() == pytest.approx({"lr=1": 0.5, "lr=2": 0.5})
     # A search by its variants' labels (more than a comparison holds, or `--by variant`)
     by_label = T.configurations(counted, ["variant"])
     assert list(by_label.columns) == ["variant", M.TEST_RETURN_NORM] and len(by_label) == 2
