@@ -224,9 +224,15 @@ def cuda_context_gib(s: Setup) -> float:
     return (total - free - torch.cuda.memory_reserved()) / GIB
 
 
+def model_precisions(s: Setup) -> tuple[str, ...]:
+    """(a)'s precisions: every one on a GPU; on a CPU not tf32, a CUDA setting (the CPU runs
+    it as fp32 again)."""
+    return PRECISIONS if s.device == "cuda" else tuple(p for p in PRECISIONS if p != "tf32")
+
+
 def model_bound_main(s: Setup) -> None:
     """`--model-bound`: (a) in each precision, one JSON line."""
-    out: dict[str, Any] = {p: model_bound(s, p) for p in PRECISIONS}
+    out: dict[str, Any] = {p: model_bound(s, p) for p in model_precisions(s)}
     out["cuda_context_gib"] = cuda_context_gib(s)
     print(json.dumps(out))
 
@@ -513,7 +519,7 @@ def _gib(x: float) -> str:
 
 def model_lines(s: Setup, model: dict[str, Any]) -> list[str]:
     lines = []
-    for dtype in PRECISIONS:
+    for dtype in model_precisions(s):
         m = model[dtype]
         est = estimate(trial_config(s, precision=dtype))["training_step_gib"]
         lines.append(
@@ -652,7 +658,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     model = rec.stage("(a)", lambda: model_stage(s)) if "a" in s.runs else None
     if model is not None:
-        rec.data["model"] = {d: model[d] for d in PRECISIONS}
+        rec.data["model"] = {d: model[d] for d in model_precisions(s)}
         rec.data["cuda_context_gib"] = model["cuda_context_gib"]
         rec.say(*model_lines(s, model))
     # (c) runs the default precision: the plain loop runs it too, and fp32 beside it.
