@@ -9,8 +9,9 @@ its first GPU (the CPU when it has none: the same code path, for a smoke run).
 
 (a) model bound: the IMPALA-CNN alone, inputs already on the device: one inference forward over
     the envs (a rollout step) and one training step (forward, backward, Adam) over a minibatch,
-    in fp32, tf32 and bf16 autocast, cuDNN benchmarking as in a trial; bound = env steps/s if PPO
-    did nothing else (1 inference per env step, `epochs` training passes per sample). Its
+    in fp32, tf32 (on a GPU only) and bf16 autocast, cuDNN benchmarking as in a trial; bound =
+    env steps/s if PPO did nothing else (1 inference per env step, `epochs` training passes per
+    sample). Its
     training step's peak GPU memory (allocated and reserved) beside placement's estimate of it,
     and the CUDA context the process holds outside torch's allocator. A process of its own, so
     that this one never holds GPU memory while the trials run.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -265,7 +266,8 @@ SCENARIOS = {
 def runs():
     from rlsweep.spec.config import TrialConfig
 
-    torch.set_num_threads(2)
+    # Under make test's two workers on 2 cores, one thread each: two would oversubscribe.
+    torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
     cache: dict[str, Run] = {}
 
     def get(name: str, **env_overrides) -> Run:
