@@ -225,7 +225,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     )
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(pd.DataFrame(plan.rows).to_string(index=False))
-    if spec.sampled_keys and spec.search.scheduler != "pbt":
+    if spec.configurations_in_every_cell:
         how = (
             "proposed by Optuna"
             if spec.search.algorithm == "optuna"

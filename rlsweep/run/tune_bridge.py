@@ -25,7 +25,7 @@ from rlsweep.experiment.interrupt import StopFlag
 from rlsweep.metrics import TRIAL_DONE, TUNE_ITERATION
 from rlsweep.plan.placement import placement
 from rlsweep.spec.config import TrialConfig
-from rlsweep.spec.space import Param
+from rlsweep.spec.space import Param, apply_conditions
 from rlsweep.spec.spec import (
     CELL_INDEX,
     SAMPLE,
@@ -63,13 +63,14 @@ def param_space(spec: SweepSpec) -> dict[str, Any]:
     drawn = drawn_configurations(spec)
     if drawn:
         space[SAMPLE] = tune.grid_search(list(range(len(drawn))))
-        whens = {k: spec.space[k].when for k in spec.sampled_keys}
     for key, param in spec.space.items():
         space[key] = to_tune(param)
         if drawn and not param.is_grid:
             # The trial's configuration's value (where its condition holds), resolved after the
             # other params, so params.json records the value that ran.
-            space[key] = tune.sample_from(functools.partial(_drawn, key, drawn, whens, defaults))
+            space[key] = tune.sample_from(
+                functools.partial(_drawn, key, drawn, spec.space, defaults)
+            )
         elif param.when and spec.search.algorithm != "optuna":
             space[key] = tune.sample_from(
                 functools.partial(_conditional, space[key], param.when, defaults[key])
@@ -141,25 +142,16 @@ def _from_variant(key: str, variants: dict, default: Any, arg: dict[str, Any]) -
 def _drawn(
     key: str,
     drawn: list[dict[str, Any]],
-    whens: dict[str, dict[str, tuple] | None],
+    space: dict[str, Param],
     defaults: dict[str, Any],
     arg: dict[str, Any],
-    outer: frozenset[str] = frozenset(),
 ) -> Any:
     """A sampled param's value in the trial's drawn configuration (`SAMPLE`) where its
-    condition holds, else its default. A condition on another sampled param reads that one's
-    value here, from the same draw, not from Tune's config, where it may not be resolved yet
-    (`outer`: the params whose conditions are being read, so that a circle ends)."""
+    condition holds, else its default, by the one rule of conditions (`apply_conditions`,
+    as the trial resolves its config): a condition on another sampled param reads that one's
+    value in the same draw, not Tune's config, where it may not be resolved yet."""
     config = _config_of(arg)
-    draw = drawn[config[SAMPLE]]
-    for k, allowed in (whens[key] or {}).items():
-        if k in draw and k not in outer:
-            value = _drawn(k, drawn, whens, defaults, arg, outer | {key})
-        else:
-            value = config.get(k)
-        if value not in allowed:
-            return defaults[key]
-    return draw[key]
+    return apply_conditions({**config, **drawn[config[SAMPLE]]}, space, defaults)[key]
 
 
 def _conditional(domain, when: dict[str, tuple], default: Any, arg: dict[str, Any]) -> Any:
@@ -256,10 +248,9 @@ def scheduler(spec: SweepSpec):
 
 
 def draws_once(spec: SweepSpec) -> bool:
-    """The sweep's sampled configurations are drawn once and each run in every cell
-    (`drawn_configurations`): grid or random search that samples, without PBT."""
-    s = spec.search
-    return bool(spec.sampled_keys) and s.algorithm != "optuna" and s.scheduler != "pbt"
+    """The sweep's sampled configurations are drawn here, once (`drawn_configurations`): those
+    of grid or random search that run in every cell (Optuna proposes its own)."""
+    return spec.configurations_in_every_cell and spec.search.algorithm != "optuna"
 
 
 def num_samples(spec: SweepSpec) -> int:

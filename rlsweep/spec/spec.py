@@ -587,6 +587,14 @@ class SweepSpec(SpecChecks):
         return [k for k, p in self.space.items() if not p.is_grid]
 
     @property
+    def configurations_in_every_cell(self) -> bool:
+        """Each sampled configuration runs in every game x seed (x variant) cell: random
+        search's, drawn once (`rlsweep.run.tune_bridge.drawn_configurations`), and Optuna's
+        proposals (its Repeater); not PBT's population, whose members each draw their own
+        start."""
+        return bool(self.sampled_keys) and self.search.scheduler != "pbt"
+
+    @property
     def pbt_mutations(self) -> tuple[str, ...]:
         """What PBT perturbs: `search.mutations`, else those of `DEFAULT_MUTATIONS` the space
         samples."""
