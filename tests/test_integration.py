@@ -5,6 +5,7 @@ evaluations exist after a few hundred env steps.
 """
 
 import json
+import logging
 import math
 from pathlib import Path
 
@@ -227,7 +228,17 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         },
         storage_path=str(tmp_path),
     )
-    df = run_sweep(spec).to_dataframe()
+    # What PBT decided at each step, for the message should no trial be perturbed.
+    decisions = _Records()
+    pbt_logger = logging.getLogger("ray.tune.schedulers.pbt")
+    level = pbt_logger.level
+    pbt_logger.setLevel(logging.DEBUG)
+    pbt_logger.addHandler(decisions)
+    try:
+        df = run_sweep(spec).to_dataframe()
+    finally:
+        pbt_logger.removeHandler(decisions)
+        pbt_logger.setLevel(level)
     assert (df["status"] == "TERMINATED").all(), df["error"].tolist()
     perturbed = 0
     for trial_dir in df["trial_dir"]:
@@ -238,4 +249,20 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         # A synchronous PBT step on the last report used to pause the trial, which then resumed
         # from its final checkpoint and reported the same last iteration again, forever.
         assert [r["trial/done"] for r in rows] == [False] * (len(rows) - 1) + [True]
-    assert perturbed >= 1, "PBT never perturbed a trial"
+    assert perturbed >= 1, "PBT never perturbed a trial. It decided:\n" + decisions.text()
+
+
+class _Records(logging.Handler):
+    """A logger's records at a sweep's steps, but those that say a trial waits for its next."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage().strip()
+        if not text.startswith("Perturbation interval not reached") and ", state " not in text:
+            self.lines.append(text)
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
