@@ -314,13 +314,19 @@ HOOKS: tuple[Hook, ...] = (
         "_TrainingResult",
         "TuneState: a (checkpoint, metrics) pair as the checkpoint manager holds it",
     ),
-    # trial_result_dirs (rlsweep.experiment.recovery.RetriedTrials: a retried trial's rows once;
-    # also StorageContext's storage_filesystem, as TuneState, unlisted: RunConfig's public
-    # keyword has the same name).
+    # trial_result_dirs (rlsweep.experiment.recovery.RestartedTrials: a restarted trial's rows,
+    # each once; also StorageContext's storage_filesystem, as TuneState, unlisted: RunConfig's
+    # public keyword has the same name).
     Hook(
         "ray.train._internal.storage.StorageContext",
         "trial_fs_path",
         "trial_result_dirs: a trial's dir in storage, copied over the driver's at a restart",
+    ),
+    Hook(
+        "ray.tune.logger.logger.LoggerCallback",
+        "_restore_from_remote",
+        "RestartedTrials: at each start of a trial with a checkpoint, Tune's JSON and CSV "
+        "loggers copy its stored result.json and progress.csv over the driver's",
     ),
 )
 

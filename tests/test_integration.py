@@ -249,6 +249,10 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         # A synchronous PBT step on the last report used to pause the trial, which then resumed
         # from its final checkpoint and reported the same last iteration again, forever.
         assert [r["trial/done"] for r in rows] == [False] * (len(rows) - 1) + [True]
+        # Each iteration once, across its pauses and exploits: Tune's loggers copied storage's
+        # result.json, as of its last sync, over the driver's at each restart (a full `make
+        # test` once kept 2 rows of 6: the ones after the last exploit).
+        assert [r["training_iteration"] for r in rows] == list(range(1, 7)), trial_dir
     assert perturbed >= 1, "PBT never perturbed a trial. It decided:\n" + decisions.text()
 
 

@@ -10,6 +10,7 @@ import tarfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
@@ -22,6 +23,7 @@ from rlsweep.errors import SpecError
 from rlsweep.experiment.experiment_dir import runs
 from rlsweep.experiment.interrupt import EXIT_TIME_LIMIT, SHUTDOWN_S, SweepInterrupted, TimeLimit
 from rlsweep.experiment.recovery import (
+    RestartedTrials,
     _fs,
     _log_older_reports,
     _trim_results,
@@ -527,6 +529,63 @@ def test_a_trial_retried_within_the_run_reports_each_iteration_once(tmp_path, no
     assert [r[M.RESUMED_AT] for r in rows] == [0, 0, 2, 2, 2, 2]  # 3 is the retry's report
     csv = (Path(trial.trial_dir) / "progress.csv").read_text().splitlines()
     assert len(csv) == 7, csv  # header + one row per iteration
+
+
+class _LoggedTrial:
+    """What Tune's JSON and CSV loggers read of a trial (a key of their dicts, as a Trial):
+    its config, whether it has a checkpoint, the driver's dir of it and its dir in storage."""
+
+    def __init__(self, **attributes: Any) -> None:
+        self.__dict__.update(attributes)
+
+    def init_local_path(self) -> None:
+        Path(self.local_path).mkdir(parents=True, exist_ok=True)
+
+
+def test_a_trial_restarted_in_the_run_keeps_the_rows_storage_had_not_synced(tmp_path):
+    """PBT pauses, resumes and exploits trials within a run, and at each start of a trial
+    with a checkpoint Tune's loggers copy its result.json and progress.csv from storage over
+    the driver's: storage holds them as of the driver's last sync. A PBT trial in a full `make
+    test` once kept only the 2 rows it reported after its last restart, of 6. The driver's
+    files go to storage first (`recovery.RestartedTrials`)."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    loggers = [CSVLoggerCallback(), JsonLoggerCallback()]
+    listener = RestartedTrials()
+    trial = _LoggedTrial(
+        trial_id="t0",
+        config={"lr": 1e-4},
+        checkpoint=None,
+        local_path=str(tmp_path / "driver" / "t0"),
+        storage=SimpleNamespace(
+            storage_filesystem=pafs.LocalFileSystem(), trial_fs_path=str(tmp_path / "stored" / "t0")
+        ),
+    )
+    trial.init_local_path()
+    stored = Path(trial.storage.trial_fs_path)
+    stored.mkdir(parents=True)
+
+    def start() -> None:  # the listener before Tune's loggers, as in a sweep
+        listener.on_trial_start(0, [trial], trial)
+        for logger in loggers:
+            logger.on_trial_start(0, [trial], trial)
+
+    def report(k: int) -> None:
+        for logger in loggers:
+            logger.on_trial_result(0, [trial], trial, {"training_iteration": k})
+
+    start()
+    report(1)
+    for name in ("result.json", "progress.csv"):  # the driver's last sync
+        shutil.copy(Path(trial.local_path, name), stored / name)
+    report(2)
+    trial.checkpoint = "checkpoint_000000"  # paused at its checkpoint
+    start()  # resumed, or exploited another's
+    report(3)
+    rows = [json.loads(x) for x in Path(trial.local_path, "result.json").read_text().splitlines()]
+    assert [r["training_iteration"] for r in rows] == [1, 2, 3]
+    progress = Path(trial.local_path, "progress.csv").read_text().splitlines()
+    assert progress == ["training_iteration", "1", "2", "3"]
 
 
 def _pbt_state(root: Path) -> None:

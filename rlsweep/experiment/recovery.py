@@ -30,9 +30,11 @@ continues (not TERMINATED):
 A checkpoint without a manifest (written before manifests existed) is left to Tune's record.
 Works on a local dir and at a URI alike (files read and written through pyarrow).
 
-Within a run, `RetriedTrials` does the same for a trial Tune retries (`max_failures`) from its
+Within a run, `RestartedTrials` does the same for a trial Tune retries (`max_failures`) from its
 latest checkpoint: Tune's loggers would append the iterations it reports again (result.json
-only when its stored copy was synced after the checkpoint; progress.csv always).
+only when its stored copy was synced after the checkpoint; progress.csv always). It also keeps
+the rows of a trial PBT pauses and resumes, or exploits: Tune's loggers would replace them with
+storage's copy, as of its last sync.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ from rlsweep._ray_compat import TERMINATED
 from rlsweep.experiment.history import TUNE_DATE, checkpoint_iteration, result_rows
 from rlsweep.manifest import complete_manifest
 from rlsweep.storage import CHECKPOINT_DIR, filesystem
+
+RESULT_FILES = ("result.json", "progress.csv")
+"""A trial's rows as Tune's JSON and CSV loggers write them in its dir."""
 
 
 @dataclass(frozen=True)
@@ -158,12 +163,17 @@ def reconcile(experiment: str) -> list[Restart]:
     return restarts
 
 
-class RetriedTrials:
-    """A driver listener (`rlsweep.run.tune_bridge.listening`): when Tune retries a trial, cut
-    its result files back to the checkpoint it restarts from (to nothing without one), in the
-    driver's trial dir and in storage (`_ray_compat.trial_result_dirs`: Tune copies the stored
-    result.json over the driver's at the restart, whatever it held when last synced). Tune's
-    loggers append in place (O_APPEND), so their next rows follow the cut."""
+class RestartedTrials:
+    """A driver listener (`rlsweep.run.tune_bridge.listening`) for the result files of a trial
+    Tune restarts within a run: a retry (`max_failures`), or PBT's pause and resume, or its
+    exploit. At each start of a trial that has a checkpoint, Tune's loggers copy its
+    result.json and progress.csv from storage over the driver's (`_ray_compat.
+    trial_result_dirs`); storage holds them as the driver last synced it, seconds or minutes
+    before, and the rows since would be lost. So at each start the driver's files, where it has
+    them (it writes them, then syncs them), go to storage first. A retried trial restarts from
+    its latest checkpoint: its files are first cut back to that checkpoint (to nothing without
+    one), in both places, so that the iterations it reports again are logged once (Tune's
+    loggers append in place, O_APPEND)."""
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         from rlsweep._ray_compat import trial_result_dirs
@@ -171,6 +181,15 @@ class RetriedTrials:
         at = checkpoint_iteration(trial) or 0
         for fs, root in trial_result_dirs(trial):
             _trim_results(fs, root.rstrip("/"), at)
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        from rlsweep._ray_compat import trial_result_dirs
+
+        (local_fs, local), *stored = trial_result_dirs(trial)
+        for name in RESULT_FILES:
+            text = _read(local_fs, f"{local.rstrip('/')}/{name}")
+            for fs, root in stored if text is not None else ():
+                _write(fs, f"{root.rstrip('/')}/{name}", text)
 
 
 def _fs(experiment: str) -> tuple[pafs.FileSystem, str]:

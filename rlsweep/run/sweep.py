@@ -293,7 +293,7 @@ def _driver(
     (`rlsweep.run.progress`), both fed by Tune's callback events. The experiment dir's run
     record (`experiment_dir.RUNS_FILE`) gets the driver's start (`command`: run or resume),
     where it runs and the sweep's plan there, and how it ended."""
-    from rlsweep.experiment.recovery import RetriedTrials
+    from rlsweep.experiment.recovery import RestartedTrials
     from rlsweep.run.progress import ProgressView
     from rlsweep.run.tune_bridge import listening
 
@@ -315,7 +315,7 @@ def _driver(
         interrupts = Interrupts(say=view.say if view else print, time_limit=time_limit)
         outcome = "ended"
         try:
-            with interrupts, listening(interrupts, RetriedTrials(), *([view] if view else [])):
+            with interrupts, listening(interrupts, RestartedTrials(), *([view] if view else [])):
                 where = user_path(experiment)
                 print(f"rlsweep: results in {where} (TensorBoard: tensorboard --logdir {where})")
                 if view is not None:

@@ -454,6 +454,10 @@ class DriverCallback(tune.Callback):
     def on_step_end(self, iteration, trials, **info):
         self._forward("on_step_end", iteration, trials, **info)
 
+    def on_trial_start(self, iteration, trials, trial, **info):
+        # Before Tune's loggers' (appended after the sweep's callbacks, as Tune sets them up).
+        self._forward("on_trial_start", iteration, trials, trial, **info)
+
     def on_trial_result(self, iteration, trials, trial, result, **info):
         self._forward("on_trial_result", iteration, trials, trial, result, **info)
 
