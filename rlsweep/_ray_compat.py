@@ -12,7 +12,8 @@ to stop Tune's loop the way Ctrl-C does (`end_tune_loop`), to write each of Ray'
 once into a trial's stderr file and leave out RLlib's that its user cannot act on
 (`quiet_trial_logs`, `TRIAL_LOGS`), to let a trial's process pass to the next trial once the
 first has cleaned up (`wait_for_trial_ends`), to find a trial's result files in
-storage (`trial_result_dirs`), to share the sweep's stop flag through the GCS (`kv_put`,
+storage (`trial_result_dirs`), to keep a PBT member's own seed when it exploits another
+(`PopulationHooks`), to share the sweep's stop flag through the GCS (`kv_put`,
 `kv_get`), and to keep Ray's log lines that a sweep's user cannot act on off the console
 (`DRIVER_LOGS`: matched by their wording, which is no API either).
 `HOOKS` lists each private name with the Ray version it was checked against.
@@ -255,6 +256,12 @@ HOOKS: tuple[Hook, ...] = (
         "_tune_config",
         "restored_configs: a resumed Optuna sweep's searcher, at the study where it runs now",
         "instance",
+    ),
+    # PopulationHooks (rlsweep.run.population): a member keeps its cell when it exploits.
+    Hook(
+        "ray.tune.schedulers.pbt.PopulationBasedTraining",
+        "_get_new_config",
+        "PopulationHooks: the config a member takes from the trial it clones, perturbed",
     ),
     # OptunaSearchHooks (rlsweep.run.optuna_search): its saved state without its study's storage.
     *(
@@ -1185,6 +1192,24 @@ def restored_configs(tuner: Any) -> tuple[Any, Any]:
     it held then, paths included) and has no argument to give others; change them here."""
     local = tuner._local_tuner
     return local._tune_config, local.get_run_config()
+
+
+# --- Tune's PopulationBasedTraining ------------------------------------------------------------
+class PopulationHooks:
+    """Mixin for a PopulationBasedTraining subclass, listed before it in the bases, with
+    `_member_keys`: what makes a member the member it is (its game and seed). PBT's exploit
+    gives the member the whole config of the trial it clones, perturbed (Ray 2.60:
+    `_get_new_config` explores `trial_to_clone.config`), so a member with seed 1 that cloned
+    one with seed 0 became a second seed 0 in its params, trial.json and the report, and no
+    member was seed 1 any more. It takes the clone's weights and hyperparameters and keeps its
+    own game and seed, as its trial dir's name does."""
+
+    _member_keys: tuple[str, ...] = ()
+
+    def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict, dict]:
+        config, operations = super()._get_new_config(trial, trial_to_clone)  # type: ignore[misc]
+        own = {k: trial.config[k] for k in self._member_keys if k in trial.config}
+        return {**config, **own}, operations
 
 
 # --- Tune's OptunaSearch -----------------------------------------------------------------------

@@ -253,6 +253,8 @@ def test_pbt_perturbed_values_survive_restore(ray_local, tmp_path):
         # result.json, as of its last sync, over the driver's at each restart (a full `make
         # test` once kept 2 rows of 6: the ones after the last exploit).
         assert [r["training_iteration"] for r in rows] == list(range(1, 7)), trial_dir
+        # Its own seed throughout, a clone's weights restored into it (MemberPBT).
+        assert len({r["config"]["seed"] for r in rows}) == 1, trial_dir
     assert perturbed >= 1, "PBT never perturbed a trial. It decided:\n" + decisions.text()
 
 

@@ -9,6 +9,7 @@ whole population is ranked, so the worst trial always clones the best.
 """
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -80,7 +81,13 @@ def test_pbt_perturbs_and_keeps_the_perturbed_values(tmp_path, monkeypatch, no_r
         assert (
             ran["lr"] == lrs[-1] == json.loads((Path(trial_dir) / "params.json").read_text())["lr"]
         )
+        # A member that cloned another keeps its own seed (PBT's exploit copied the clone's:
+        # two members became seed 0 in the report, and none seed 1).
+        seed = int(re.search(r"_s(\d+)_", Path(trial_dir).name)[1])
+        assert {r["config"]["seed"] for r in rows} == {seed} and ran["seed"] == seed, trial_dir
+        assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4], trial_dir
     assert exploited >= 1
+    assert sorted(df["seed"]) == [0, 1]
 
 
 def test_the_spec_a_pbt_sweep_runs_keeps_what_its_file_wrote(tmp_path):

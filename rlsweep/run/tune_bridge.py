@@ -235,9 +235,10 @@ def scheduler(spec: SweepSpec):
             max_t=10**9,  # trials end themselves at their env-step budget
         )
     if s.scheduler == "pbt":
-        from ray.tune.schedulers import PopulationBasedTraining
+        from rlsweep.run.population import MemberPBT
 
-        return PopulationBasedTraining(
+        return MemberPBT(
+            member_keys=("game", "seed"),  # the cell; the rest is what a member clones
             time_attr=TUNE_ITERATION,
             perturbation_interval=s.perturbation_interval,
             hyperparam_mutations={k: to_tune(spec.space[k]) for k in spec.pbt_mutations},
