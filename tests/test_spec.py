@@ -335,6 +335,23 @@ BAD = [
         },
         "search.scheduler: pbt exploits across the population, so one PBT sweep trains one game",
     ),
+    (  # an exploit takes the clone's variant: the arms would merge
+        {
+            "variants": {"A": {"framestack": "none"}, "B": {"framestack": "gap"}},
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}},
+            "search": {"algorithm": "random", "scheduler": "pbt", "mutations": ["lr"]},
+        },
+        "variants: pbt exploits across the population: a member that exploits another takes its "
+        "variant too, so the variants would merge into the best one's; run one PBT sweep per "
+        "variant (got A, B)",
+    ),
+    (
+        {
+            "space": {"lr": {"loguniform": [1e-5, 1e-3]}, "num_epochs": [1, 3]},
+            "search": {"algorithm": "random", "scheduler": "pbt", "mutations": ["lr"]},
+        },
+        "space.num_epochs: a grid under pbt: a member that exploits another takes its value too",
+    ),
     (
         {
             "space": {"lr": {"loguniform": [1e-5, 1e-3]}},

@@ -264,6 +264,26 @@ class SpecChecks:
                     f"got games {self.games}",
                 )
             )
+        # A member that exploits another takes its whole config (its game and seed aside:
+        # rlsweep.run.population): arms the report compares would merge into the best one.
+        if s.scheduler == "pbt" and self.variants:
+            found.append(
+                (
+                    "variants",
+                    "pbt exploits across the population: a member that exploits another takes "
+                    "its variant too, so the variants would merge into the best one's; run one "
+                    f"PBT sweep per variant (got {', '.join(map(str, self.variants))})",
+                )
+            )
+        for key in self.grid_keys if s.scheduler == "pbt" else ():
+            found.append(
+                (
+                    f"space.{key}",
+                    "a grid under pbt: a member that exploits another takes its value too, so "
+                    "the values would merge into the best one's; sample it, or run one PBT "
+                    "sweep per value",
+                )
+            )
         for key in ("eval_interval", "checkpoint_interval") if s.scheduler == "pbt" else ():
             if key in self.params and self.params[key] != s.perturbation_interval:
                 found.append(
