@@ -122,8 +122,14 @@ def searched(v: object, digits: int = 3) -> str:
 def published(value: float, error: float | None = None, kind: str | None = None) -> str:
     """A published number as its source printed it: `17.7`, `16.46 ± 2.71`, `16.46 ± 2.71 (std)`
     (`kind`: what the ± is, where said)."""
-    text = f"{value:g}" if error is None else f"{value:g} ± {error:g}"
+    text = _as_written(value) if error is None else f"{_as_written(value)} ± {_as_written(error)}"
     return f"{text} ({kind})" if kind and error is not None else text
+
+
+def _as_written(x: float) -> str:
+    """A number as YAML read it from its text: `7` an int, `7.0` and `2.70` floats (`7.0`,
+    `2.7`: a float keeps its point, not its trailing zeros)."""
+    return str(int(x)) if isinstance(x, numbers.Integral) else str(float(x))
 
 
 def seeds(n: int | None) -> str:

@@ -60,7 +60,14 @@ def test_count_is_exact():
 def test_published_numbers_read_as_their_sources_print_them():
     from rlsweep.formatting import published, seeds
 
-    assert [published(17.7), published(26.28), published(6.0)] == ["17.7", "26.28", "6"]
+    # as written in the spec: YAML reads `6` as an int and `6.0` as a float
+    assert [published(17.7), published(26.28), published(6), published(6.0)] == [
+        "17.7",
+        "26.28",
+        "6",
+        "6.0",
+    ]
+    assert published(np.float64(1e-5)) == "1e-05"
     assert published(16.46, 2.71) == "16.46 ± 2.71"
     assert published(16.46, 2.71, "std") == "16.46 ± 2.71 (std)"
     assert [seeds(1), seeds(3), seeds(None)] == ["single run", "3 seeds", "unknown"]

@@ -290,3 +290,19 @@ def test_every_game_shows_its_references_of_a_variant_the_columns_split():
         ["| bigfish", "A", "training", "17.7"],
         ["| coinrun", "A", "training", "9.9"],
     ]
+
+
+def test_a_published_number_reads_as_its_spec_wrote_it():
+    """`value: 7.0` in a spec printed `7`, and `error: 2.70` printed `2.7` beside it: a number
+    keeps the point it was written with (YAML reads `7` as an int, `7.0` as a float)."""
+    text = (
+        "name: s\ngames: [coinrun]\nseeds: [0]\nvariants: {A: {}}\nreference:\n"
+        "  - {game: coinrun, variant: A, value: 7.0, error: 2.0, error_kind: std, split: train,"
+        " budget: 4e6, seeds: 3, source: X}\n"
+        "  - {game: coinrun, variant: A, value: 8, split: test, budget: 4e6, seeds: 1, source: Y}\n"
+    )
+    refs = SweepSpec.from_yaml_text(text, source="s.yaml").reference
+    exp = _experiment({("A", "coinrun", s): (0.5, 0.25) for s in range(3)})
+    exp.final[M.TRAIN_RETURN] = exp.final[M.TEST_RETURN] = 1.0
+    rows = [r.split(" | ") for r in T.reference_table(exp, refs, n_resamples=100)[2:]]
+    assert [r[6] for r in rows if r[6]] == ["7.0 ± 2.0 (std)", "8"]

@@ -163,7 +163,7 @@ class SearchConfig(Validated):
 ERROR_KINDS = ("std", "sem", "ci95")
 """What a published ± is: a standard deviation over seeds, a standard error of the mean, the
 half-width of a 95% confidence interval."""
-_NUMBER = Rule(is_number, "a number", convert=float)
+_NUMBER = Rule(is_number, "a number")  # an int or a float as YAML read it: 7 or 7.0, as printed
 _SOURCE = Rule(
     lambda v: isinstance(v, str) and v.strip() != "", "text saying where it was published"
 )
