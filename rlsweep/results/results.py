@@ -155,21 +155,21 @@ def _error_file_text(trial_dir: Path) -> str:
     return ""
 
 
-def _number_error(frame: pd.DataFrame, last: dict[str, Any], normalized: bool = True) -> str:
-    """Why this trial's numbers are unusable, or ''. `normalized`: its mode has normalization
-    constants (else `test/return_norm` is NaN by design)."""
+def _number_error(records: list[dict[str, Any]], last: dict[str, Any], normalized: bool) -> str:
+    """Why this trial's numbers (its rows as `_trial_rows` builds them) are unusable, or ''.
+    `normalized`: its mode has normalization constants (else `test/return_norm` is NaN by
+    design)."""
     for col in M.METRICS:
-        bad = frame.index[np.isinf(frame[col].to_numpy(dtype=float))]
-        if len(bad):
-            return f"{col} is {frame.at[bad[0], col]} at iteration {frame.at[bad[0], ITERATION]}"
-    missing = frame[ITERATION][frame[M.ENV_STEPS].isna()]
-    if len(missing):
-        return f"{M.ENV_STEPS} missing at iteration {missing.iloc[0]}"
-    fresh = frame[frame[M.TEST_FRESH]]
+        for r in records:
+            if math.isinf(r[col]):
+                return f"{col} is {r[col]} at iteration {r[ITERATION]}"
+    for r in records:
+        if math.isnan(r[M.ENV_STEPS]):
+            return f"{M.ENV_STEPS} missing at iteration {r[ITERATION]}"
     for col in (M.TEST_RETURN, M.TEST_RETURN_NORM) if normalized else (M.TEST_RETURN,):
-        bad = fresh.index[fresh[col].isna()]
-        if len(bad):
-            return f"{col} is NaN at evaluation iteration {frame.at[bad[0], ITERATION]}"
+        for r in records:
+            if r[M.TEST_FRESH] and math.isnan(r[col]):
+                return f"{col} is NaN at evaluation iteration {r[ITERATION]}"
     if reason := last.get(M.TRIAL_ERROR):
         return str(reason)
     for key, v in last.items():
@@ -203,14 +203,31 @@ def _trial_params(trial_dir: Path, rows: list[dict[str, Any]]) -> tuple[dict[str
 def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
     """One trial's tidy rows (see the module docstring for columns and status)."""
     trial_dir = Path(trial_dir)
-    sweep = sweep if sweep is not None else trial_dir.parent.name
+    rows = _trial_rows(trial_dir, sweep if sweep is not None else trial_dir.parent.name)
+    return _table(rows)
+
+
+def _table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """`rows` as one table, a value of None kept as None (an unknown game, a param left null):
+    pandas would read it as NaN beside numbers or text, and a seed column as floats."""
+    df = pd.DataFrame.from_records(rows)
+    for col in {k for r in rows for k, v in r.items() if v is None}:
+        df[col] = pd.Series([r.get(col, math.nan) for r in rows], index=df.index, dtype=object)
+    return df
+
+
+def _trial_rows(trial_dir: Path, sweep: str) -> list[dict[str, Any]]:
+    """`load_trial`'s rows as dicts: a search's thousands of trials make one table at once."""
     rows, error = _read_results(trial_dir / "result.json")
     params, unknown = _trial_params(trial_dir, rows)
 
     uncalibrated = trial_normalization_note(params) is not None
+    head = {"sweep": sweep, "trial_id": trial_dir.name}
+    head["game"], head["seed"] = params.get("game"), params.get("seed")
+    head.update({k: cell(v) for k, v in sorted(params.items()) if k not in _NOT_PARAMS})
     records = []
     for r in rows or [{M.TUNE_ITERATION: 0}]:
-        rec = {ITERATION: int(r.get(M.TUNE_ITERATION, 0))}
+        rec = {**head, ITERATION: int(r.get(M.TUNE_ITERATION, 0))}
         for col in M.METRICS:
             v = r.get(col)
             rec[col] = float(v) if isinstance(v, int | float) else math.nan
@@ -229,12 +246,11 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
         if uncalibrated:  # never another mode's constants, whatever the trainable reported
             rec.update(dict.fromkeys(_NORM_METRICS, math.nan))
         records.append(rec)
-    frame = pd.DataFrame.from_records(records)
 
     budget = params.get("total_env_steps")
-    steps = frame[M.ENV_STEPS].iloc[-1]
+    steps = records[-1][M.ENV_STEPS]
     reached = bool(rows) and isinstance(budget, int | float) and steps >= budget
-    error = unknown or error or (_number_error(frame, rows[-1], not uncalibrated) if rows else "")
+    error = unknown or error or (_number_error(records, rows[-1], not uncalibrated) if rows else "")
     crashed = _error_file_text(trial_dir)
     if crashed and reached and not error:
         # Tune retried the trial from a checkpoint and the retry finished: its numbers count.
@@ -247,13 +263,9 @@ def load_trial(trial_dir: str | Path, sweep: str | None = None) -> pd.DataFrame:
         status = TERMINATED
     else:
         status = INCOMPLETE
-
-    head = {"sweep": sweep, "trial_id": trial_dir.name}
-    head["game"], head["seed"] = params.get("game"), params.get("seed")
-    head.update({k: cell(v) for k, v in sorted(params.items()) if k not in _NOT_PARAMS})
-    out = pd.concat([pd.DataFrame([head] * len(frame)), frame], axis=1)
-    out["status"], out["error"] = status, error
-    return out
+    for rec in records:
+        rec["status"], rec["error"] = status, error
+    return records
 
 
 # --- many trials --------------------------------------------------------------------------
@@ -266,15 +278,17 @@ def load_curves(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
     on a GPU>, <perf/device, where trials said>, status, error` (`trial/resumed_at_iteration`:
     > 0 on rows a restored process reported, see `rlsweep.metrics.RESUMED_AT`)."""
     paths = [paths] if isinstance(paths, str | Path) else list(paths)
-    frames = []
-    for path in paths:
-        for exp in experiment_dirs(path):
-            for d in sorted(exp.iterdir()):
-                if history.is_trial_dir(d):
-                    frames.append(load_trial(d, exp.name))
-    if not frames:
+    rows = [
+        row
+        for path in paths
+        for exp in experiment_dirs(path)
+        for d in sorted(exp.iterdir())
+        if history.is_trial_dir(d)
+        for row in _trial_rows(d, exp.name)
+    ]
+    if not rows:
         raise FileNotFoundError(f"no trials under {', '.join(map(str, paths))}")
-    df = pd.concat(frames, ignore_index=True)
+    df = _table(rows)
     params = sorted(c for c in df.columns if c not in _NOT_PARAMS)
     reported = [c for c in (*M.MEMORY_METRICS, M.DEVICE) if c in df]  # where trials did
     order = [*ID_COLUMNS, *params, ITERATION, *METRIC_COLUMNS, *reported, *STATUS_COLUMNS]

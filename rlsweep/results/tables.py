@@ -517,10 +517,11 @@ def difference_table(
 
 def points(run: pd.DataFrame, metric: str, fresh_only: bool) -> tuple[np.ndarray, np.ndarray]:
     """A run's (env steps, metric) points; `fresh_only`: the iterations that evaluated."""
-    rows = run[run[M.TEST_FRESH]] if fresh_only else run
-    x = rows[M.ENV_STEPS].to_numpy(dtype=float)
-    y = rows[metric].to_numpy(dtype=float)
+    x = run[M.ENV_STEPS].to_numpy(dtype=float)
+    y = run[metric].to_numpy(dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
+    if fresh_only:
+        ok &= run[M.TEST_FRESH].to_numpy(dtype=bool)
     return x[ok], y[ok]
 
 
