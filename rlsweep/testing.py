@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -74,13 +75,18 @@ ITER_S_ENV = "RLSWEEP_FAKE_ITER_S"
 
 
 def fake_trial(
-    config: dict[str, Any], stop_at: float = 1.0, crash: bool = False, die_at: int | None = None
+    config: dict[str, Any],
+    stop_at: float = 1.0,
+    crash: bool = False,
+    die_at: int | None = None,
+    ctrl_c: int | None = None,
 ) -> None:
     """stop_at: the fraction of its budget at which the trial ends itself (`trial/done`), as
     one a scheduler stopped early; `functools.partial(fake_trial, stop_at=0.5)`. crash: the
     trial raises at its start (Tune marks it ERROR), as one whose node went away. die_at: its
     process exits after iteration `die_at` (its worker dead, as one killed), unless it was
-    restored from a checkpoint."""
+    restored from a checkpoint. ctrl_c: the driver's pid, sent SIGINT after the trial's first
+    iteration (a Ctrl-C once the sweep is under way)."""
     from rlsweep.experiment import interrupt
 
     cfg = TrialConfig.from_dict(config)
@@ -140,6 +146,8 @@ def fake_trial(
             clock.saved(saved_at - t0)
         else:
             tune.report(metrics)
+        if ctrl_c is not None and iteration == 1:
+            os.kill(ctrl_c, signal.SIGINT)
         if stop:
             interrupt.wait_to_be_stopped()
 

@@ -217,3 +217,50 @@ def test_a_drawn_condition_on_another_sampled_param_reads_the_same_draw():
         expected = TrialConfig().augment_p if t.augment == "none" else drawn[i]["augment_p"]
         assert t.augment_p == expected, (i, t.augment)
     assert {t.augment for _, t in ran} >= {"none", "flip"}  # both sides of the condition
+
+
+@pytest.mark.parametrize("algorithm", ["random", "optuna"])
+def test_a_resume_creates_the_trials_not_created_yet_with_their_values(
+    tmp_path, monkeypatch, no_ray_running, algorithm
+):
+    """Under `max_concurrent`, and under Optuna, Tune creates a trial only when it may start.
+    Trials created after a resume ran with Tune's placeholders for their variants' and drawn
+    values (`framestack: got ('__fn_ph', '763ba7cc')`): the resume failed as a bad input,
+    exit 2, at its first such trial, and no such sweep with variants or drawn configurations
+    could be finished."""
+    import functools
+    import os
+
+    from rlsweep.experiment.interrupt import SweepInterrupted
+    from rlsweep.run.sweep import resume_sweep
+    from rlsweep.run.tune_bridge import drawn_configurations
+
+    spec = SweepSpec(
+        name="later",
+        games=["coinrun"],
+        seeds=[0],
+        budget=4 * 16384,
+        variants={"Gap": {"framestack": "gap"}, "Plain": {}},
+        space={"lr": {"loguniform": [1e-4, 1e-3]}},
+        search={"algorithm": algorithm, "num_samples": 2, "seed": 3},
+        max_concurrent=1,
+        storage_path=str(tmp_path),
+    )
+    monkeypatch.setenv(ITER_S_ENV, "0.5")  # the first trial stops before its budget
+    ctrl_c = functools.partial(fake_trial, ctrl_c=os.getpid())
+    with pytest.raises(SweepInterrupted) as stopped:
+        run_sweep(spec, trainable=ctrl_c, num_cpus=2)
+    assert len(stopped.value.result.trials) < 4  # some not created yet
+    monkeypatch.setenv(ITER_S_ENV, "0")
+    resumed = functools.partial(fake_trial)  # a partial, as the run's: Tune checks the name
+    df = resume_sweep(tmp_path / "later", trainable=resumed, num_cpus=2).trials
+    assert len(df) == 4 and (df["status"] == "TERMINATED").all(), df
+    ran = [json.loads((Path(d) / TRIAL_FILE).read_text()) for d in df["trial_dir"]]
+    # Each configuration (drawn here, proposed by Optuna) under both variants.
+    lrs = sorted({r["lr"] for r in ran})
+    if algorithm == "random":
+        assert lrs == sorted(d["lr"] for d in drawn_configurations(spec))
+    assert sorted((r["framestack"], r["lr"]) for r in ran) == sorted(
+        (framestack, lr) for framestack in ("gap", TrialConfig().framestack) for lr in lrs
+    )
+    assert len(lrs) == 2

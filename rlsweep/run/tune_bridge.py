@@ -371,13 +371,25 @@ def restore_tuner(
     searcher and scheduler state) come from the experiment's saved state, and so does its
     param_space: Tune refuses a re-specified one whose keys differ, and today's would have
     every TrialConfig field added since the sweep began (a trial's config without one takes its
-    default, or the value the sweep ran where the default changed: `recorded_config`). What
-    names a place is made anew for `experiment`, where the sweep runs now (it may have been
+    default, or the value the sweep ran where the default changed: `recorded_config`).
+
+    Today's param_space is given where its keys are the sweep's (begun by this rlsweep), for
+    its `sample_from` functions: Tune saved its searcher's space with a placeholder for each
+    (`ray.tune.impl.placeholder`, Ray 2.60) and resolves a trial's placeholders only with the
+    functions of the param_space it is given. A trial created after a resume (one that
+    `max_concurrent` or Optuna had not created yet) then runs its variant's and drawn values,
+    not placeholders (`framestack: got ('__fn_ph', '763ba7cc')`, the resume's end). Tune also
+    resolves each restored trial anew from the config it was created with: the same values,
+    rlsweep's functions being deterministic outside PBT, where a config PBT perturbed would
+    go back to its first values; a PBT sweep keeps the saved space.
+
+    What names a place is made anew for `experiment`, where the sweep runs now (it may have been
     copied or moved): the Optuna searcher, at the study in it (its saved state then restores
     into that one), and its callbacks (`sweep_callbacks`: `callbacks`, W&B's, whose run dir
     is in it)."""
     storage, storage_fs = tune_storage(experiment)
-    tuner = tune.Tuner.restore(
+    restore = functools.partial(
+        tune.Tuner.restore,
         storage,
         wrap_trainable(spec, trainable, stop_flag),
         resume_unfinished=True,
@@ -385,6 +397,11 @@ def restore_tuner(
         restart_errored=False,
         storage_filesystem=storage_fs,
     )
+    tuner = None
+    if spec.search.scheduler != "pbt":
+        with contextlib.suppress(ValueError):  # keys of another rlsweep's (the trainable: again)
+            tuner = restore(param_space=param_space(spec))
+    tuner = tuner or restore()
     tune_config, run_config = _ray_compat.restored_configs(tuner)
     run_config.verbose = tune_verbosity(verbose)
     if spec.search.algorithm == "optuna":
