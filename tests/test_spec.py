@@ -861,6 +861,8 @@ def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed()
         3,
         {**REFERENCE, "seeds": None, "error": -1.0},
         {**REFERENCE, "error_kind": "std"},  # a rule across fields: checked once they pass
+        {**REFERENCE, "error": 2.0, "error_kind": "stderr"},  # close to std, means sem
+        {**REFERENCE, "variant": "no pool", "split": "unseen"},  # each said, at once
     ]
     with pytest.raises(SpecError) as e:
         SweepSpec.from_dict({**POOLING, "reference": bad}, source="s.yaml")
@@ -878,6 +880,10 @@ def test_reference_errors_name_the_entry_the_key_the_value_and_what_is_allowed()
         "s.yaml: reference[2].sed: unknown key (did you mean 'seeds'?)",
         "s.yaml: reference[3]: got 3; allowed: a mapping",
         "s.yaml: reference[4].error: got -1.0; allowed: a number >= 0, or null",
+        "s.yaml: reference[6].error_kind: got 'stderr' (did you mean 'sem'?); allowed: std (a "
+        "standard deviation), sem (a standard error of the mean), ci95 (a 95% CI's half-width)",
+        "s.yaml: reference[7].variant: got 'no pool' (did you mean 'No Pool'?)",
+        "s.yaml: reference[7].split: got 'unseen'",
     ]
     for want in expected:
         assert any(line.startswith(want) for line in lines), (want, lines)

@@ -163,6 +163,11 @@ class SearchConfig(Validated):
 ERROR_KINDS = ("std", "sem", "ci95")
 """What a published ± is: a standard deviation over seeds, a standard error of the mean, the
 half-width of a 95% confidence interval."""
+_ERROR_KIND = one_of(
+    ERROR_KINDS,
+    ["a standard deviation", "a standard error of the mean", "a 95% CI's half-width"],
+    aliases={"stderr": "sem", "se": "sem", "sd": "std", "stdev": "std", "ci": "ci95"},
+)
 _NUMBER = Rule(is_number, "a number")  # an int or a float as YAML read it: 7 or 7.0, as printed
 _SOURCE = Rule(
     lambda v: isinstance(v, str) and v.strip() != "", "text saying where it was published"
@@ -184,7 +189,7 @@ class Reference(Validated):
     """The published score: a raw episode return, as rlsweep's `train/return`, `test/return`."""
     error: float | None = checked(None, rule=optional(non_negative))
     """Its ± as published (2.71 for "16.46 ± 2.71"); `error_kind` or `note` says what it is."""
-    error_kind: str | None = checked(None, rule=optional(one_of(ERROR_KINDS), "(not said)"))
+    error_kind: str | None = checked(None, rule=optional(_ERROR_KIND, "(not said)"))
     """What `error` is: std (over seeds) | sem (standard error) | ci95 (a 95% CI's half-width)."""
     split: str = checked(rule=one_of(SPLITS))
     """The levels it was measured on, and so the score it is set beside: train (the training
@@ -312,6 +317,12 @@ class SweepSpec(SpecChecks):
         built = []
         for i, entry in enumerate(raw):
             at = f"reference[{i}]"
+            # Said beside the entry's other errors, which would hide it until they are mended.
+            variant = entry.get("variant") if isinstance(entry, dict) else None
+            if isinstance(variant, str) and labels is not None and variant not in labels:
+                hint = did_you_mean(variant, labels)
+                why = f"got {variant!r}{hint}; allowed: {', '.join([*labels, context])}"
+                errors.append(self._error(f"{at}.variant", why))
             missing = [
                 k for k in Reference.required() if isinstance(entry, dict) and k not in entry
             ]
@@ -328,10 +339,6 @@ class SweepSpec(SpecChecks):
             except ConfigError as e:  # one error per problem, each placed (several fields' too)
                 errors += list(self._placed(e.under(at)).errors)
                 continue
-            if ref.variant is not None and labels is not None and ref.variant not in labels:
-                hint = did_you_mean(ref.variant, labels)
-                why = f"got {ref.variant!r}{hint}; allowed: {', '.join([*labels, context])}"
-                errors.append(self._error(f"{at}.variant", why))
             built.append(ref)
         return built
 

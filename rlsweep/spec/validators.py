@@ -12,6 +12,7 @@ them all, then the few rules that tie fields together, and raises every problem 
 from __future__ import annotations
 
 import difflib
+import itertools
 import functools
 import math
 import numbers
@@ -71,6 +72,9 @@ class Rule:
     convert: Callable[[Any], Any] | None = None
     choices: tuple[str, ...] = ()
     """The names allowed, for a rule of names (`one_of`): a refused one gets a did-you-mean."""
+    aliases: tuple[tuple[str, str], ...] = ()
+    """(another name, the allowed one it means): its did-you-mean, where spelling would
+    mislead (`stderr` is close to `std`, and means `sem`)."""
 
     def __call__(self, value: Any) -> bool:
         return bool(self.test(value))
@@ -81,6 +85,8 @@ class Rule:
         quotes that unquoted would be allowed (`"false"`)."""
         if not isinstance(value, str):
             return ""
+        if means := dict(self.aliases).get(value.lower()):
+            return f" (did you mean {means!r}?)"
         if self.choices:
             lower = {c.lower(): c for c in self.choices}
             if value.lower() in lower:
@@ -124,9 +130,19 @@ text = Rule(lambda v: isinstance(v, str), "text")
 mapping = Rule(lambda v: isinstance(v, dict), "a mapping")
 
 
-def one_of(choices: Sequence[str]) -> Rule:
+def one_of(
+    choices: Sequence[str], meanings: Sequence[str] = (), aliases: dict[str, str] | None = None
+) -> Rule:
+    """One of the names `choices`; `meanings`: what each means, said beside it in an error;
+    `aliases`: other names for them (`Rule.aliases`)."""
+    allowed = ", ".join(
+        f"{c} ({m})" if m else c for c, m in itertools.zip_longest(choices, meanings)
+    )
     return Rule(
-        lambda v: isinstance(v, str) and v in choices, ", ".join(choices), choices=tuple(choices)
+        lambda v: isinstance(v, str) and v in choices,
+        allowed,
+        choices=tuple(choices),
+        aliases=tuple((aliases or {}).items()),
     )
 
 
@@ -138,6 +154,7 @@ def optional(rule: Rule, meaning: str = "") -> Rule:
         " ".join(filter(None, (f"{rule.allowed}, or null", meaning))),
         None if convert is None else lambda v: None if v is None else convert(v),
         rule.choices,
+        rule.aliases,
     )
 
 
