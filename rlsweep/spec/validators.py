@@ -12,8 +12,8 @@ them all, then the few rules that tie fields together, and raises every problem 
 from __future__ import annotations
 
 import difflib
-import itertools
 import functools
+import itertools
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
