@@ -472,8 +472,9 @@ def cmd_pack(args: argparse.Namespace) -> int:
     if args.lean:
         left += ", TensorBoard's event files and the report"
     print(
-        f"{args.out}: {m['experiment']} ({m['bytes'] / 2**20:.1f} MiB) in {len(m['parts'])} "
-        f"part(s), {size / 2**20:.1f} MiB gzipped; left out: {left}\n"
+        f"{args.out}: {m['experiment']}, {m['packed_bytes'] / 2**20:.1f} of its "
+        f"{m['bytes'] / 2**20:.1f} MiB, in {len(m['parts'])} part(s) of "
+        f"{size / 2**20:.1f} MiB gzipped; left out: {left}\n"
         f"unpack it: rlsweep unpack {args.out} --dest DIR"
     )
     return 0

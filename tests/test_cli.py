@@ -478,6 +478,9 @@ def test_pack_counts_apart_the_checkpoints_it_drops_to_fit(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "t/checkpoint_000000: left out to fit --max-mb 0.5: its trial starts anew" in err
     assert "left out: 0 checkpoints no resume loads" in out
+    # The size packed, not the dir's: "study (1.0 MiB) in 1 part(s), 0.0 MiB gzipped" read as a
+    # hundredfold compression of what was left out.
+    assert f"{tmp_path / 'p'}: study, 0.0 of its 1.0 MiB, in 1 part(s) of 0.0 MiB gzipped" in out
 
 
 def test_run_and_ablate_with_smoke_both_say_its_scores_are_a_random_policys(

@@ -162,7 +162,9 @@ def pack(
         archive = Path(tmp) / ARCHIVE
         while True:
             changed = state.dumps() if dropped or untracked else None
-            left_out, shuffled = _archive(experiment, archive, carried, lean, state.path, changed)
+            left_out, shuffled, packed = _archive(
+                experiment, archive, carried, lean, state.path, changed
+            )
             size = archive.stat().st_size
             if max_bytes is None or size <= max_bytes:
                 break
@@ -181,6 +183,7 @@ def pack(
         manifest = {
             "experiment": experiment.name,
             "bytes": sum(f.stat().st_size for f in experiment.rglob("*") if f.is_file()),
+            "packed_bytes": packed,
             "checkpoints_left_out": sorted(left_out),
             "checkpoints_dropped_to_fit": dropped,
             "lean": lean,
@@ -201,10 +204,11 @@ def _archive(
     lean: bool,
     state_path: str | None,
     state: bytes | None,
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], int]:
     """Write the gzipped tar of `experiment` to `archive`, less the checkpoints `carried` does
     not name (`lean`: and what no resume reads), with the Tune state file `state_path` written
-    as `state` where given. The checkpoints left out and the members byte-shuffled."""
+    as `state` where given. The checkpoints left out, the members byte-shuffled, and the bytes
+    of the files packed (before gzip)."""
     left_out: list[str] = []
     shuffled: list[str] = []
     state_member = None if state is None else f"{experiment.name}/{Path(str(state_path)).name}"
@@ -239,7 +243,8 @@ def _archive(
             info = tar.gettarinfo(str(state_path), arcname=state_member)
             info.size = len(state)
             tar.addfile(info, io.BytesIO(state))
-    return left_out, shuffled
+        packed = sum(m.size for m in tar.getmembers() if m.isfile())
+    return left_out, shuffled, packed
 
 
 def _least_advanced(experiment: Path, carried: dict[str, set[str]]) -> tuple[str, str] | None:
