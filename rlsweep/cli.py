@@ -37,6 +37,8 @@ def _table(df) -> str:
     from rlsweep import formatting
     from rlsweep.metrics import ENV_STEPS
 
+    if df.empty:  # stopped before Tune started one (pandas would print "Empty DataFrame")
+        return "no trial started"
     drop = ["trial_dir"]
     if "error" in df and not df["error"].fillna("").astype(str).ne("").any():
         drop.append("error")

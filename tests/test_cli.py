@@ -392,6 +392,8 @@ def test_the_trials_table_prints_env_steps_as_counts_and_errors_only_where_there
     header, *rows = _table(failed).splitlines()
     assert header.split()[-1] == "error"
     assert rows[1].split()[2] == "?" and rows[1].endswith("ERROR RuntimeError: boom")
+    # A sweep stopped before any trial started: said so, not pandas' "Empty DataFrame".
+    assert _table(failed.iloc[:0]) == "no trial started"
 
 
 def _carried_sweep(root: Path, env_steps: int) -> Path:

@@ -2,6 +2,7 @@
 by tests/test_resume.py, with real trials)."""
 
 import os
+import re
 import signal
 import threading
 import time
@@ -225,6 +226,9 @@ def test_trials_that_stop_themselves_end_the_sweep_and_keep_others_from_starting
         interrupts.on_step_begin(2, trials)
         assert put == [b"time"] and not ended  # b still runs its last iteration
         assert "1 running trial(s) checkpoint" in said[0]
+        # The time left to the trials, and what the sweep's end keeps after it: "(19s left)"
+        # read as the time to a 1-minute limit with 39 s of it left.
+        assert re.search(r"\(59m\d\ds left to them, 20s more to the sweep's end\)$", said[0])
         interrupts.on_trial_result(3, trials, b, stopping)
         interrupts.on_checkpoint(3, trials, b, None)
         interrupts.on_step_begin(4, trials)

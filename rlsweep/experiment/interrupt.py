@@ -397,7 +397,8 @@ class Interrupts:
                 until = (
                     f"at most {self.grace_s / 60:.0f} min; Ctrl-C again to stop now"
                     if self.signum is not None
-                    else f"{duration(max(limit.end_at - now, 0))} left"
+                    else f"{duration(max(limit.end_at - now, 0))} left to them, "
+                    f"{duration(SHUTDOWN_S)} more to the sweep's end"
                 )
                 when = (
                     "after their current iteration"
