@@ -60,6 +60,15 @@ def test_aggregates_draw_each_ci_as_a_bar_and_each_estimate_as_a_tick():
         assert [t.get_text() for t in ax.texts] == ["no CI"]
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["a", "b"]
     plt.close(fig)
+    # Scores 0.0006 apart (near-random policies) are not spread across the panel: its axis
+    # spans MIN_AGGREGATE_SPAN at least, centred on them.
+    scores = {"Gap": -0.01716, "Baseline": -0.01657}
+    near = {v: {k: S.Interval(x, np.nan, np.nan) for k in S.STATISTICS} for v, x in scores.items()}
+    fig = plots.aggregates_figure(near, colors=plots.colors(list(near)))
+    for ax in fig.axes:
+        lo, hi = ax.get_xlim()
+        assert hi - lo >= plots.MIN_AGGREGATE_SPAN and lo < -0.0172 and hi > -0.0166
+    plt.close(fig)
 
 
 def test_sample_efficiency_draws_the_iqm_and_its_band(tmp_path):
