@@ -306,3 +306,29 @@ def test_a_published_number_reads_as_its_spec_wrote_it():
     exp.final[M.TRAIN_RETURN] = exp.final[M.TEST_RETURN] = 1.0
     rows = [r.split(" | ") for r in T.reference_table(exp, refs, n_resamples=100)[2:]]
     assert [r[6] for r in rows if r[6]] == ["7.0 ± 2.0 (std)", "8"]
+
+
+def test_the_differences_name_variants_whose_runs_scored_the_same():
+    """Near-random policies of two variants scored the same on every run (seeded evaluation:
+    the same levels and draws): "0.000" and P = 0.5 read as "the variant was not applied"
+    unless the table says why."""
+    runs = {(v, "coinrun", s): (0.1 * s, 0.2 * s) for v in ("A", "B", "C") for s in range(3)}
+    runs.update({("C", "coinrun", s): (0.1 * s, 0.3 * s) for s in range(3)})  # C's test differs
+
+    def experiment(runs):
+        exp = _experiment(runs)
+        exp.final[M.TRAIN_RETURN] = exp.final[M.TRAIN_RETURN_NORM]
+        exp.final[M.TEST_RETURN] = exp.final[M.TEST_RETURN_NORM]
+        return exp
+
+    exp = experiment(runs)
+    lines = T.difference_table(exp, "A", ["B", "C"], n_resamples=100)
+    table, notes = lines[: 2 + 4], lines[2 + 4 :]
+    assert all(line.startswith("|") for line in table) and notes[0] == ""
+    assert [n[: n.index(":")] for n in notes[1:]] == [
+        "A and B scored the same on every run (coinrun training, coinrun unseen)",
+        "A and C scored the same on every run (coinrun training)",  # its unseen scores differ
+    ]
+    # Runs that differ somewhere: no note.
+    runs.update({("B", "coinrun", 0): (0.05, 0.01)})
+    assert T.difference_table(experiment(runs), "A", ["B"], n_resamples=100)[-1].startswith("|")

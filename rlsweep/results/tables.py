@@ -479,6 +479,7 @@ def difference_table(
     variants = [x, *others]
     scores = {split: exp.all_scores(metric, variants) for split, metric in SPLIT_METRICS.items()}
     rows = []
+    alike: dict[str, list[str]] = {}  # per other variant, where its runs scored as x's
     for gi, game in enumerate(exp.games):
         for split in SPLIT_METRICS:
             a = scores[split][x][gi]
@@ -488,6 +489,8 @@ def difference_table(
                 if not (len(a) and len(b)):
                     rows.append([game, SPLIT_NAMES[split], pair, "—", "—", f"{len(a)}, {len(b)}"])
                     continue
+                if len(a) > 1 and np.array_equal(np.sort(a), np.sort(b)):
+                    alike.setdefault(y, []).append(f"{game} {SPLIT_NAMES[split]}")
                 diff = admitted(S.mean_difference([a], [b], **kw), [a], [b])
                 better = admitted(S.probability_of_improvement_ci([a], [b], **kw), [a], [b])
                 why = too_few(min(len(a), len(b)))
@@ -509,7 +512,13 @@ def difference_table(
         "P(X > Y) [95% CI]",
         "runs X, Y",
     ]
-    return md_table(header, rows)
+    notes = [
+        f"{_md(x)} and {_md(y)} scored the same on every run ({', '.join(where)}): each "
+        "variant's evaluations play the same levels with the same random draws, so policies "
+        "that act alike, as near-random ones do, score alike."
+        for y, where in alike.items()
+    ]
+    return md_table(header, rows) + (["", *notes] if notes else [])
 
 
 # --- curves on a shared env-step grid -----------------------------------------------------
