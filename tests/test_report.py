@@ -206,7 +206,7 @@ def test_a_variant_without_a_score_keeps_its_column(tmp_path):
         "| maze | — | 0.250 (2 runs: too few for a CI) | — |\n"
         "| **IQM** | — | 0.250 (no CI: a game has < 3 runs) | — |\n"
     )
-    assert "not counted: 4 ERROR." in table
+    assert "not counted: 4 ERROR, 4 not started." in table  # stack's 4
     md = report.read_text()
     assert "Not aggregated (a game without finished runs): framestack=gap, framestack=stack" in md
     # How far it got: each trial's env steps (4,000 or 4,001) of the sweep's 12 x 16,384.

@@ -332,3 +332,12 @@ def test_the_differences_name_variants_whose_runs_scored_the_same():
     # Runs that differ somewhere: no note.
     runs.update({("B", "coinrun", 0): (0.05, 0.01)})
     assert T.difference_table(experiment(runs), "A", ["B"], n_resamples=100)[-1].startswith("|")
+
+
+def test_the_score_table_counts_the_trials_not_started():
+    """An interrupted sweep's table said "not counted: none" with trials not yet started:
+    the Runs section alone said so."""
+    exp = _experiment({("A", "coinrun", s): (0.5, 0.25 + 0.1 * s) for s in range(3)})
+    exp.specs = {"s": SweepSpec(name="s", games=["coinrun"], seeds=[0, 1, 2, 3, 4])}
+    table = T.score_table(exp, n_resamples=100)
+    assert "Counted: 3 finished trials; not counted: 2 not started." in table
