@@ -4,6 +4,7 @@ and `rlsweep plan` stay cheap to load."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 import re
@@ -85,10 +86,11 @@ def parse_duration(text: str) -> float:
     """Seconds in a duration as people write it, `duration`'s way and more: `8m30s`, `1h`,
     `2h30m`, `1d`, `90s`, or a plain number of seconds (`540`). ValueError otherwise."""
     t = text.strip().lower()
-    try:
-        return float(t)
-    except ValueError:
-        pass
+    with contextlib.suppress(ValueError):
+        seconds = float(t)
+        if math.isfinite(seconds) and seconds >= 0:  # not inf, nan nor -5
+            return seconds
+        t = ""  # refused below
     parts = _DURATION.findall(t)
     if not parts or "".join(n + u for n, u in parts) != t:
         raise ValueError(f"not a duration: {text!r} (e.g. 8m30s, 2h, 540)")

@@ -176,3 +176,63 @@ def test_a_carried_state_tracks_only_the_checkpoints_the_pack_carries(tmp_path):
     manager.register_checkpoint(_TrainingResult(checkpoint=Checkpoint(path=str(new)), metrics={}))
     assert (elsewhere / "t" / "checkpoint_000001").is_dir()  # kept: two, the newest
     assert (exp / "t" / "checkpoint_000000").is_dir()  # the source dir is not changed
+
+
+def test_a_bounded_pack_drops_the_least_advanced_trial_and_a_refused_one_keeps_the_last(
+    tmp_path,
+):
+    """What a sitting carries out, bounded to what comes back: each unfinished trial's newest
+    checkpoint and no ended trial's; over the bound, the checkpoint of the trial that got
+    least far goes first; a lean pack leaves out the report and TensorBoard's files. A pack
+    refused (nothing left to drop) leaves the last pack in `out` whole: it deleted its parts
+    first, and kept a manifest naming parts that were gone."""
+    from tune_state import report, trial_entry, write_state
+
+    from rlsweep.manifest import write_manifest
+
+    exp = tmp_path / "node1" / "study"
+    entries = []
+    for name, iteration, status in (("a", 2, "PAUSED"), ("b", 8, "PAUSED"), ("c", 9, "TERMINATED")):
+        for index in range(2):  # an older checkpoint, and the newest
+            path = exp / name / f"checkpoint_{index:06d}"
+            path.mkdir(parents=True)
+            (path / "weights.bin").write_bytes(random.Random(index).randbytes(1 << 19))
+            write_manifest(
+                str(path),
+                iteration - 1 + index,
+                256.0 * (iteration - 1 + index),
+                report(iteration - 1 + index),
+            )
+        (exp / name / "result.json").write_text("")
+        (exp / name / "events.out.tfevents.1.node").write_text("tensorboard")
+        tracked = [(f"{name}/checkpoint_{i:06d}", iteration - 1 + i) for i in range(2)]
+        entries.append(trial_entry(exp, name, tracked, last=iteration, keep=2, status=status))
+    (exp / "report").mkdir()
+    (exp / "report" / "report.md").write_text("# report\n")
+    (exp / "sweep.yaml").write_text("name: study\n")
+    write_state(exp, entries)
+
+    out = tmp_path / "parts"
+    full = pack(exp, out, part_bytes=1 << 18, lean=True)
+    assert full["checkpoints_left_out"] == [
+        "a/checkpoint_000000",
+        "b/checkpoint_000000",
+        "c/checkpoint_000000",
+        "c/checkpoint_000001",  # c ended: no resume loads it
+    ]
+    assert full["checkpoints_dropped_to_fit"] == []
+    bounded = pack(exp, out, part_bytes=1 << 18, lean=True, max_bytes=(1 << 19) + (1 << 18))
+    assert bounded["checkpoints_dropped_to_fit"] == ["a/checkpoint_000001"]  # a got least far
+    assert sum(p["bytes"] for p in bounded["parts"]) <= (1 << 19) + (1 << 18)
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["manifest.json", *(p["name"] for p in bounded["parts"])]
+    )  # the first pack's longer run of parts gone
+    elsewhere = unpack(out, tmp_path / "node2")
+    kept = sorted(str(p.relative_to(elsewhere)) for p in elsewhere.glob("*/checkpoint_*"))
+    assert kept == ["b/checkpoint_000001"]
+    assert not (elsewhere / "report").exists() and not list(elsewhere.glob("*/events.out.*"))
+
+    with pytest.raises(CarryError, match="no checkpoint left to leave out"):
+        pack(exp, out, part_bytes=1 << 18, lean=True, max_bytes=1)
+    again = unpack(out, tmp_path / "node3")  # the last pack, whole
+    assert sorted(str(p.relative_to(again)) for p in again.glob("*/checkpoint_*")) == kept

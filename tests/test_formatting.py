@@ -110,3 +110,12 @@ def test_a_rate_reads_to_the_unit_or_as_unknown():
 
     assert [rate(13748.6), rate(np.float64(30272.2)), rate(0.4)] == ["13,749", "30,272", "0"]
     assert [rate(float("nan")), rate(None), rate(float("inf"))] == ["?", "?", "?"]
+
+
+def test_a_duration_is_a_finite_time_written_whole():
+    from rlsweep.formatting import parse_duration
+
+    for bad in ("8m30x", "inf", "nan", "-5", "-5m", "1h 30m"):
+        with pytest.raises(ValueError, match="not a duration"):
+            parse_duration(bad)
+    assert parse_duration(" 1h30M ") == 5400 and parse_duration("0") == 0

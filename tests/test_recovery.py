@@ -478,7 +478,8 @@ def test_time_limit_flag_takes_a_duration_and_names_itself_when_bad(tmp_path):
     args = parser().parse_args(["resume", "results/x", "--time-limit", "9m"])
     assert args.time_limit == 540
     for cmd in (["run", "spec.yaml"], ["ablate", "model"], ["resume", "results/x"]):
-        for bad in ("0", "soon", "5 m", "20s"):  # 20 s: all of it kept for the sweep's end
+        # 20 s: all of it kept for the sweep's end; inf: no limit, which is no flag
+        for bad in ("0", "soon", "5 m", "20s", "8m30x", "inf", "nan", "-5"):
             with pytest.raises(SystemExit) as e:
                 parser().parse_args([*cmd, "--time-limit", bad])
             assert e.value.code == 2

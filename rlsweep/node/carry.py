@@ -156,8 +156,6 @@ def pack(
     ]
     dropped: list[str] = []
     out.mkdir(parents=True, exist_ok=True)
-    for stale in out.glob(f"{ARCHIVE}.part*"):
-        stale.unlink()  # a part of an earlier, longer pack would be taken for this one's
     with tempfile.TemporaryDirectory(dir=out) as tmp:
         archive = Path(tmp) / ARCHIVE
         while True:
@@ -180,6 +178,10 @@ def pack(
                 if trial.checkpoint == name and (trial.checkpoint_owner or trial.dirname) == owner:
                     state.forget_checkpoints(trial.dirname)
             dropped.append(f"{owner}/{name}")
+        # Only now that this pack stands: an earlier pack's parts and manifest go, whose longer
+        # pack's last parts would be taken for this one's (a refused pack leaves them whole).
+        for stale in [*out.glob(f"{ARCHIVE}.part*"), out / MANIFEST]:
+            stale.unlink(missing_ok=True)
         manifest = {
             "experiment": experiment.name,
             "bytes": sum(f.stat().st_size for f in experiment.rglob("*") if f.is_file()),
