@@ -264,3 +264,70 @@ def test_a_resume_creates_the_trials_not_created_yet_with_their_values(
         (framestack, lr) for framestack in ("gap", TrialConfig().framestack) for lr in lrs
     )
     assert len(lrs) == 2
+
+
+def test_a_space_s_ranges_go_to_tune_as_written():
+    """`int: [1, 4]` draws 1 to 4, 4 too (Tune's randint excludes its upper bound); a q draws
+    multiples of q up to the bound; a float range with q, multiples of q."""
+    import numpy as np
+
+    from rlsweep.run.tune_bridge import to_tune
+    from rlsweep.spec.space import parse_space
+
+    def drawn(raw: dict) -> set:
+        (param,) = parse_space({"x": raw}).values()
+        domain, rng = to_tune(param), np.random.RandomState(0)
+        return {domain.sample(random_state=rng) for _ in range(2000)}
+
+    assert drawn({"int": [1, 4]}) == {1, 2, 3, 4}
+    assert drawn({"int": [2, 8], "q": 2}) == {2, 4, 6, 8}
+    halves = drawn({"uniform": [0.0, 1.0], "q": 0.25})
+    assert {round(v, 9) for v in halves} == {0.0, 0.25, 0.5, 0.75, 1.0}
+    assert all(1e-4 <= v <= 1e-2 for v in drawn({"loguniform": [1e-4, 1e-2]}))
+
+
+def test_the_tune_pieces_a_spec_chooses(monkeypatch):
+    """What no fast test held: the schedulers' settings, the checkpoints PBT keeps, which trials
+    reuse processes, when a trial's report ends it, and a variant's own values."""
+    from rlsweep import metrics as M
+    from rlsweep.run.tune_bridge import (
+        _from_variant,
+        checkpoint_config,
+        reuses_processes,
+        scheduler,
+        trial_done,
+    )
+
+    asha = SweepSpec(
+        name="a",
+        games=["coinrun"],
+        seeds=[0],
+        space={"lr": {"loguniform": [1e-4, 1e-3]}},
+        search={
+            "algorithm": "random",
+            "scheduler": "asha",
+            "grace_period": 3,
+            "reduction_factor": 4,
+        },
+    )
+    kwargs = lambda **kw: kw  # noqa: E731  what rlsweep asks of Tune's schedulers
+    monkeypatch.setattr("ray.tune.schedulers.ASHAScheduler", kwargs)
+    monkeypatch.setattr("rlsweep.run.population.MemberPBT", kwargs)
+    s = scheduler(asha)
+    assert (s["grace_period"], s["reduction_factor"], s["time_attr"]) == (3, 4, M.TUNE_ITERATION)
+    pbt = asha.with_overrides(
+        search={"algorithm": "random", "scheduler": "pbt", "mutations": ["lr"]}
+    )
+    s = scheduler(pbt)
+    assert s["quantile_fraction"] == 0.25 and s["member_keys"] == ("game", "seed")
+    assert list(s["hyperparam_mutations"]) == ["lr"]
+    assert checkpoint_config(pbt).num_to_keep is None  # PBT restores any of them, any time
+    assert checkpoint_config(asha).num_to_keep == asha.keep_checkpoints
+    assert reuses_processes(asha)
+    assert not reuses_processes(asha.with_overrides(params={"num_gpus": 1}))
+    assert trial_done("t", {M.TRIAL_DONE: True}) and not trial_done("t", {M.TRIAL_DONE: False})
+    assert not trial_done("t", {})
+    variants = {"Gap": {"framestack": "gap"}, "Plain": {}}
+    assert _from_variant("framestack", variants, "none", {"variant": "Gap"}) == "gap"
+    assert _from_variant("framestack", variants, "none", {"variant": "Plain"}) == "none"
+    assert _from_variant("framestack", variants, "none", {"config": {"variant": "Gap"}}) == "gap"
