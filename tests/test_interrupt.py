@@ -265,3 +265,55 @@ def test_a_trial_stopped_before_it_began_is_not_waited_for(monkeypatch):
         interrupts.on_checkpoint(2, trials, training, None)
         interrupts.on_step_begin(3, trials)
         assert ended == [True]
+
+
+def test_a_time_limit_asks_two_iterations_early_and_ends_the_loop_by_its_end(monkeypatch):
+    """The margins a GPU sitting lives by: the ask two of the longest iterations before the end,
+    which keeps SHUTDOWN_S for the sweep's own end; at that end the loop ends whether or not
+    every trial has checkpointed. A sweep whose trials all ended by themselves after the ask
+    is not timed out (exit 0, not 3), and Ctrl-C under a limit is a signal (exit 130)."""
+    from types import SimpleNamespace
+
+    now = [0.0]
+    clock = SimpleNamespace(monotonic=lambda: now[0], time=time.time, sleep=time.sleep)
+    monkeypatch.setattr("rlsweep.experiment.interrupt.time", clock)
+    put, ended, said = [], [], []
+    monkeypatch.setattr("rlsweep._ray_compat.kv_put", lambda key, value: put.append(value))
+    monkeypatch.setattr("rlsweep._ray_compat.kv_get", lambda key: None)
+    monkeypatch.setattr("rlsweep._ray_compat.kv_delete", lambda key: None)
+    monkeypatch.setattr("rlsweep._ray_compat.end_tune_loop", lambda: ended.append(True))
+    limit = TimeLimit(100, start=0.0)
+    assert limit.end_at == 100 - SHUTDOWN_S and limit.ask_at == limit.end_at
+    a = _Trial("a")
+    with Interrupts(say=said.append, time_limit=limit) as interrupts:
+        interrupts.on_trial_result(1, [a], a, {"time_this_iter_s": 10.0})
+        interrupts.on_trial_result(2, [a], a, {"time_this_iter_s": 4.0})
+        assert limit.ask_at == limit.end_at - 2 * 10.0  # the longest, twice
+        now[0] = limit.ask_at - 1
+        interrupts.on_step_begin(3, [a])
+        assert not put and not interrupts.stopped
+        now[0] = limit.ask_at + 1
+        interrupts.on_step_begin(4, [a])
+        assert put == [b"time"] and interrupts.timed_out and not ended
+        assert "(19s left to them, 20s more to the sweep's end)" in said[0]
+        now[0] = limit.end_at - 0.5
+        interrupts.on_step_begin(5, [a])
+        assert not ended  # a may still checkpoint
+        now[0] = limit.end_at
+        interrupts.on_step_begin(6, [a])
+        assert ended == [True] and "did not checkpoint in time" in said[-1]
+    # Every trial ended by itself after the ask: the sweep ran to its end.
+    now[0] = 0.0
+    limit = TimeLimit(100, start=0.0)
+    with Interrupts(say=said.append, time_limit=limit) as interrupts:
+        now[0] = limit.ask_at + 1
+        interrupts.on_step_begin(1, [_Trial("a", "TERMINATED")])
+        assert not interrupts.stopped
+    # Ctrl-C under a limit, the trial stopping for it: a signal, not the limit.
+    now[0] = 0.0
+    with Interrupts(say=said.append, time_limit=TimeLimit(100, start=0.0)) as interrupts:
+        interrupts._handle(signal.SIGINT, None)
+        interrupts.on_trial_result(1, [a], a, {"trial/interrupted": True})
+        assert interrupts.signum == signal.SIGINT and not interrupts.timed_out
+    with pytest.raises(ValueError, match="time limit: got nan"):
+        TimeLimit(float("nan"))

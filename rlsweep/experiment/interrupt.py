@@ -395,7 +395,7 @@ class Interrupts:
             self._waiting = running - self._stopped
             if self._waiting:
                 until = (
-                    f"at most {self.grace_s / 60:.0f} min; Ctrl-C again to stop now"
+                    f"at most {duration(self.grace_s)}; Ctrl-C again to stop now"
                     if self.signum is not None
                     else f"{duration(max(limit.end_at - now, 0))} left to them, "
                     f"{duration(SHUTDOWN_S)} more to the sweep's end"
