@@ -149,6 +149,15 @@ def test_best_so_far_never_goes_down():
     assert "best test/return_norm 0.00203 (coinrun s0)" in later.line("test/return_norm")
 
 
+def test_a_score_that_is_not_a_number_is_never_the_best():
+    """A NaN first report (no evaluation yet) would stand as "best nan" for the rest of the
+    sweep: no number compares above it."""
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR)
+    assert view.measure([_trial(0, "RUNNING", 1, 10, 0, float("nan"))], now=1).best is None
+    later = view.measure([_trial(0, "RUNNING", 2, 50, 30, 0.5)], now=2)
+    assert later.best == (0.5, "coinrun s0")
+
+
 def test_a_trial_is_named_by_its_searched_values_as_the_report_labels_them():
     """A sampled lr reads as in the report's labels (`formatting.searched`): 2.24e-4, not
     0.000224; a grid's value as written."""
