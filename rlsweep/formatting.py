@@ -102,8 +102,9 @@ def significant(x: float, digits: int = 3) -> str:
     and from 1e5 on, with a short exponent: 0.998, 2.24e-4, 1.5e6 (never 0.00022434347...)."""
     if not math.isfinite(x) or x == 0:
         return f"{x:g}"
-    if 1e-3 <= abs(x) < 1e5:
-        return f"{float(f'{x:.{digits}g}'):g}"  # rounded, then plain: 2050, not 2.05e+03
+    rounded = float(f"{x:.{digits}g}")  # the notation is the rounded value's: 99999 is 1e5
+    if 1e-3 <= abs(rounded) < 1e5:
+        return f"{rounded:g}"  # plain: 2050, not 2.05e+03
     mantissa, exp = f"{x:.{digits - 1}e}".split("e")
     if "." in mantissa:
         mantissa = mantissa.rstrip("0").rstrip(".")

@@ -83,6 +83,9 @@ def test_published_numbers_read_as_their_sources_print_them():
         (2048.0, "2050"),
         (123456.7, "1.23e5"),
         (-0.000123456, "-1.23e-4"),
+        (99999.0, "1e5"),  # rounds to 1e5, and reads as 100000 does (it read "100000")
+        (100000.0, "1e5"),
+        (0.00099996, "0.001"),
     ],
 )
 def test_significant_is_3_digits_and_a_short_exponent(x, text):
