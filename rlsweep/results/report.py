@@ -413,9 +413,9 @@ def _header(exp: Experiment) -> list[str]:
         parts = ", ".join(f"{counts[s]:,} {s}" for s in R.STATUSES if s in counts and counts[s])
         spec = exp.specs.get(sweep)
         n, planned = int(counts.sum()), spec.num_trials if spec else None
-        if planned and planned > n:
+        if exp.unstarted.get(sweep):
             trials = f"{n:,} of {formatting.plural(planned, 'trial')}"
-            unstarted = f"; {planned - n} not started"
+            unstarted = f"; {exp.unstarted[sweep]} not started"
         else:
             trials, unstarted = formatting.plural(n, "trial"), ""
         line = f"- `{sweep}`: {trials} ({parts}){unstarted}"

@@ -558,6 +558,16 @@ class Experiment:
         return self.counted_for(M.TEST_RETURN_NORM)
 
     @property
+    def unstarted(self) -> dict[str, int]:
+        """Per sweep whose spec is known, its trials not started yet (an interrupted sweep's:
+        its spec runs more than it has trial dirs for)."""
+        started = self.final["sweep"].value_counts()
+        return {
+            name: max(spec.num_trials - int(started.get(name, 0)), 0)
+            for name, spec in self.specs.items()
+        }
+
+    @property
     def repeats(self) -> pd.Series:
         """Finished trials not counted because they repeat a counted one (`repeats`)."""
         return repeats(self.final[_aggregable(self.final)], self.pooled)

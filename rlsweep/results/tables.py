@@ -161,11 +161,7 @@ def score_table(exp: Experiment, *, n_resamples: int = REPORT_RESAMPLES, seed: i
         not_counted.append(f"{uncalibrated} TERMINATED in a mode without normalization constants")
     if repeated:
         not_counted.append(f"{repeated} repeating a counted trial's config and seed")
-    started = exp.final["sweep"].value_counts()
-    unstarted = sum(
-        max(spec.num_trials - int(started.get(name, 0)), 0) for name, spec in exp.specs.items()
-    )
-    if unstarted:
+    if unstarted := sum(exp.unstarted.values()):
         not_counted.append(f"{unstarted} not started")
     by = ", ".join(f"`{p}`" for p in exp.by) or "nothing (one variant)"
     if exp.split:

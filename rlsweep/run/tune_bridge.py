@@ -401,7 +401,8 @@ def restore_tuner(
     if spec.search.scheduler != "pbt":
         with contextlib.suppress(ValueError):  # keys of another rlsweep's (the trainable: again)
             tuner = restore(param_space=param_space(spec))
-    tuner = tuner or restore()
+    if tuner is None:
+        tuner = restore()
     tune_config, run_config = _ray_compat.restored_configs(tuner)
     run_config.verbose = tune_verbosity(verbose)
     if spec.search.algorithm == "optuna":
