@@ -289,8 +289,11 @@ def test_a_space_s_ranges_go_to_tune_as_written():
 def test_the_tune_pieces_a_spec_chooses(monkeypatch):
     """What no fast test held: the schedulers' settings, the checkpoints PBT keeps, which trials
     reuse processes, when a trial's report ends it, and a variant's own values."""
+    from types import SimpleNamespace
+
     from rlsweep import metrics as M
     from rlsweep.run.tune_bridge import (
+        _conditional,
         _from_variant,
         checkpoint_config,
         reuses_processes,
@@ -327,6 +330,13 @@ def test_the_tune_pieces_a_spec_chooses(monkeypatch):
     assert not reuses_processes(asha.with_overrides(params={"num_gpus": 1}))
     assert trial_done("t", {M.TRIAL_DONE: True}) and not trial_done("t", {M.TRIAL_DONE: False})
     assert not trial_done("t", {})
+    # A PBT member's conditional value: drawn where every condition holds, else the default.
+    when = {"augment": ("pad_crop",), "framestack": ("gap",)}
+    domain = SimpleNamespace(sample=lambda: "drawn")
+    assert _conditional(domain, when, "default", {"augment": "pad_crop", "framestack": "gap"}) == (
+        "drawn"
+    )
+    assert _conditional(domain, when, "default", {"augment": "pad_crop"}) == "default"
     variants = {"Gap": {"framestack": "gap"}, "Plain": {}}
     assert _from_variant("framestack", variants, "none", {"variant": "Gap"}) == "gap"
     assert _from_variant("framestack", variants, "none", {"variant": "Plain"}) == "none"
