@@ -16,6 +16,7 @@ class Trial:
     status: str
     config: dict
     last_result: dict = field(default_factory=dict)
+    local_path: str | None = None
 
 
 TINY = {
@@ -147,6 +148,22 @@ def test_best_so_far_never_goes_down():
     later = view.measure([_trial(0, "RUNNING", 4, 100, 60, 0.0), _trial(1, "RUNNING")], now=2)
     assert later.best == (0.00203, "coinrun s0")
     assert "best test/return_norm 0.00203 (coinrun s0)" in later.line("test/return_norm")
+
+
+def test_a_resumed_sweep_s_best_counts_the_reports_before_the_resume(tmp_path):
+    """A restored trial's last report is its checkpoint's (a finished one's, its last
+    evaluation): the best fell at a resume, from -0.00321 to -0.00962. Its earlier reports are
+    in its result.json, read once, when the trial is first seen."""
+    import json
+    from dataclasses import replace
+
+    rows = [{"training_iteration": i, "test/return_norm": x} for i, x in ((1, 0.7), (2, 0.2))]
+    (tmp_path / "result.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    view = ProgressView(SPEC, stream=io.StringIO(), throughput=PRIOR)
+    finished = replace(_trial(0, "TERMINATED", 2, 50, 30, 0.2), local_path=str(tmp_path))
+    assert view.measure([finished], now=1).best == (0.7, "coinrun s0")
+    (tmp_path / "result.json").write_text(json.dumps({"test/return_norm": 0.9}) + "\n")
+    assert view.measure([finished], now=2).best == (0.7, "coinrun s0")  # read once
 
 
 def test_a_score_that_is_not_a_number_is_never_the_best():
